@@ -1,0 +1,196 @@
+"""The data model every stage shares: small dataclasses around numpy columns.
+
+Reading produces `Run`s (inside a `Logdir`); the engine turns a `Run` into a `RunReport`
+(roles, per-series features, findings, health); views only ever consume these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SEVERITIES = ("critical", "warning", "info")
+
+#: The fixed vocabulary of finding kinds (see shared/DESIGN.md).
+FINDING_KINDS = (
+    "divergence",
+    "loss_spike",
+    "periodic_spikes",
+    "oscillation",
+    "slow_convergence",
+    "plateau",
+    "overfitting",
+    "exploding_gradients",
+    "vanishing_gradients",
+    "dead_units",
+    "weight_growth",
+    "warmup_instability",
+    "input_bottleneck",
+    "task_imbalance",
+    "amp_overflow",
+    "lr_anomaly",
+    "run_restart",
+    "data_integrity",
+    "stalled",
+)
+
+#: Roles a scalar tag can play. `metric` carries a direction separately.
+ROLES = (
+    "train_loss",
+    "val_loss",
+    "loss_component",
+    "metric",
+    "lr",
+    "momentum",
+    "grad_norm",
+    "grad_norm_layer",
+    "weight_norm",
+    "activation_zero_frac",
+    "loss_scale",
+    "step_time",
+    "data_time",
+    "throughput",
+    "gpu_util",
+    "gpu_mem",
+    "epoch",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Series:
+    """One scalar curve: three aligned columns, in step order after restart resolution."""
+
+    steps: np.ndarray  # int64
+    wall_times: np.ndarray  # float64
+    values: np.ndarray  # float64 (NaN and Inf preserved)
+
+    def __len__(self) -> int:
+        return int(self.steps.shape[0])
+
+    @classmethod
+    def empty(cls) -> "Series":
+        return cls(np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.float64))
+
+
+@dataclass(frozen=True, eq=False)
+class HistogramSeries:
+    """Histograms of one tag over time: per point, bucket right edges and counts."""
+
+    steps: np.ndarray  # int64
+    wall_times: np.ndarray  # float64
+    limits: tuple[np.ndarray, ...]  # per point: bucket right edges (float64)
+    counts: tuple[np.ndarray, ...]  # per point: bucket counts (float64)
+    mins: np.ndarray  # float64, per point
+    maxs: np.ndarray  # float64, per point
+    nums: np.ndarray  # float64, per point: total count
+    sums: np.ndarray  # float64, per point
+
+    def __len__(self) -> int:
+        return int(self.steps.shape[0])
+
+
+@dataclass(frozen=True)
+class TextEntry:
+    step: int
+    wall_time: float
+    text: str  # untrusted: escape before display
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the reader noticed about the files themselves (corruption, restarts)."""
+
+    kind: str  # "data_integrity" or "run_restart"
+    file: str  # path of the file, relative to the logdir
+    message: str  # one clear line naming the problem
+    offset: int | None = None  # byte offset in `file` where it happened
+    step: int | None = None
+    severity: str = "warning"
+
+
+@dataclass
+class Run:
+    """Everything read from one run directory. Mutated in place by live tailing."""
+
+    name: str  # path relative to the logdir ("." for a logdir that is itself a run)
+    path: Path
+    files: list[str] = field(default_factory=list)  # event file names, in read order
+    scalars: dict[str, Series] = field(default_factory=dict)
+    histograms: dict[str, HistogramSeries] = field(default_factory=dict)
+    texts: dict[str, list[TextEntry]] = field(default_factory=dict)
+    hparams: dict[str, Any] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)  # e.g. {"image": 12, "graph": 1}
+    last_step: int | None = None
+    last_wall_time: float | None = None
+    bytes_read: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class SeriesFeatures:
+    """Structured description of one series: what a person (or the LLM) needs, not the points."""
+
+    tag: str
+    role: str | None
+    direction: int  # +1 higher is better, -1 lower is better, 0 unknown
+    points: int
+    first_step: int | None
+    last_step: int | None
+    best: float | None
+    best_step: int | None
+    final: float | None
+    final_step: int | None
+    first_nonfinite_step: int | None
+    noise: float | None  # robust sigma of the residual around the rolling baseline
+    outlier_steps: np.ndarray  # int64 steps beyond k·sigma of the baseline
+    plateaus: tuple[tuple[int, int], ...]  # (start_step, end_step) of flat stretches
+    trend: float | None  # recent relative slope (per 1 % of the run), sign = direction of change
+    spike_period: int | None  # steps between recurring spikes, when periodic
+    extra: dict[str, Any] = field(default_factory=dict)  # detector-specific numbers
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # one of FINDING_KINDS
+    severity: str  # one of SEVERITIES
+    run: str
+    tags: tuple[str, ...]
+    step: int | None
+    end_step: int | None
+    evidence: dict[str, Any]
+    message: str
+    suggestion: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "severity": self.severity,
+            "tags": list(self.tags),
+            "step": self.step,
+            "end_step": self.end_step,
+            "evidence": self.evidence,
+            "message": self.message,
+            "suggestion": self.suggestion,
+        }
+
+
+@dataclass(frozen=True)
+class Health:
+    score: int  # 0-100
+    components: dict[str, int | None]  # convergence, stability, gradient_health, resource_efficiency, overfitting_risk
+
+
+@dataclass
+class RunReport:
+    """The engine's verdict on one run."""
+
+    name: str
+    run: Run
+    roles: dict[str, str | None]  # tag -> role (None when unknown)
+    directions: dict[str, int]  # tag -> +1 / -1 / 0
+    features: dict[str, SeriesFeatures]
+    findings: list[Finding]
+    health: Health

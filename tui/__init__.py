@@ -1,0 +1,1 @@
+"""tbtriage's terminal side: the Textual app, its widgets, and the command line."""
