@@ -1,0 +1,306 @@
+"""Drive the framing/decoding kernel over one event file, and decode the records it hands back.
+
+`scan_file` yields `Batch`es in file order: columns of scalar points decoded by the kernel, plus
+the records the kernel left to Python (decoded here with tensorboard's protobuf classes), so the
+caller never sees the difference between the compiled and the pure path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from . import _kernel as _pure
+
+#: Read files in windows of this size, so memory stays well under the bytes read.
+CHUNK_BYTES = 32 << 20
+#: Points per kernel call: big enough to amortise the call, small enough to stay in cache-ish memory.
+POINTS_PER_CALL = 1 << 18
+OTHERS_PER_CALL = 1 << 12
+#: With a warm numba cache, the compiled path wins from about this many bytes (import ~0.3 s).
+JIT_MIN_BYTES = 4 << 20
+#: With a cold cache, compiling costs ~10-20 s: only worth it when the pure path would take longer.
+JIT_COLD_MIN_BYTES = 96 << 20
+
+_CRC_TABLE = _pure.make_crc_tables()
+_CRC_LIST = [int(x) for x in _CRC_TABLE]
+
+_jit_lock = threading.Lock()
+_jit_module = None
+_jit_failed = False
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tbtriage"
+
+
+def numba_available() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def _numba_cache_warm() -> bool:
+    d = cache_dir() / "numba"
+    return d.is_dir() and any(d.rglob("*_kernel*.nbi"))
+
+
+def jit_module():
+    """The kernel compiled by numba (cached on disk), or None where numba is unusable."""
+    global _jit_module, _jit_failed
+    with _jit_lock:
+        if _jit_module is not None or _jit_failed:
+            return _jit_module
+        try:
+            os.environ.setdefault("NUMBA_CACHE_DIR", str(cache_dir() / "numba"))
+            name = "analysis._kernel_jit"
+            spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_kernel.py"))
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+            _jit_module = mod
+        except Exception:  # numba missing or broken on this platform: the pure path is exact
+            _jit_failed = True
+        return _jit_module
+
+
+def choose_kernel(nbytes: int, prefer: str | None = None):
+    """The kernel module to use for reading `nbytes`: compiled when it pays, pure otherwise."""
+    prefer = prefer or os.environ.get("TBTRIAGE_KERNEL", "auto")
+    if prefer == "pure" or not numba_available():
+        return _pure
+    if prefer == "jit":
+        return jit_module() or _pure
+    threshold = JIT_MIN_BYTES if _numba_cache_warm() else JIT_COLD_MIN_BYTES
+    if nbytes >= threshold:
+        return jit_module() or _pure
+    return _pure
+
+
+class TagTable:
+    """The kernel's tag intern table for one run, and the tag strings it names."""
+
+    def __init__(self, jit: bool, slots: int = 1 << 12, arena: int = 1 << 16):
+        self.jit = jit
+        self._alloc(slots, arena)
+        self.names: list[str] = []
+
+    def _alloc(self, slots: int, arena: int) -> None:
+        if self.jit:
+            self.ht = np.full(slots, -1, np.int64)
+            self.hash = np.zeros(slots // 2, np.int64)
+            self.off = np.zeros(slots // 2, np.int64)
+            self.len = np.zeros(slots // 2, np.int64)
+            self.arena = np.zeros(arena, np.uint8)
+            self.state = np.zeros(2, np.int64)
+        else:
+            self.ht = [-1] * slots
+            self.hash = [0] * (slots // 2)
+            self.off = [0] * (slots // 2)
+            self.len = [0] * (slots // 2)
+            self.arena = bytearray(arena)
+            self.state = [0, 0]
+
+    def args(self):
+        return self.ht, self.hash, self.off, self.len, self.arena, self.state
+
+    def grow(self, kernel) -> None:
+        """Double the table (re-interning every tag in id order keeps the ids)."""
+        names = list(self.names)
+        self._alloc(len(self.ht) * 2, max(len(self.arena) * 2, 1 << 16))
+        self.names = []
+        for name in names:
+            self.intern(kernel, name)
+
+    def sync(self) -> None:
+        """Pick up the names of tags the kernel added."""
+        n = int(self.state[0])
+        for i in range(len(self.names), n):
+            a, b = int(self.off[i]), int(self.off[i]) + int(self.len[i])
+            self.names.append(bytes(self.arena[a:b]).decode("utf-8", "replace"))
+
+    def intern(self, kernel, name: str) -> int:
+        raw = name.encode("utf-8")
+        buf = np.frombuffer(raw, np.uint8) if self.jit else raw
+        while True:
+            tid = kernel.intern_tag(buf, 0, len(raw), *self.args())
+            if tid >= 0:
+                self.sync()
+                return int(tid)
+            self.grow(kernel)
+
+
+@dataclass
+class Batch:
+    """Decoded records of one file, in order: kernel points, and records left to Python."""
+
+    steps: np.ndarray
+    walls: np.ndarray
+    values: np.ndarray
+    tags: np.ndarray  # tag ids (TagTable.names)
+    srcs: np.ndarray  # SRC_SIMPLE / SRC_TENSOR
+    recs: np.ndarray  # record ordinal in the file
+    others: list[tuple[int, int, bytes, bool]] = field(default_factory=list)  # (ordinal, file offset, payload, malformed)
+
+
+@dataclass
+class ScanResult:
+    """Where a file scan stopped, and what was wrong with the file on the way."""
+
+    offset: int = 0  # next unread byte (start of an incomplete record, or end of file)
+    records: int = 0
+    problems: list[tuple[int, str]] = field(default_factory=list)  # (offset, one-line problem)
+    truncated: bool = False
+
+
+class _Outputs:
+    def __init__(self, jit: bool):
+        if jit:
+            self.step = np.empty(POINTS_PER_CALL, np.int64)
+            self.wall = np.empty(POINTS_PER_CALL, np.float64)
+            self.val = np.empty(POINTS_PER_CALL, np.float64)
+            self.tag = np.empty(POINTS_PER_CALL, np.int64)
+            self.src = np.empty(POINTS_PER_CALL, np.int64)
+            self.rec = np.empty(POINTS_PER_CALL, np.int64)
+            self.oth_off = np.empty(OTHERS_PER_CALL, np.int64)
+            self.oth_kind = np.empty(OTHERS_PER_CALL, np.int64)
+            self.oth_rec = np.empty(OTHERS_PER_CALL, np.int64)
+        else:
+            # Plain lists: indexing them from Python is several times faster than numpy scalars.
+            self.step = [0] * POINTS_PER_CALL
+            self.wall = [0.0] * POINTS_PER_CALL
+            self.val = [0.0] * POINTS_PER_CALL
+            self.tag = [0] * POINTS_PER_CALL
+            self.src = [0] * POINTS_PER_CALL
+            self.rec = [0] * POINTS_PER_CALL
+            self.oth_off = [0] * OTHERS_PER_CALL
+            self.oth_kind = [0] * OTHERS_PER_CALL
+            self.oth_rec = [0] * OTHERS_PER_CALL
+
+    def args(self):
+        return (self.step, self.wall, self.val, self.tag, self.src, self.rec,
+                self.oth_off, self.oth_kind, self.oth_rec)
+
+    def others(self, buf, kernel, n: int) -> list[tuple[int, int, bytes, bool]]:
+        """(record ordinal, offset in window, payload, malformed) of the records left to Python."""
+        found = []
+        for i in range(n):
+            o = int(self.oth_off[i])
+            length = int(kernel.read_u64(buf, o))
+            payload = bytes(buf[o + 12 : o + 12 + length])
+            found.append((int(self.oth_rec[i]), o, payload, int(self.oth_kind[i]) == _pure.OTHER_MALFORMED))
+        return found
+
+    def take(self, n: int) -> tuple[np.ndarray, ...]:
+        return (
+            np.array(self.step[:n], np.int64),
+            np.array(self.wall[:n], np.float64),
+            np.array(self.val[:n], np.float64),
+            np.array(self.tag[:n], np.int64),
+            np.array(self.src[:n], np.int8),
+            np.array(self.rec[:n], np.int64),
+        )
+
+
+def _read_window(f, start: int, size: int, jit: bool):
+    f.seek(start)
+    if jit:
+        buf = np.empty(size, np.uint8)
+        n = f.readinto(memoryview(buf))
+        return buf[:n]
+    return f.read(size)
+
+
+def scan_file(
+    path: str | Path,
+    offset: int,
+    kernel,
+    tags: TagTable,
+    result: ScanResult,
+    verify: bool = True,
+    end: int | None = None,
+) -> Iterator[Batch]:
+    """Yield batches decoded from `path` starting at byte `offset`, filling `result` as it goes.
+
+    Stops at the first incomplete record (result.truncated, result.offset points at it: a later
+    call continues from there). A record with a bad CRC is reported in result.problems; reading
+    resumes at the next position where a whole record verifies, or stops if there is none.
+    """
+    jit = kernel is not _pure
+    table = _CRC_TABLE if jit else _CRC_LIST
+    out = _Outputs(jit)
+    rec = result.records
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size if end is None else end
+        base = offset
+        want = CHUNK_BYTES
+        while base < size:
+            buf = _read_window(f, base, min(want, size - base), jit)
+            want = CHUNK_BYTES
+            blen = len(buf)
+            if blen == 0:
+                break
+            pos = 0
+            while True:
+                status, pos, npts, noth, nrec = kernel.scan(
+                    buf, pos, blen, verify, table, rec, *out.args(), *tags.args()
+                )
+                pos = int(pos)
+                if npts or noth:
+                    tags.sync()
+                    others = [(r, base + o, d, m) for r, o, d, m in out.others(buf, kernel, int(noth))]
+                    yield Batch(*out.take(int(npts)), others=others)
+                rec += int(nrec)
+                result.records = rec
+                if status == _pure.ST_FULL:
+                    continue
+                if status == _pure.ST_TAGS_FULL:
+                    tags.grow(kernel)
+                    continue
+                break
+            if status == _pure.ST_END:
+                base += blen
+                continue
+            if status == _pure.ST_TRUNCATED:
+                if base + blen < size:  # the window, not the file, cut this record
+                    if pos > 0:
+                        base += pos
+                        continue
+                    length = int(kernel.read_u64(buf, 0)) if blen >= 12 else -1
+                    if 0 <= length and 16 + length <= size - base:
+                        want = 16 + length  # one record larger than a window: read it whole
+                        continue
+                result.offset = base + pos
+                result.truncated = True
+                return
+            # A corrupt record at base + pos: find the next record that verifies, if any.
+            bad = base + pos
+            what = "bad length checksum" if status == _pure.ST_BAD_HEADER else "bad data checksum"
+            rest = _read_window(f, bad, size - bad, jit)
+            if _all_zero(rest):
+                # A zero-filled tail (preallocated, or not flushed yet) is no data: maybe later.
+                result.offset = bad
+                result.truncated = True
+                return
+            q = int(kernel.resync(rest, 0, len(rest), table))
+            if q < 0:
+                result.problems.append(
+                    (bad, f"{what} at byte {bad}; the {size - bad} bytes after it hold no intact record, ignored")
+                )
+                result.offset = size
+                return
+            result.problems.append((bad, f"{what} at byte {bad}; skipped {q} bytes, resumed at byte {bad + q}"))
+            base = bad + q
+        result.offset = max(base, offset)
+
+
+def _all_zero(buf) -> bool:
+    if isinstance(buf, np.ndarray):
+        return not buf.any()
+    return not buf.strip(b"\0")

@@ -1,0 +1,81 @@
+"""`analysis.load`: a logdir of runs, read fast, and refreshed by reading only what was appended."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .discover import find_runs
+from .model import Run
+from .reader import RunReader, is_event_file
+
+
+class LogdirError(Exception):
+    """The logdir cannot be read at all (missing, not a directory or event file)."""
+
+
+@dataclass
+class Logdir:
+    """Every run under `path`, keyed by its path relative to `path`."""
+
+    path: Path
+    runs: dict[str, Run] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    run_filter: str | None = None
+    kernel: str | None = None
+    _readers: dict[str, RunReader] = field(default_factory=dict, repr=False)
+    _single_file: Path | None = field(default=None, repr=False)
+
+    def refresh(self) -> list[str]:
+        """Read appended bytes, new files and new runs; the names of the runs that changed."""
+        if self._single_file is not None:
+            found = {".": self._single_file.parent}
+        else:
+            if not self.path.is_dir():
+                raise LogdirError(f"{self.path}: no such directory")
+            found = find_runs(self.path, self.warnings)
+        if self.run_filter:
+            pattern = re.compile(self.run_filter)
+            found = {k: v for k, v in found.items() if pattern.search(k)}
+        changed = []
+        for name, path in found.items():
+            reader = self._readers.get(name)
+            if reader is None:
+                reader = self._readers[name] = RunReader(self.path, path, name, kernel=self.kernel)
+                if self._single_file is not None:
+                    target = self._single_file.name
+                    reader._list_files = lambda t=target, p=path: [t] if (p / t).exists() else []
+                self.runs[name] = reader.run
+            if reader.read():
+                changed.append(name)
+        return changed
+
+    def pending_bytes(self) -> int:
+        """Bytes not read yet across known runs (new runs are not counted)."""
+        return sum(r.pending_bytes() for r in self._readers.values())
+
+
+def load(path, runs: str | None = None, kernel: str | None = None) -> Logdir:
+    """Read every run under `path` (a logdir, a run directory or a single event file).
+
+    `runs` keeps only runs whose name matches the regex; `kernel` forces "pure" or "jit".
+    Raises LogdirError (one clear line) when `path` does not exist or holds nothing readable.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise LogdirError(f"{path}: no such file or directory")
+    if runs is not None:
+        try:
+            re.compile(runs)
+        except re.error as exc:
+            raise LogdirError(f"--runs {runs!r}: not a valid regular expression ({exc})") from None
+    logdir = Logdir(path=p, run_filter=runs, kernel=kernel)
+    if p.is_file():
+        if not is_event_file(p.name):
+            raise LogdirError(f"{path}: not an event file (the name has no 'tfevents')")
+        logdir._single_file = p
+    elif not p.is_dir():
+        raise LogdirError(f"{path}: not a directory")
+    logdir.refresh()
+    return logdir

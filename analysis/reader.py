@@ -1,0 +1,381 @@
+"""Read one run (a directory of event files) into a `Run`, and keep reading it as it grows.
+
+A `RunReader` remembers, per file, the offset after the last complete record, so `read()` only
+ever reads appended bytes and new files. Several files are merged in name order (TensorBoard's
+order: the names start with the creation time). When a tag's steps go backwards (a restart from a
+checkpoint), the newer points win: every older point at or after the new step is dropped, which is
+what TensorBoard shows, and the restart is recorded as a `run_restart` note.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import _kernel
+from .decode import Batch, ScanResult, TagTable, choose_kernel, scan_file
+from .events import decode_record
+from .model import HistogramSeries, Note, Run, Series, TextEntry
+
+
+def is_event_file(name: str) -> bool:
+    """TensorBoard's rule: any file whose name contains 'tfevents'."""
+    return "tfevents" in name
+
+
+@dataclass
+class _FileState:
+    name: str
+    index: int
+    offset: int = 0
+    records: int = 0
+    problems_seen: set = field(default_factory=set)
+    malformed: int = 0
+    noted_empty: bool = False
+    noted_unreadable: bool = False
+
+
+class _Column:
+    """One tag's points: resolved arrays plus chunks appended since the last resolution."""
+
+    __slots__ = ("steps", "walls", "values", "files", "new", "from_tensor_only")
+
+    def __init__(self) -> None:
+        self.steps = np.empty(0, np.int64)
+        self.walls = np.empty(0, np.float64)
+        self.values = np.empty(0, np.float64)
+        self.files = np.empty(0, np.int32)  # file index per resolved point (for restart notes)
+        self.new: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
+        self.from_tensor_only = True
+
+    def purge(self, step: int) -> int:
+        """Drop points at or after `step` (a SessionLog START); returns how many went."""
+        self.flush_new()
+        keep = self.steps < step
+        dropped = int(keep.size - keep.sum())
+        if dropped:
+            self.steps, self.walls, self.values, self.files = (
+                self.steps[keep],
+                self.walls[keep],
+                self.values[keep],
+                self.files[keep],
+            )
+        return dropped
+
+    def flush_new(self) -> None:
+        if not self.new:
+            return
+        parts = [(self.steps, self.walls, self.values, self.files)] + [
+            (s, w, v, np.full(s.shape[0], fi, np.int32)) for s, w, v, fi in self.new
+        ]
+        self.steps = np.concatenate([p[0] for p in parts])
+        self.walls = np.concatenate([p[1] for p in parts])
+        self.values = np.concatenate([p[2] for p in parts])
+        self.files = np.concatenate([p[3] for p in parts])
+        self.new = []
+
+
+def resolve_overlaps(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of points to keep, indices where steps went backwards).
+
+    A point survives when every later point has a larger step: a later point at the same or an
+    earlier step supersedes it (TensorBoard's preemption rule, applied to the whole column at once).
+    """
+    n = steps.shape[0]
+    if n < 2 or bool(np.all(steps[1:] > steps[:-1])):
+        return np.ones(n, bool), np.empty(0, np.int64)
+    suffix_min = np.minimum.accumulate(steps[::-1])[::-1]
+    keep = np.ones(n, bool)
+    keep[:-1] = steps[:-1] < suffix_min[1:]
+    back = np.nonzero(steps[1:] < steps[:-1])[0] + 1
+    return keep, back
+
+
+class RunReader:
+    """Incremental reader of one run directory."""
+
+    def __init__(self, logdir: Path, path: Path, name: str, kernel: str | None = None, verify: bool = True):
+        self.logdir = logdir
+        self.path = path
+        self.name = name
+        self.kernel_pref = kernel
+        self.verify = verify
+        self.run = Run(name=name, path=path)
+        self._files: dict[str, _FileState] = {}
+        self._cols: dict[str, _Column] = {}
+        self._hists: dict[str, list] = {}
+        self._plugins: dict[str, str] = {}
+        self._tags: TagTable | None = None
+        self._kernel = None
+        self._restart_keys: set = set()
+
+    # -- discovery of files -------------------------------------------------------------------
+    def _list_files(self) -> list[str]:
+        try:
+            with os.scandir(self.path) as it:
+                names = [e.name for e in it if is_event_file(e.name) and _is_file(e)]
+        except OSError as exc:
+            self._note("data_integrity", self.name, f"cannot list run directory: {exc.strerror or exc}")
+            return []
+        return sorted(names)
+
+    def _rel(self, fname: str) -> str:
+        return fname if self.name == "." else f"{self.name}/{fname}"
+
+    def _note(self, kind: str, file: str, message: str, offset=None, step=None, severity="warning") -> None:
+        self.run.notes.append(Note(kind, file, message, offset, step, severity))
+
+    # -- reading ------------------------------------------------------------------------------
+    def pending_bytes(self) -> int:
+        total = 0
+        for fname in self._list_files():
+            st = self._files.get(fname)
+            try:
+                size = (self.path / fname).stat().st_size
+            except OSError:
+                continue
+            total += max(0, size - (st.offset if st else 0))
+        return total
+
+    def read(self) -> bool:
+        """Read what was appended since the last call; True if anything new was read."""
+        names = self._list_files()
+        todo = []
+        for fname in names:
+            st = self._files.get(fname)
+            if st is None:
+                st = self._files[fname] = _FileState(fname, len(self._files))
+                self.run.files.append(fname)
+            try:
+                size = (self.path / fname).stat().st_size
+            except OSError:
+                continue
+            if size > st.offset:
+                todo.append((st, size))
+            elif size == 0 and not st.noted_empty and fname != names[-1]:
+                st.noted_empty = True
+                self._note("data_integrity", self._rel(fname), "empty file (0 bytes): no events in it", severity="info")
+        if not todo:
+            return False
+        nbytes = sum(size - st.offset for st, size in todo)
+        kernel = choose_kernel(nbytes, self.kernel_pref)
+        if self._kernel is not kernel:
+            # The intern table lives in the kernel's own containers: rebuild it for the new one.
+            old = self._tags.names if self._tags else []
+            self._tags = TagTable(jit=kernel is not _kernel)
+            for tag in old:
+                self._tags.intern(kernel, tag)
+            self._kernel = kernel
+        changed = False
+        last_name = names[-1] if names else None
+        for st, size in todo:
+            changed |= self._read_file(st, size, is_last=st.name == last_name)
+        if changed:
+            self._finish()
+        return changed
+
+    def _read_file(self, st: _FileState, size: int, is_last: bool) -> bool:
+        result = ScanResult(offset=st.offset, records=st.records)
+        got = False
+        try:
+            for batch in scan_file(self.path / st.name, st.offset, self._kernel, self._tags, result, self.verify, size):
+                self._take(batch, st)
+                got = True
+        except OSError as exc:
+            if not st.noted_unreadable:
+                st.noted_unreadable = True
+                self._note("data_integrity", self._rel(st.name), f"cannot read: {exc.strerror or exc}")
+            return got
+        self.run.bytes_read += max(0, result.offset - st.offset)
+        for offset, problem in result.problems:
+            if offset not in st.problems_seen:
+                st.problems_seen.add(offset)
+                if offset == 0 and result.records == 0 and "no intact record" in problem:
+                    problem = "not a TensorBoard event file (no valid record from byte 0); skipped"
+                self._note("data_integrity", self._rel(st.name), problem + "; intact records before it kept", offset)
+        if result.truncated and not is_last and result.offset < size and (st.name, "tail") not in st.problems_seen:
+            st.problems_seen.add((st.name, "tail"))
+            self._note(
+                "data_integrity",
+                self._rel(st.name),
+                f"file ends in an incomplete record at byte {result.offset} (the writer stopped mid-write); "
+                f"{result.records} intact records kept",
+                result.offset,
+                severity="info",
+            )
+        st.offset = result.offset
+        st.records = result.records
+        return got
+
+    def _take(self, batch: Batch, st: _FileState) -> None:
+        """Fold one batch into the columns, in record order."""
+        run = self.run
+        steps, walls, values, tags, srcs, recs = batch.steps, batch.walls, batch.values, batch.tags, batch.srcs, batch.recs
+        purges: list[tuple[int, int]] = []
+        if batch.others:
+            extra = []
+            for rec, offset, payload, malformed in batch.others:
+                dec = None if malformed else decode_record(payload, self._plugins)
+                if dec is None:
+                    st.malformed += 1
+                    if st.malformed == 1:
+                        self._note(
+                            "data_integrity",
+                            self._rel(st.name),
+                            f"record at byte {offset} has a valid checksum but is not an Event; skipped",
+                            offset,
+                        )
+                    continue
+                if dec.wall_time and (run.last_wall_time is None or dec.wall_time > run.last_wall_time):
+                    run.last_wall_time = dec.wall_time
+                for tag, value, from_tensor in dec.scalars:
+                    tid = self._tags.intern(self._kernel, tag)
+                    extra.append((rec, tid, dec.step, dec.wall_time, value, int(from_tensor)))
+                for tag, limits, counts, lo, hi, num, total in dec.histograms:
+                    self._hists.setdefault(tag, []).append((rec, dec.step, dec.wall_time, limits, counts, lo, hi, num, total))
+                for tag, text in dec.texts:
+                    run.texts.setdefault(tag, []).append(TextEntry(dec.step, dec.wall_time, text))
+                run.hparams.update(dec.hparams)
+                for kind, n in dec.skipped.items():
+                    run.skipped[kind] = run.skipped.get(kind, 0) + n
+                if dec.purge:
+                    purges.append((rec, dec.step))
+            if extra:
+                e = np.array([x[:3] for x in extra], np.int64).reshape(-1, 3)
+                f = np.array([x[3:5] for x in extra], np.float64).reshape(-1, 2)
+                recs = np.concatenate([recs, e[:, 0]])
+                order = np.argsort(recs, kind="stable")
+                recs = recs[order]
+                tags = np.concatenate([tags, e[:, 1]])[order]
+                steps = np.concatenate([steps, e[:, 2]])[order]
+                walls = np.concatenate([walls, f[:, 0]])[order]
+                values = np.concatenate([values, f[:, 1]])[order]
+                srcs = np.concatenate([srcs, np.array([x[5] for x in extra], np.int8)])[order]
+        if walls.size:
+            w = float(walls.max())
+            if run.last_wall_time is None or w > run.last_wall_time:
+                run.last_wall_time = w
+        if not purges:
+            self._append(steps, walls, values, tags, srcs, st.index)
+            return
+        start = 0
+        for rec, step in purges:
+            cut = int(np.searchsorted(recs, rec))
+            self._append(steps[start:cut], walls[start:cut], values[start:cut], tags[start:cut], srcs[start:cut], st.index)
+            start = cut
+            self._purge(step, st)
+        self._append(steps[start:], walls[start:], values[start:], tags[start:], srcs[start:], st.index)
+
+    def _append(self, steps, walls, values, tags, srcs, file_index: int) -> None:
+        if steps.size == 0:
+            return
+        names = self._tags.names
+        if tags.size and bool(np.all(tags == tags[0])):
+            groups = [(int(tags[0]), slice(None))]
+            order = None
+        else:
+            order = np.argsort(tags, kind="stable")
+            sorted_tags = tags[order]
+            uniq, first = np.unique(sorted_tags, return_index=True)
+            bounds = list(first) + [sorted_tags.size]
+            groups = [(int(t), slice(bounds[i], bounds[i + 1])) for i, t in enumerate(uniq)]
+        for tid, sl in groups:
+            idx = sl if order is None else order[sl]
+            col = self._cols.get(names[tid])
+            if col is None:
+                col = self._cols[names[tid]] = _Column()
+            col.new.append((steps[idx], walls[idx], values[idx], file_index))
+            if col.from_tensor_only and bool(np.any(srcs[idx] == _kernel.SRC_SIMPLE)):
+                col.from_tensor_only = False
+
+    def _purge(self, step: int, st: _FileState) -> None:
+        dropped = sum(col.purge(step) for col in self._cols.values())
+        for tag, items in self._hists.items():
+            before = len(items)
+            items[:] = [it for it in items if it[1] < step]
+            dropped += before - len(items)
+        key = ("purge", st.name, step)
+        if key not in self._restart_keys:
+            self._restart_keys.add(key)
+            self._note(
+                "run_restart",
+                self._rel(st.name),
+                f"the run restarted at step {step} (session START): {dropped} earlier points at or after it dropped, as TensorBoard does",
+                step=step,
+                severity="info",
+            )
+
+    def _finish(self) -> None:
+        """Resolve overlaps on the columns that grew and publish them on the Run."""
+        run = self.run
+        restarts: dict[tuple[int, int], list[int]] = {}  # (file index, ordinal) -> [resume, from, dropped]
+        for tag, col in self._cols.items():
+            if not col.new:
+                continue
+            col.flush_new()
+            keep, back = resolve_overlaps(col.steps)
+            if back.size:
+                seen_per_file: dict[int, int] = {}
+                for j in back:
+                    fi = int(col.files[j])
+                    k = seen_per_file.get(fi, 0)
+                    seen_per_file[fi] = k + 1
+                    entry = restarts.setdefault((fi, k), [int(col.steps[j]), int(col.steps[j - 1]), 0])
+                    entry[0] = min(entry[0], int(col.steps[j]))
+                    entry[1] = max(entry[1], int(col.steps[j - 1]))
+                dropped = int(keep.size - keep.sum())
+                if dropped:
+                    first = (int(col.files[back[0]]), 0)
+                    restarts[first][2] += dropped
+            if not keep.all():
+                col.steps, col.walls, col.values, col.files = (col.steps[keep], col.walls[keep], col.values[keep], col.files[keep])
+            plugin = self._plugins.get(tag, "")
+            if col.from_tensor_only and plugin not in ("", "scalars"):
+                continue  # rank-0 tensors of another plugin: not scalars
+            run.scalars[tag] = Series(col.steps, col.walls, col.values)
+        file_names = {st.index: st.name for st in self._files.values()}
+        for (fi, k), (resume, frm, dropped) in sorted(restarts.items()):
+            key = (fi, k, resume)
+            if key in self._restart_keys:
+                continue
+            self._restart_keys.add(key)
+            fname = file_names.get(fi, "?")
+            self._note(
+                "run_restart",
+                self._rel(fname),
+                f"steps go back from {frm} to {resume} (a restart from a checkpoint): "
+                f"{dropped} older points at or after step {resume} replaced by the newer ones, as TensorBoard does",
+                step=resume,
+                severity="info",
+            )
+        for tag, items in self._hists.items():
+            run.histograms[tag] = _histogram_series(items)
+        last = [int(s.steps[-1]) for s in run.scalars.values() if len(s)]
+        last += [int(h.steps[-1]) for h in run.histograms.values() if len(h)]
+        run.last_step = max(last) if last else run.last_step
+
+
+def _histogram_series(items: list) -> HistogramSeries:
+    steps = np.array([it[1] for it in items], np.int64)
+    keep, _ = resolve_overlaps(steps)
+    items = [it for it, k in zip(items, keep) if k]
+    return HistogramSeries(
+        steps=np.array([it[1] for it in items], np.int64),
+        wall_times=np.array([it[2] for it in items], np.float64),
+        limits=tuple(it[3] for it in items),
+        counts=tuple(it[4] for it in items),
+        mins=np.array([it[5] for it in items], np.float64),
+        maxs=np.array([it[6] for it in items], np.float64),
+        nums=np.array([it[7] for it in items], np.float64),
+        sums=np.array([it[8] for it in items], np.float64),
+    )
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
