@@ -1,0 +1,320 @@
+"""The event reader, as a user meets it: every point right, bad files survived, live runs tailed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing import event_accumulator as ea
+from tensorboard.util import tensor_util
+
+import analysis
+from analysis.logdir import LogdirError
+from tests._event_files import event_files, write_pytorch_run, write_tf2_run
+
+KERNELS = ["pure", "jit"]
+
+
+def accumulator(path: Path) -> ea.EventAccumulator:
+    acc = ea.EventAccumulator(str(path), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0, ea.HISTOGRAMS: 0})
+    acc.Reload()
+    return acc
+
+
+@pytest.fixture(scope="module")
+def pytorch_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("logdir")
+    write_pytorch_run(root / "bs64_cosine", n=400, seed=1)
+    write_pytorch_run(root / "ablation" / "no_attn", n=150, seed=2, nan_at=120)
+    write_tf2_run(root / "keras" / "train", n=120, content=True)
+    return root
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_pytorch_point_matches_event_accumulator(pytorch_logdir, kernel):
+    logdir = analysis.load(pytorch_logdir, kernel=kernel)
+    assert sorted(logdir.runs) == ["ablation/no_attn", "bs64_cosine", "keras/train"]
+    for name in ("bs64_cosine", "ablation/no_attn"):
+        run = logdir.runs[name]
+        acc = accumulator(pytorch_logdir / name)
+        assert sorted(run.scalars) == sorted(acc.Tags()["scalars"])
+        for tag in acc.Tags()["scalars"]:
+            events = acc.Scalars(tag)
+            s = run.scalars[tag]
+            assert s.steps.dtype == np.int64 and s.wall_times.dtype == np.float64
+            np.testing.assert_array_equal(s.steps, [e.step for e in events])
+            np.testing.assert_array_equal(s.wall_times, [e.wall_time for e in events])
+            np.testing.assert_array_equal(s.values, [e.value for e in events])  # NaN == NaN here
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_run_that_goes_nan_keeps_its_nans(pytorch_logdir, kernel):
+    s = analysis.load(pytorch_logdir, kernel=kernel).runs["ablation/no_attn"].scalars["train/loss"]
+    assert np.isnan(s.values[120:]).all() and np.isfinite(s.values[:120]).all()
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_tf2_tensor_scalars_of_every_dtype_match_the_accumulator_tensors(pytorch_logdir, kernel):
+    run = analysis.load(pytorch_logdir, kernel=kernel).runs["keras/train"]
+    acc = accumulator(pytorch_logdir / "keras" / "train")
+    tensor_tags = [t for t in acc.Tags()["tensors"] if t not in ("hist", "notes")]
+    assert sorted(run.scalars) == sorted(tensor_tags)
+    assert {"loss", "lr_double", "half", "count_i32", "count_i64", "content_f32"} <= set(run.scalars)
+    for tag in tensor_tags:
+        events = acc.Tensors(tag)
+        expect = [float(tensor_util.make_ndarray(e.tensor_proto)) for e in events]
+        np.testing.assert_array_equal(run.scalars[tag].values, expect)
+        np.testing.assert_array_equal(run.scalars[tag].steps, [e.step for e in events])
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_histograms_text_and_hparams_are_read(tmp_path, kernel):
+    from tensorboardX import SummaryWriter
+
+    write_pytorch_run(tmp_path / "a", n=250)
+    write_tf2_run(tmp_path / "b", n=120)
+    w = SummaryWriter(str(tmp_path / "c"))
+    w.add_hparams({"lr": 0.1, "optimizer": "adam", "amp": True}, {"hparam/accuracy": 0.9}, name="hp")
+    w.close()
+    logdir = analysis.load(tmp_path, kernel=kernel)
+    a = logdir.runs["a"]
+    acc = accumulator(tmp_path / "a")
+    expect = acc.Histograms("weights/fc")
+    h = a.histograms["weights/fc"]
+    np.testing.assert_array_equal(h.steps, [e.step for e in expect])
+    np.testing.assert_array_equal(h.counts[1], list(expect[1].histogram_value.bucket))
+    np.testing.assert_array_equal(h.limits[1], list(expect[1].histogram_value.bucket_limit))
+    assert a.texts["config/text_summary"][0].text == "lr=0.1 [bold]x[/bold]"
+    b = logdir.runs["b"]
+    assert list(b.histograms["hist"].steps) == [0, 50, 100]
+    np.testing.assert_array_equal(b.histograms["hist"].counts[1], np.arange(5.0) + 50)
+    assert b.texts["notes"][0].text == "hello \x1b[31mred"  # kept verbatim: escaping is the view's job
+    hp = logdir.runs["c/hp"].hparams
+    assert hp == {"lr": 0.1, "optimizer": "adam", "amp": True}
+
+
+def test_the_pure_and_compiled_paths_agree_point_for_point(pytorch_logdir):
+    pure = analysis.load(pytorch_logdir, kernel="pure")
+    jit = analysis.load(pytorch_logdir, kernel="jit")
+    for name, run in pure.runs.items():
+        other = jit.runs[name]
+        assert run.scalars.keys() == other.scalars.keys()
+        for tag, s in run.scalars.items():
+            o = other.scalars[tag]
+            np.testing.assert_array_equal(s.steps, o.steps)
+            np.testing.assert_array_equal(s.values, o.values)
+            np.testing.assert_array_equal(s.wall_times, o.wall_times)
+        assert run.last_step == other.last_step and run.last_wall_time == other.last_wall_time
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_truncated_tail_is_not_an_error_and_reading_resumes_there(tmp_path, kernel):
+    src = write_pytorch_run(tmp_path / "src", n=200)
+    full = Path(event_files(src)[0]).read_bytes()
+    run_dir = tmp_path / "logdir" / "live"
+    run_dir.mkdir(parents=True)
+    f = run_dir / "events.out.tfevents.1.host"
+    cut = len(full) - 37  # the middle of the last record
+    f.write_bytes(full[:cut])
+    logdir = analysis.load(tmp_path / "logdir", kernel=kernel)
+    run = logdir.runs["live"]
+    assert run.notes == []  # the last file of a live run: just not finished yet
+    before = len(run.scalars["train/loss"])
+    read_before = run.bytes_read
+    with open(f, "ab") as fh:
+        fh.write(full[cut:])
+    assert logdir.refresh() == ["live"]
+    reference = analysis.load(src, kernel=kernel).runs["."]
+    assert len(run.scalars["train/loss"]) == len(reference.scalars["train/loss"]) >= before
+    np.testing.assert_array_equal(run.scalars["train/loss"].values, reference.scalars["train/loss"].values)
+    # Only the appended bytes (plus the incomplete record's own start) were read again.
+    assert run.bytes_read == len(full)
+    assert run.bytes_read - read_before < 200
+
+
+def flushed(writer, run_dir: Path) -> None:
+    """Flush a tensorboardX writer and wait until its background thread has written everything."""
+    import time
+
+    last, deadline = -1, time.time() + 5
+    while time.time() < deadline:
+        writer.flush()  # tensorboardX flushes what its thread has written, not its queue: repeat
+        size = sum(os.path.getsize(f) for f in event_files(run_dir))
+        if size == last:
+            return
+        last = size
+        time.sleep(0.15)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_growing_file_is_tailed_by_offset_and_new_files_are_picked_up(tmp_path, kernel):
+    from tensorboardX import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path / "run"), flush_secs=3600)
+    for i in range(50):
+        w.add_scalar("loss", 1.0 / (i + 1), i)
+    flushed(w, tmp_path / "run")
+    logdir = analysis.load(tmp_path, kernel=kernel)
+    run = logdir.runs["run"]
+    assert len(run.scalars["loss"]) == 50
+    assert logdir.refresh() == []  # nothing appended: nothing re-read
+    first_bytes = run.bytes_read
+    for i in range(50, 80):
+        w.add_scalar("loss", 1.0 / (i + 1), i)
+    flushed(w, tmp_path / "run")
+    assert logdir.refresh() == ["run"]
+    assert len(run.scalars["loss"]) == 80 and run.scalars["loss"].steps[-1] == 79
+    appended = run.bytes_read - first_bytes
+    assert 0 < appended < first_bytes  # only the 30 new records' bytes
+    w.close()
+    w2 = SummaryWriter(str(tmp_path / "run"), filename_suffix=".second")
+    w2.add_scalar("loss", 0.001, 80)
+    w2.close()
+    w3 = SummaryWriter(str(tmp_path / "new_run"))
+    w3.add_scalar("loss", 1.0, 0)
+    w3.close()
+    changed = logdir.refresh()
+    assert sorted(changed) == ["new_run", "run"]
+    assert run.scalars["loss"].steps[-1] == 80 and len(run.files) == 2
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_bad_crc_mid_file_keeps_records_before_and_resyncs_after(tmp_path, kernel):
+    src = write_pytorch_run(tmp_path / "src", n=300)
+    data = bytearray(Path(event_files(src)[0]).read_bytes())
+    reference = analysis.load(src, kernel=kernel).runs["."]
+    bad_at = len(data) // 2
+    data[bad_at] ^= 0xFF
+    (tmp_path / "ld" / "r").mkdir(parents=True)
+    (tmp_path / "ld" / "r" / "events.out.tfevents.9.x").write_bytes(bytes(data))
+    run = analysis.load(tmp_path / "ld", kernel=kernel).runs["r"]
+    (note,) = [n for n in run.notes if n.kind == "data_integrity"]
+    assert note.file == "r/events.out.tfevents.9.x" and note.offset is not None and note.offset <= bad_at
+    assert "checksum" in note.message and "resumed" in note.message
+    # Exactly the one damaged record is lost: every other point survives, in order.
+    lost = 0
+    for tag, ref in reference.scalars.items():
+        s = run.scalars[tag]
+        assert set(s.steps.tolist()) <= set(ref.steps.tolist())
+        lost += len(ref) - len(s)
+    for tag, ref in reference.histograms.items():
+        lost += len(ref) - len(run.histograms[tag])
+    assert lost == 1
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_empty_garbage_and_misnamed_files_get_one_line_each_and_other_data_stays(tmp_path, kernel):
+    write_pytorch_run(tmp_path / "run", n=50)
+    (tmp_path / "run" / "events.out.tfevents.0.empty").write_bytes(b"")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "events.out.tfevents.5.notes").write_text("this is a README, not events\n" * 20)
+    logdir = analysis.load(tmp_path, kernel=kernel)
+    assert len(logdir.runs["run"].scalars["train/loss"]) == 50
+    empty = [n for n in logdir.runs["run"].notes if "empty" in n.message]
+    assert len(empty) == 1 and empty[0].file == "run/events.out.tfevents.0.empty"
+    (junk,) = logdir.runs["junk"].notes
+    assert junk.kind == "data_integrity" and "not a TensorBoard event file" in junk.message
+    assert junk.file == "junk/events.out.tfevents.5.notes"
+    assert "\n" not in junk.message
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_restart_from_a_checkpoint_keeps_the_newer_points(tmp_path, kernel):
+    from tensorboardX import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path / "resumed"), filename_suffix=".a")
+    for i in range(0, 2000, 10):
+        w.add_scalar("loss", 1.0, i)
+    w.close()
+    w = SummaryWriter(str(tmp_path / "resumed"), filename_suffix=".b")  # resumed from the step-1500 checkpoint
+    for i in range(1500, 3000, 10):
+        w.add_scalar("loss", 2.0, i)
+    w.close()
+    run = analysis.load(tmp_path, kernel=kernel).runs["resumed"]
+    s = run.scalars["loss"]
+    assert np.all(np.diff(s.steps) > 0)
+    assert s.values[s.steps < 1500].tolist() == [1.0] * 150
+    assert s.values[s.steps >= 1500].tolist() == [2.0] * 150
+    (note,) = [n for n in run.notes if n.kind == "run_restart"]
+    assert note.step == 1500 and "1990" in note.message and note.file.endswith(".b")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_purge_step_session_start_drops_orphaned_points_like_tensorboard(tmp_path, kernel):
+    from tensorboardX import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path / "r"), filename_suffix=".a")
+    for i in range(100):
+        w.add_scalar("loss", float(i), i)
+    w.close()
+    w = SummaryWriter(str(tmp_path / "r"), purge_step=60, filename_suffix=".b")
+    for i in range(60, 70):
+        w.add_scalar("loss", -1.0, i)
+    w.close()
+    run = analysis.load(tmp_path, kernel=kernel).runs["r"]
+    acc = accumulator(tmp_path / "r")
+    expect = acc.Scalars("loss")
+    np.testing.assert_array_equal(run.scalars["loss"].steps, [e.step for e in expect])
+    np.testing.assert_array_equal(run.scalars["loss"].values, [e.value for e in expect])
+    assert any(n.kind == "run_restart" and n.step == 60 for n in run.notes)
+
+
+def test_nested_runs_keras_subruns_and_symlink_loops(tmp_path):
+    write_pytorch_run(tmp_path / "exp1" / "seed0", n=20)
+    write_pytorch_run(tmp_path / "exp1" / "seed1", n=20)
+    write_tf2_run(tmp_path / "keras_model" / "train", n=10)
+    write_tf2_run(tmp_path / "keras_model" / "validation", n=10)
+    os.symlink(tmp_path, tmp_path / "exp1" / "loop")  # a loop back to the root
+    logdir = analysis.load(tmp_path)
+    assert sorted(logdir.runs) == ["exp1/seed0", "exp1/seed1", "keras_model/train", "keras_model/validation"]
+
+
+def test_an_unreadable_directory_is_reported_and_skipped(tmp_path, monkeypatch):
+    write_pytorch_run(tmp_path / "ok", n=20)
+    (tmp_path / "secret").mkdir()
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if str(path).endswith("secret"):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    logdir = analysis.load(tmp_path)
+    assert list(logdir.runs) == ["ok"]
+    assert len(logdir.warnings) == 1 and "secret" in logdir.warnings[0] and "permission denied" in logdir.warnings[0]
+
+
+def test_loading_a_single_event_file_and_a_run_directory(tmp_path):
+    write_pytorch_run(tmp_path / "r", n=30)
+    f = event_files(tmp_path / "r")[0]
+    assert list(analysis.load(f).runs) == ["."]
+    assert len(analysis.load(tmp_path / "r").runs["."].scalars["train/loss"]) == 30
+    assert list(analysis.load(tmp_path, runs="^r$").runs) == ["r"]
+    assert list(analysis.load(tmp_path, runs="nomatch").runs) == []
+
+
+def test_missing_paths_and_bad_filters_raise_one_clear_line(tmp_path):
+    with pytest.raises(LogdirError, match="no such file or directory"):
+        analysis.load(tmp_path / "nope")
+    with pytest.raises(LogdirError, match="not a valid regular expression"):
+        analysis.load(tmp_path, runs="(")
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(LogdirError, match="not an event file"):
+        analysis.load(tmp_path / "notes.txt")
+
+
+def test_the_logdir_is_never_written_to(pytorch_logdir, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(pytorch_logdir, copy)
+
+    def snapshot():
+        return sorted((str(p.relative_to(copy)), p.stat().st_size, p.stat().st_mtime_ns) for p in copy.rglob("*"))
+
+    before = snapshot()
+    for kernel in KERNELS:
+        analysis.load(copy, kernel=kernel).refresh()
+    assert snapshot() == before
