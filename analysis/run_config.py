@@ -1,0 +1,117 @@
+"""Hyperparameters a run records beside its event files: `hparams.yaml` (PyTorch Lightning) and `config.json`.
+
+The hparams plugin's values arrive in `Run.hparams` from the reader; many training scripts instead
+(or also) drop a config file in the run directory. Both are untrusted data: values are kept as
+short scalars, nested mappings are flattened to dotted keys, and files above a size cap are
+ignored rather than parsed, because a run directory is not ours to trust.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .model import Run
+
+#: Config files looked for in a run directory, in the order their values override each other.
+CONFIG_FILES = ("hparams.yaml", "hparams.yml", "config.json")
+#: A hyperparameter file is a few KB; anything far larger is a dataset or a dump, not a config.
+MAX_CONFIG_BYTES = 256 * 1024
+#: Longest value kept: a hyperparameter is a number or a short name, not a paragraph.
+MAX_VALUE_CHARS = 80
+
+_YAML_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[^:#\s][^:#]*?)\s*:\s*(?P<value>.*?)\s*$")
+
+
+def _scalar(text: str) -> Any:
+    """A YAML/JSON-ish scalar from its text: int, float, bool, None or the (unquoted) string."""
+    low = text.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("null", "none", "~", ""):
+        return None
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text.strip("'\"")
+
+
+def parse_flat_yaml(text: str) -> dict[str, Any]:
+    """The `key: value` mappings of a YAML document, nesting flattened to dotted keys; lists are skipped.
+
+    Enough for hparams.yaml as Lightning and most scripts write it, without a YAML dependency.
+    """
+    out: dict[str, Any] = {}
+    stack: list[tuple[int, str]] = []  # (indent, key) of the mappings we are inside
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].rstrip()
+        if not line.strip() or line.lstrip().startswith(("#", "-", "---")):
+            continue
+        match = _YAML_LINE.match(line)
+        if not match:
+            continue
+        indent = len(match["indent"])
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        key = ".".join([k for _, k in stack] + [match["key"].strip("'\"")])
+        value = match["value"]
+        if value == "" or value in ("|", ">"):
+            stack.append((indent, match["key"].strip("'\"")))
+            continue
+        if value.startswith("!!"):  # python object tags Lightning sometimes writes
+            continue
+        out[key] = _scalar(value)
+    return out
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    if isinstance(obj, (list, tuple)):
+        if len(obj) <= 4 and all(isinstance(v, (int, float, str, bool)) for v in obj):
+            return {prefix[:-1]: ",".join(str(v) for v in obj)}
+        return {}
+    return {prefix[:-1]: obj}
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+        return value[: MAX_VALUE_CHARS - 1] + "…"
+    return value
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Flat hyperparameters from one config file; {} when it is absent, too large or unparsable."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
+            return {}
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    if path.suffix == ".json":
+        try:
+            return _flatten(json.loads(text))
+        except (ValueError, RecursionError):
+            return {}
+    return parse_flat_yaml(text)
+
+
+def run_hparams(run: Run) -> dict[str, Any]:
+    """Every hyperparameter known for `run`: config files in its directory, then the hparams plugin's values."""
+    merged: dict[str, Any] = {}
+    directory = Path(run.path)
+    if directory.is_file():
+        directory = directory.parent
+    for name in CONFIG_FILES:
+        merged.update(read_config_file(directory / name))
+    merged.update(_flatten(dict(run.hparams)))
+    return {str(k): _short(v) for k, v in merged.items() if k}
