@@ -181,7 +181,7 @@ def check_text(text: str, evidence: Evidence, *, where: str = "", advice: bool =
         if _in(advice_spans, m.start()):
             continue
         if suffix in ("x", "×"):
-            ok = _ratio_supported(value, shown)
+            ok = _ratio_supported(value, list(evidence.values))
         else:
             ok = _value_supported(value, num, suffix, approx, shown)
         reason = "" if ok else f"{m.group(0)} matches no value in the evidence"
