@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 
-import numpy as np
 import pytest
 
 from analysis import prompt as prompt_mod
@@ -14,26 +13,9 @@ from analysis.run_config import parse_flat_yaml, run_hparams
 from tests._llm_data import BLOWUP_STEP, GRAD_RISE_STEP, blowup_report
 
 
-def windows_from_series(report, k: int = 5):
-    """±k points of grad_norm, lr and memory around a step, read straight from the run's series."""
-
-    def windows_for(step: int):
-        out = {}
-        for tag, role in report.roles.items():
-            if role not in ("grad_norm", "lr", "gpu_mem"):
-                continue
-            s = report.run.scalars[tag]
-            i = int(np.searchsorted(s.steps, step))
-            window = slice(max(0, i - k), i + k + 1)
-            out[tag] = list(zip(s.steps[window].tolist(), s.values[window].tolist()))
-        return out
-
-    return windows_for
-
-
 def test_a_busy_run_fits_the_small_model_budget_and_keeps_its_critical_findings():
     report = blowup_report(n_tags=30, n_findings=10)
-    p = build_prompt(report, windows_for=windows_from_series(report))
+    p = build_prompt(report)
     assert p.budget == SMALL_MODEL_BUDGET
     assert p.tokens <= SMALL_MODEL_BUDGET
     assert estimate_tokens(p.system) + estimate_tokens(p.user) <= SMALL_MODEL_BUDGET
@@ -52,21 +34,20 @@ def test_the_system_prompt_comes_first_and_is_the_same_for_every_run():
 
 def test_least_important_lines_go_first_as_the_budget_shrinks():
     report = blowup_report()
-    windows = windows_from_series(report)
     kept_before = None
     for budget in (1600, 1000, 700, 500, 400, 300):
-        p = build_prompt(report, budget=budget, windows_for=windows)
+        p = build_prompt(report, budget=budget)
         assert p.tokens <= budget
         kept = set(p.user.splitlines())
         if kept_before is not None:
             assert kept <= kept_before, f"budget {budget} kept a line a larger budget dropped"
         kept_before = kept
-    tight = build_prompt(report, budget=400, windows_for=windows)
+    tight = build_prompt(report, budget=400)
     # Text notes and info findings are the first to go; the critical findings are the last.
     first_dropped = tight.dropped[-6:]
     assert "text config" in first_dropped or "text config" in tight.dropped
     assert "finding divergence" not in tight.dropped and "finding exploding_gradients" not in tight.dropped
-    roomy = build_prompt(report, budget=1600, windows_for=windows)
+    roomy = build_prompt(report, budget=1600)
     assert "finding divergence" not in roomy.dropped and len(roomy.dropped) < len(tight.dropped)
 
 
@@ -78,7 +59,7 @@ def test_a_larger_context_gets_a_larger_budget():
 
 def test_no_raw_series_reaches_the_prompt():
     report = blowup_report(loss_scale=7.3)  # loss values no other number in the prompt shares
-    p = build_prompt(report, budget=prompt_mod.MAX_BUDGET, windows_for=windows_from_series(report))
+    p = build_prompt(report, budget=prompt_mod.MAX_BUDGET, )
     loss = report.run.scalars["train/loss"]
     # The loss is shown as best and final only: none of its points away from those appear.
     middle = [prompt_mod.fmt_num(v) for s, v in zip(loss.steps, loss.values) if 300 <= s <= 900]
@@ -92,9 +73,11 @@ def test_no_raw_series_reaches_the_prompt():
 
 def test_windows_show_grad_norm_and_lr_around_the_critical_step():
     report = blowup_report(n_findings=2)
-    p = build_prompt(report, budget=1200, windows_for=windows_from_series(report))
-    assert f"around {GRAD_RISE_STEP} train/grad_norm: steps 1130..1230 every 10: 1.2 " in p.user
-    assert "train/lr: 0.003 (flat, steps 1130..1230)" in p.user
+    p = build_prompt(report, budget=1200, )
+    # Windows come from features.context_windows, keyed by role.
+    assert f"around {GRAD_RISE_STEP} grad_norm: steps 1130..1230 every 10: 1.2 " in p.user
+    assert f"around {GRAD_RISE_STEP} lr: 0.003 (flat, steps 1130..1230)" in p.user
+    assert f"around {GRAD_RISE_STEP} gpu_mem: 17.5 (flat, steps 1130..1230)" in p.user
     # The two critical steps are 30 apart: one window covers both.
     assert f"around {BLOWUP_STEP}" not in p.user
 
