@@ -1,0 +1,328 @@
+"""Across runs: each run's best metric, groups of runs (seeds of one config) compared, and an hparams table.
+
+Everything here is a pure function of `RunReport`s, except the hparams sources that live beside the
+event files (config files, read through `run_config`, never written).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .model import SEVERITIES, RunReport
+from .run_config import CONFIG_FILES, read_config_file
+
+#: A trailing replicate marker: `_seed3`, `-seed3`, `seed3`, `_s3`, `-run2`, `_rep1`, `_trial4`, `/seed1`, `_3`.
+#: A bare number needs an underscore (`resnet18_lr1e-5` must not lose its `-5`); `resnet50` keeps its digits.
+DEFAULT_GROUP_PATTERN = re.compile(
+    r"^(?P<group>.+?)(?:[_\-./](?:seed|run|rep|trial|s|r)[_\-]?\d+|seed\d+|_\d+)$", re.IGNORECASE
+)
+#: Config files a training script drops beside its events, on top of those `run_config` knows.
+EXTRA_CONFIG_FILES = ("args.json",)
+#: Text summaries whose tag says they hold the run's arguments (HF Trainer writes `args`, others `hparams`).
+HPARAM_TEXT_TAG = re.compile(r"(?:^|/)(args|hparams|hyperparameters|config|params)(?:/text_summary)?$", re.I)
+#: An hparams table wider than this does not fit a terminal; columns that differ between runs go first.
+MAX_HPARAM_COLUMNS = 12
+#: Longest hparam value kept in a table cell.
+MAX_CELL_CHARS = 40
+#: Metric tags from held-out data rank above training-set metrics when a run logs both.
+_HELD_OUT = re.compile(r"(^|[/_\-.])(val|valid|validation|eval|test|dev)([/_\-.]|$)", re.I)
+_SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}  # critical 0, warning 1, info 2
+
+
+@dataclass(frozen=True)
+class BestMetric:
+    """A run's best value of its main metric, and when it got there."""
+
+    tag: str
+    role: str | None
+    direction: int  # +1 higher is better, -1 lower is better
+    value: float
+    step: int
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean ± sample standard deviation of the finite values among `count` runs."""
+
+    mean: float | None
+    std: float | None  # None with fewer than two finite values
+    finite: int
+    count: int
+
+    @classmethod
+    def of(cls, values: Sequence[float | None]) -> "Stat":
+        arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        finite = arr[np.isfinite(arr)]
+        mean = float(finite.mean()) if finite.size else None
+        std = float(finite.std(ddof=1)) if finite.size >= 2 else None
+        return cls(mean, std, int(finite.size), int(arr.size))
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """Runs sharing a name up to their replicate suffix, compared as one config."""
+
+    name: str
+    runs: tuple[str, ...]
+    metric_tag: str | None  # the best-metric tag most of the group shares
+    best_metric: Stat
+    final_loss: Stat
+    worst_health: int | None
+    worst_run: str | None
+    severity_counts: dict[str, int]  # findings by severity over the group
+
+
+@dataclass(frozen=True)
+class HparamsTable:
+    """Hyperparameters per run: `columns` differ between runs (or are the only ones); `constant` are shared."""
+
+    columns: tuple[str, ...]
+    rows: dict[str, dict[str, Any]]  # run -> column -> value (missing columns absent)
+    constant: dict[str, Any]
+    sources: dict[str, tuple[str, ...]]  # run -> where its values came from
+    dropped: int  # differing columns left out for width
+
+
+@dataclass(frozen=True)
+class Comparison:
+    best: dict[str, BestMetric | None]
+    groups: tuple[GroupSummary, ...]
+    hparams: HparamsTable | None
+
+
+# ---- best metric -------------------------------------------------------------------------------------
+
+
+def _main_tag(report: RunReport) -> str | None:
+    """The tag a person would quote for this run: a held-out metric, else a validation loss, else the loss."""
+    usable = [t for t, f in report.features.items() if f.points and f.best is not None]
+    for role in ("metric", "val_loss", "train_loss"):
+        tags = [t for t in usable if report.roles.get(t) == role]
+        if role == "metric":  # a metric whose direction is unknown has no "best"
+            tags = [t for t in tags if report.directions.get(t, report.features[t].direction) != 0]
+        if tags:
+            return min(tags, key=lambda t: (not _HELD_OUT.search(t), t))
+    return None
+
+
+def best_metric(report: RunReport) -> BestMetric | None:
+    """The run's best value of its main metric (or loss, when it logs no metric) and its step."""
+    tag = _main_tag(report)
+    if tag is None:
+        return None
+    features = report.features[tag]
+    role = report.roles.get(tag)
+    direction = report.directions.get(tag) or features.direction or (-1 if role in ("val_loss", "train_loss") else 0)
+    if features.best is None or features.best_step is None or not np.isfinite(features.best):
+        return None
+    return BestMetric(tag, role, int(direction), float(features.best), int(features.best_step))
+
+
+def final_loss(report: RunReport) -> float | None:
+    """The last logged training loss (validation loss when no training loss); NaN when it ended non-finite."""
+    for role in ("train_loss", "val_loss"):
+        tags = sorted(t for t, r in report.roles.items() if r == role and t in report.features)
+        for tag in tags:
+            features = report.features[tag]
+            series = report.run.scalars.get(tag)
+            if series is not None and len(series):
+                return float(series.values[-1])
+            if features.final is not None:
+                return float(features.final)
+    return None
+
+
+# ---- groups ------------------------------------------------------------------------------------------
+
+
+def group_key(name: str, pattern: re.Pattern[str] | None = None) -> str:
+    """The group a run belongs to: its name up to a replicate suffix (default) or what `pattern` captures.
+
+    A user pattern's named group `group` wins, then its first group, then its whole match; a run the
+    pattern does not match is a group of its own.
+    """
+    if pattern is None:
+        match = DEFAULT_GROUP_PATTERN.match(name)
+        return match["group"] if match else name
+    match = pattern.search(name)
+    if not match:
+        return name
+    if "group" in pattern.groupindex and match["group"] is not None:
+        return match["group"]
+    if pattern.groups and match.group(1) is not None:
+        return match.group(1)
+    return match.group(0)
+
+
+def compile_group_pattern(text: str | None) -> re.Pattern[str] | None:
+    """The user's `--group REGEX` compiled (raises `re.error` with the reason when it is invalid)."""
+    return re.compile(text) if text else None
+
+
+def group_runs(names: Iterable[str], pattern: re.Pattern[str] | None = None) -> dict[str, list[str]]:
+    """Run names by group key, in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(group_key(name, pattern), []).append(name)
+    return groups
+
+
+def summarise_groups(
+    reports: Sequence[RunReport],
+    pattern: re.Pattern[str] | None = None,
+    best: dict[str, BestMetric | None] | None = None,
+) -> tuple[GroupSummary, ...]:
+    """One summary per group, worst health first; empty when no group has two runs (nothing to compare)."""
+    by_name = {r.name: r for r in reports}
+    best = best if best is not None else {r.name: best_metric(r) for r in reports}
+    groups = group_runs(by_name, pattern)
+    if all(len(members) < 2 for members in groups.values()):
+        return ()
+    out = []
+    for name, members in groups.items():
+        member_reports = [by_name[m] for m in members]
+        tags = Counter(b.tag for m in members if (b := best.get(m)) is not None)
+        metric_tag = tags.most_common(1)[0][0] if tags else None
+        metric_values = [b.value if (b := best.get(m)) is not None and b.tag == metric_tag else None for m in members]
+        scores = [(r.health.score, r.name) for r in member_reports]
+        worst = min(scores) if scores else None
+        severities = Counter(f.severity for r in member_reports for f in r.findings)
+        out.append(
+            GroupSummary(
+                name=name,
+                runs=tuple(members),
+                metric_tag=metric_tag,
+                best_metric=Stat.of(metric_values),
+                final_loss=Stat.of([final_loss(r) for r in member_reports]),
+                worst_health=worst[0] if worst else None,
+                worst_run=worst[1] if worst else None,
+                severity_counts={s: severities.get(s, 0) for s in SEVERITIES},
+            )
+        )
+    out.sort(key=lambda g: (g.worst_health if g.worst_health is not None else 101, g.name))
+    return tuple(out)
+
+
+# ---- hparams -----------------------------------------------------------------------------------------
+
+
+def _hparams_from_text(text: str) -> dict[str, Any]:
+    """Arguments a text summary holds: a JSON object, a Markdown `| key | value |` table, or `key: value` lines."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            return {str(k): v for k, v in obj.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    lines = [line.strip() for line in stripped.splitlines() if line.strip()]
+    if any(line.startswith("|") for line in lines):
+        rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("|")]
+        separator = next((i for i, row in enumerate(rows) if all(set(c) <= set("-: ") for c in row)), None)
+        body = rows[separator + 1 :] if separator is not None else rows  # the row above `---` is the header
+        return {row[0]: row[1] for row in body if len(row) == 2 and row[0]}
+    out: dict[str, Any] = {}
+    for line in lines:
+        key, colon, value = line.partition(":")
+        if colon and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def hparams_of(report: RunReport) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Every hyperparameter known for a run and where they came from; later sources win.
+
+    Order: text summaries (HF Trainer's `args`), config files beside the events (`hparams.yaml`,
+    `config.json`, `args.json`; read only), then the hparams plugin, which is the most deliberate record.
+    """
+    run = report.run
+    merged: dict[str, Any] = {}
+    sources: list[str] = []
+    for tag, entries in sorted(run.texts.items()):
+        if entries and HPARAM_TEXT_TAG.search(tag):
+            found = _hparams_from_text(entries[-1].text)
+            if found:
+                merged.update(found)
+                sources.append(f"text summary {tag}")
+    directory = Path(run.path)
+    if directory.is_file():
+        directory = directory.parent
+    for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES):
+        found = read_config_file(directory / name)
+        if found:
+            merged.update(found)
+            sources.append(name)
+    if run.hparams:
+        merged.update({str(k): v for k, v in run.hparams.items()})
+        sources.append("hparams plugin")
+    return merged, tuple(sources)
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return int(value)  # the hparams plugin stores every number as a double: 256.0 was 256
+    if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
+        return value[: MAX_CELL_CHARS - 1] + "…"
+    return value
+
+
+def hparams_table(reports: Sequence[RunReport]) -> HparamsTable | None:
+    """Hyperparameters of every run that has any, differing columns first; None when no run has any."""
+    rows: dict[str, dict[str, Any]] = {}
+    sources: dict[str, tuple[str, ...]] = {}
+    for report in reports:
+        values, where = hparams_of(report)
+        if values:
+            rows[report.name] = {str(k): _cell(v) for k, v in values.items()}
+            sources[report.name] = where
+    if not rows:
+        return None
+    keys: list[str] = []
+    for row in rows.values():
+        keys.extend(k for k in row if k not in keys)
+    differing = [k for k in keys if len({json.dumps(row.get(k), sort_keys=True, default=str) for row in rows.values()}) > 1]
+    constant = {k: next(iter(rows.values()))[k] for k in keys if k not in differing} if len(rows) > 1 else {}
+    columns = differing if len(rows) > 1 else keys
+    dropped = max(0, len(columns) - MAX_HPARAM_COLUMNS)
+    columns = columns[:MAX_HPARAM_COLUMNS]
+    return HparamsTable(
+        columns=tuple(columns),
+        rows={run: {k: row[k] for k in columns if k in row} for run, row in rows.items()},
+        constant=constant,
+        sources=sources,
+        dropped=dropped,
+    )
+
+
+# ---- everything --------------------------------------------------------------------------------------
+
+
+def compare(reports: Sequence[RunReport], group_pattern: re.Pattern[str] | None = None) -> Comparison:
+    """Best metric per run, group comparison and hparams table for a report's runs."""
+    best = {r.name: best_metric(r) for r in reports}
+    return Comparison(best=best, groups=summarise_groups(reports, group_pattern, best), hparams=hparams_table(reports))
+
+
+def worst_severity(report: RunReport) -> str | None:
+    """The most severe finding's severity, or None for a run without findings."""
+    if not report.findings:
+        return None
+    return min((f.severity for f in report.findings), key=lambda s: _SEVERITY_RANK.get(s, len(SEVERITIES)))
+
+
+def worst_finding(report: RunReport):
+    """The finding a reader should see first: most severe, then earliest onset."""
+    if not report.findings:
+        return None
+    return min(
+        report.findings,
+        key=lambda f: (_SEVERITY_RANK.get(f.severity, len(SEVERITIES)), f.step if f.step is not None else 1 << 62),
+    )
