@@ -72,14 +72,35 @@ def make_crc_tables():
 
 
 if JIT:
+    # Assembling IEEE 754 values from their bits is several times faster in numba than a
+    # per-call array view; exact for every value (a NaN's payload bits are not kept).
 
     @kernel
     def _f32(buf, p):
-        return float(buf[p : p + 4].view(np.float32)[0])
+        bits = B(buf[p]) | (B(buf[p + 1]) << 8) | (B(buf[p + 2]) << 16) | (B(buf[p + 3]) << 24)
+        e = (bits >> 23) & 0xFF
+        m = bits & 0x7FFFFF
+        if e == 0:
+            v = math.ldexp(float(m), -149)
+        elif e == 0xFF:
+            v = math.nan if m else math.inf
+        else:
+            v = math.ldexp(float(m | 0x800000), e - 150)
+        return -v if bits >> 31 else v
 
     @kernel
     def _f64(buf, p):
-        return float(buf[p : p + 8].view(np.float64)[0])
+        lo = B(buf[p]) | (B(buf[p + 1]) << 8) | (B(buf[p + 2]) << 16) | (B(buf[p + 3]) << 24)
+        hi = B(buf[p + 4]) | (B(buf[p + 5]) << 8) | (B(buf[p + 6]) << 16) | (B(buf[p + 7]) << 24)
+        e = (hi >> 20) & 0x7FF
+        m = ((hi & 0xFFFFF) << 32) | lo
+        if e == 0:
+            v = math.ldexp(float(m), -1074)
+        elif e == 0x7FF:
+            v = math.nan if m else math.inf
+        else:
+            v = math.ldexp(float(m | (1 << 52)), e - 1075)
+        return -v if hi >> 31 else v
 
 else:
     _F32 = struct.Struct("<f").unpack_from
@@ -406,71 +427,52 @@ def scan(
             return ST_FULL, pos, npts, noth, nrec
         rec = rec0 + nrec
         start_pts = npts
-        # Top-level Event fields: 1 wall_time, 2 step, 5 summary; anything else goes to Python.
+        # One pass over the Event: 1 wall_time, 2 step, 5 summary. Serializers write fields in
+        # number order; a record that does not (or has any other field) goes to Python whole.
         wall = 0.0
         step = 0
         simple = True
         malformed = False
+        in_summary = False
         p = d0
-        while p < d1:
+        while p < d1 and simple:
             key, p = varint(buf, p, d1)
             if p < 0:
                 malformed = True
                 break
             field = key >> 3
             wire = key & 7
-            if field == 1 and wire == 1:
+            if field == 1 and wire == 1 and not in_summary:
                 wall = _f64(buf, p)
                 p += 8
-            elif field == 2 and wire == 0:
+            elif field == 2 and wire == 0 and not in_summary:
                 step, p = varint(buf, p, d1)
             elif field == 5 and wire == 2:
+                in_summary = True
                 n, p = varint(buf, p, d1)
                 if p < 0 or n < 0 or p + n > d1:
                     malformed = True
                     break
-                p += n
-            else:
-                simple = False
-                p = skip_field(buf, p, d1, wire)
-            if p < 0 or p > d1:
-                malformed = True
-                break
-        if simple and not malformed:
-            # Second pass: the summary's values, now that wall_time and step are known.
-            p = d0
-            while p < d1 and simple:
-                key, p = varint(buf, p, d1)
-                field = key >> 3
-                wire = key & 7
-                if not (field == 5 and wire == 2):
-                    p = skip_field(buf, p, d1, wire)
-                    continue
-                n, p = varint(buf, p, d1)
                 s1 = p + n
-                while p < s1 and simple:
+                while p < s1:
                     vkey, p = varint(buf, p, s1)
                     if p < 0:
                         malformed = True
                         break
                     if vkey != 10:  # Summary.value = field 1, length-delimited
-                        p = skip_field(buf, p, s1, vkey & 7)
-                        if p < 0:
-                            malformed = True
-                            break
-                        continue
+                        simple = False
+                        break
                     vn, p = varint(buf, p, s1)
                     if p < 0 or vn < 0 or p + vn > s1:
                         malformed = True
                         break
-                    v0 = p
                     v1 = p + vn
+                    q = p
                     p = v1
                     tag_p = -1
                     tag_n = 0
                     kind = -1
                     val = 0.0
-                    q = v0
                     while q < v1:
                         k, q = varint(buf, q, v1)
                         if q < 0:
@@ -523,6 +525,13 @@ def scan(
                     out_src[npts] = kind
                     out_rec[npts] = rec
                     npts += 1
+                if malformed:
+                    break
+            else:
+                simple = False
+            if p < 0 or p > d1:
+                malformed = True
+                break
         if malformed or not simple:
             npts = start_pts  # hand the whole record to Python, points included
             oth_off[noth] = pos
