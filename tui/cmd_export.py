@@ -1,0 +1,50 @@
+"""`tbtriage export LOGDIR`: scalars as CSV or JSON lines, streamed one run at a time."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("logdir", metavar="LOGDIR", help="a logdir, a run directory or one event file")
+    parser.add_argument("--runs", metavar="REGEX", help="only runs whose name (path relative to LOGDIR) matches")
+    parser.add_argument("--tags", metavar="REGEX", help="only tags that match")
+    parser.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="output format (default csv)")
+    parser.add_argument(
+        "--smoothing", metavar="W", type=float,
+        help="add a `smoothed` column: TensorBoard's debiased EMA with weight W in [0, 0.999]",
+    )
+    parser.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.export import iter_series, write_csv, write_jsonl
+    from analysis.logdir import LogdirError
+
+    if args.smoothing is not None and not 0 <= args.smoothing <= 0.999:
+        print(f"tbtriage export: --smoothing {args.smoothing}: must be between 0 and 0.999", file=sys.stderr)
+        return EXIT_USAGE
+    warnings: list[str] = []
+    items = iter_series(args.logdir, runs=args.runs, tags=args.tags, warnings=warnings)
+    write = write_csv if args.format == "csv" else write_jsonl
+    try:
+        if args.out:
+            with open(args.out, "w", encoding="utf-8", newline="") as out:
+                rows = write(out, items, args.smoothing)
+        else:
+            rows = write(sys.stdout, items, args.smoothing)
+            sys.stdout.flush()
+    except LogdirError as exc:
+        print(f"tbtriage export: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"tbtriage export: {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for w in warnings:
+        print(f"tbtriage export: warning: {w}", file=sys.stderr)
+    if args.out:
+        print(f"wrote {rows:,} rows to {args.out}", file=sys.stderr)
+    return EXIT_OK
