@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import IO, Iterator
 
+from .decode import choose_kernel
 from .discover import find_runs
 from .logdir import LogdirError
 from .model import Series
@@ -40,13 +41,16 @@ def iter_series(
         only = None
     else:
         raise LogdirError(f"{path}: no such directory or event file")
-    for name, run_path in found.items():
-        if run_re and not run_re.search(name):
-            continue
-        reader = RunReader(root, run_path, name, kernel=kernel)
-        if only is not None:
-            reader._list_files = lambda: [only]
-        reader.read()
+    readers = [
+        RunReader(root, run_path, name, kernel=kernel, only_file=only)
+        for name, run_path in found.items()
+        if run_re is None or run_re.search(name)
+    ]
+    # One kernel for the whole export, chosen from the total size (stat calls only, no reading).
+    module = choose_kernel(sum(r.pending_bytes() for r in readers), kernel)
+    for reader in readers:
+        name = reader.name
+        reader.read(module)
         if warnings is not None:
             warnings.extend(f"{n.file}: {n.message}" for n in reader.run.notes if n.kind == "data_integrity")
         for tag in sorted(reader.run.scalars):

@@ -97,8 +97,17 @@ def resolve_overlaps(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class RunReader:
     """Incremental reader of one run directory."""
 
-    def __init__(self, logdir: Path, path: Path, name: str, kernel: str | None = None, verify: bool = True):
+    def __init__(
+        self,
+        logdir: Path,
+        path: Path,
+        name: str,
+        kernel: str | None = None,
+        verify: bool = True,
+        only_file: str | None = None,
+    ):
         self.logdir = logdir
+        self.only_file = only_file  # read just this file of the directory (a single-file "logdir")
         self.path = path
         self.name = name
         self.kernel_pref = kernel
@@ -114,6 +123,8 @@ class RunReader:
 
     # -- discovery of files -------------------------------------------------------------------
     def _list_files(self) -> list[str]:
+        if self.only_file is not None:
+            return [self.only_file] if (self.path / self.only_file).is_file() else []
         try:
             with os.scandir(self.path) as it:
                 names = [e.name for e in it if is_event_file(e.name) and _is_file(e)]
@@ -140,8 +151,12 @@ class RunReader:
             total += max(0, size - (st.offset if st else 0))
         return total
 
-    def read(self) -> bool:
-        """Read what was appended since the last call; True if anything new was read."""
+    def read(self, kernel=None) -> bool:
+        """Read what was appended since the last call; True if anything new was read.
+
+        `kernel` is the decoding module to use (see `decode.choose_kernel`); by default it is
+        chosen from this run's own unread bytes.
+        """
         names = self._list_files()
         todo = []
         for fname in names:
@@ -160,8 +175,8 @@ class RunReader:
                 self._note("data_integrity", self._rel(fname), "empty file (0 bytes): no events in it", severity="info")
         if not todo:
             return False
-        nbytes = sum(size - st.offset for st, size in todo)
-        kernel = choose_kernel(nbytes, self.kernel_pref)
+        if kernel is None:
+            kernel = choose_kernel(sum(size - st.offset for st, size in todo), self.kernel_pref)
         if self._kernel is not kernel:
             # The intern table lives in the kernel's own containers: rebuild it for the new one.
             old = self._tags.names if self._tags else []
