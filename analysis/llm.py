@@ -47,6 +47,14 @@ DEFAULT_MAX_TOKENS_MD = 384
 DEFAULT_MAX_TOKENS_JSON = 1024
 #: Low temperature: a diagnosis should be the model's most likely reading, not a creative one.
 TEMPERATURE = 0.2
+#: Sampling around the most likely tokens (llama-cpp-python's chat defaults), no repetition penalty:
+#: a diagnosis repeats step numbers and tag names on purpose.
+TOP_P, MIN_P, REPEAT_PENALTY = 0.95, 0.05, 1.0
+#: Used when a model file carries no chat template: ChatML, the format of most small instruct models.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
 #: A fixed seed makes the same prompt give the same answer (reproducible reports and tests).
 SEED = 1234
 #: Threads when none are configured: few, because login nodes and laptops are shared, and llama.cpp
@@ -248,6 +256,7 @@ class Runner:
         self.threads = settings.threads or default_threads()
         self._lock = threading.Lock()
         self._llama: Any = None
+        self._formatter: Any = None  # the model's chat template, compiled once
         self.info: GGUFInfo | None = None
         self.stats = GenerationStats(model=settings.model.label)
 
@@ -295,6 +304,45 @@ class Runner:
             self._load_locked()
             return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
+    def _chat_tokens(self, prompt: Prompt) -> tuple[list[int], Any, Any]:
+        """The prompt as tokens through the model's chat template, with the template's stop rules.
+
+        We format the chat ourselves (with llama-cpp-python's own Jinja2 formatter) and call
+        `create_completion`, because `create_chat_completion` drops caller stopping criteria: ours
+        is what cancels between tokens even while a multi-byte character holds text back.
+        """
+        llama_cpp = import_llama()
+        from llama_cpp import llama_chat_format
+
+        llama = self._llama
+        if self._formatter is None:
+            template = llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+
+            def token_text(token: int) -> str:
+                if token < 0:
+                    return ""
+                return llama.detokenize([token], special=True).decode("utf-8", "replace")
+
+            self._formatter = llama_chat_format.Jinja2ChatFormatter(
+                template=template,
+                eos_token=token_text(llama.token_eos()),
+                bos_token=token_text(llama.token_bos()),
+                stop_token_ids=[llama.token_eos()],
+            )
+        try:
+            result = self._formatter(messages=prompt.messages())
+        except Exception as exc:  # a broken template inside the model file (jinja2 errors of all kinds)
+            raise LLMError(f"{self.settings.model.path}: its chat template fails ({exc})") from None
+        tokens = llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+        del llama_cpp
+        return tokens, result.stop, result.stopping_criteria
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        """Exact tokens of `prompt` after the chat template (loads the model if needed)."""
+        with self._lock:
+            self._load_locked()
+            return len(self._chat_tokens(prompt)[0])
+
     def stream(
         self,
         prompt: Prompt,
@@ -306,8 +354,10 @@ class Runner:
     ) -> Iterator[str]:
         """Yield the answer's text piece by piece (control characters removed).
 
-        Stops early when `cancel` is set or when the caller closes the generator; `self.stats` has
-        the figures (finish_reason "cancelled" then). `max_tokens` is always set.
+        Stops at the next token when `cancel` is set, or when the caller closes the generator;
+        `self.stats` has the figures (finish_reason "cancelled" then). `max_tokens` is always set,
+        and prompt plus answer must fit the context (else LLMError: a silently shortened answer
+        could not keep JSON mode's promise).
         """
         if max_tokens is None:
             max_tokens = DEFAULT_MAX_TOKENS_JSON if grammar_text else DEFAULT_MAX_TOKENS_MD
@@ -318,47 +368,64 @@ class Runner:
             llama_cpp = import_llama()
             stats = GenerationStats(model=self.name, load_s=load_s)
             self.stats = stats
-            stats.prompt_tokens = prompt.tokens if prompt.counted_with == "model tokenizer" else 0
+            tokens, stop, template_criteria = self._chat_tokens(prompt)
+            stats.prompt_tokens = len(tokens)
+            if len(tokens) + max_tokens > self.settings.n_ctx:
+                raise LLMError(
+                    f"the prompt ({len(tokens)} tokens) and the answer ({max_tokens} tokens) exceed the model "
+                    f"context of {self.settings.n_ctx}; lower --max-tokens or raise [llm] n_ctx"
+                )
+            stopped_by_us = threading.Event()
+
+            def cancelled(input_ids: Any, logits: Any) -> bool:
+                if cancel is not None and cancel.is_set():
+                    stopped_by_us.set()
+                    return True
+                return False
+
+            criteria = llama_cpp.StoppingCriteriaList([cancelled, *(template_criteria or [])])
             grammar = None
             if grammar_text is not None:
                 grammar = llama_cpp.LlamaGrammar.from_string(grammar_text, verbose=False)
             llama_cpp.llama_perf_context_reset(llama.ctx)
-            pieces = llama.create_chat_completion(
-                messages=prompt.messages(),
+            pieces = llama.create_completion(
+                tokens,
                 stream=True,
                 max_tokens=max_tokens,
                 temperature=temperature,
+                top_p=TOP_P,
+                min_p=MIN_P,
+                repeat_penalty=REPEAT_PENALTY,
                 seed=self.settings.seed,
+                stop=stop,
+                stopping_criteria=criteria,
                 grammar=grammar,
             )
             gen_started = None
             try:
                 for chunk in pieces:
-                    if cancel is not None and cancel.is_set():
-                        stats.finish_reason = "cancelled"
-                        break
                     choice = chunk["choices"][0]
                     if choice.get("finish_reason"):
                         stats.finish_reason = choice["finish_reason"]
-                    text = choice.get("delta", {}).get("content")
-                    if not text:
-                        continue
+                    text = choice.get("text")
                     now = time.perf_counter()
-                    if gen_started is None:
-                        gen_started = now
-                        stats.time_to_first_token_s = now - started
                     perf = llama_cpp.llama_perf_context(llama.ctx)
                     stats.prompt_eval_tokens = int(perf.n_p_eval)
                     stats.completion_tokens = int(perf.n_eval) + 1  # the last sampled token is not evaluated yet
+                    if not text:
+                        continue
+                    if gen_started is None:
+                        gen_started = now
+                        stats.time_to_first_token_s = now - started
                     stats.generation_s = now - gen_started
                     yield strip_control(text)
             except GeneratorExit:
-                stats.finish_reason = "cancelled"
+                stopped_by_us.set()
                 raise
             finally:
                 pieces.close()
-                perf = llama_cpp.llama_perf_context(llama.ctx)
-                stats.prompt_eval_tokens = int(perf.n_p_eval)
+                if stopped_by_us.is_set() or (cancel is not None and cancel.is_set()):
+                    stats.finish_reason = "cancelled"
                 if gen_started is not None:
                     stats.generation_s = time.perf_counter() - gen_started
                 if stats.finish_reason is None:

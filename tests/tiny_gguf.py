@@ -1,6 +1,6 @@
 """A tiny random-weight llama GGUF, built at test time with the `gguf` package.
 
-About 0.5 MB: two transformer blocks of width 64 over a ~420-piece SentencePiece-style vocabulary
+About 0.5 MB: two transformer blocks of width 32 over a ~2,000-piece SentencePiece-style vocabulary
 with byte fallback (so any UTF-8 text tokenizes and any grammar character can be produced) and a
 ChatML chat template (so `create_chat_completion` formats messages the way real small models do).
 llama.cpp loads it in tens of milliseconds. Its answers are gibberish: tests built on it assert on
@@ -20,11 +20,22 @@ CHATML_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
-# Word pieces beyond single characters, so the tokenizer merges something and token counts are
-# realistic (fewer tokens than characters); the space marker "▁" is SentencePiece's.
-_WORD_PIECES = (
-    "the", "step", "loss", "grad", "norm", "lr", "warmup", "clip", "at", "to", "of", "and", "is",
-    "run", "val", "train", "spike", "NaN", "high", "low", "cause", "fix", "rate", "learning",
+# Word pieces beyond single characters, so the tokenizer merges words the way a real vocabulary does
+# and token counts of our prompts are realistic (a character-level count would be ~4x too high); the
+# space marker "▁" is SentencePiece's.
+_WORD_PIECES = tuple(
+    """
+    the step steps loss grad norm lr warmup clip at to of and is run val train spike NaN high low cause fix
+    rate learning you are a senior deep engineer diagnose this training from features below cite only
+    numbers given there reply in short markdown pathology gradient explosion vanishing overfitting missing
+    overflow data problem or none what happened critical which signal moved first fixes concrete changes
+    threshold weight decay augmentation loader workers summary one sentence causes each confidence evidence
+    metrics best final rule based findings around hyperparameters non finite every flat metric higher lower
+    better divergence exploding gradients warning info hint became baseline peak ratio before above seen
+    oscillation plateau input bottleneck convergence slow growth anomaly into look batch size optimizer
+    model dropout seed notes config JSON Run Rule Metrics Around Hyperparameters Diagnose Cite Reply
+    You Markdown Pathology Cause Fixes
+    """.split()
 )
 
 # Token types from gguf.TokenType, spelled out so the vocabulary reads as data.
@@ -40,13 +51,19 @@ def tiny_vocab() -> tuple[list[str], list[float], list[int]]:
     pieces += ["<|im_start|>", "<|im_end|>"]
     types += [_CONTROL, _CONTROL]
     chars = ["▁"] + [chr(c) for c in range(33, 127)]
-    words = [f"▁{w}" for w in _WORD_PIECES] + list(_WORD_PIECES)
+    # SentencePiece builds a word by merging adjacent pieces, so every prefix of "▁word" must be a piece
+    # too. Unique: llama.cpp aborts on a vocabulary with duplicate pieces.
+    # Words right after punctuation ("deep-learning", "**Cause**") carry no space marker.
+    prefixes = [f"▁{w}"[:n] for w in _WORD_PIECES for n in range(2, len(w) + 2)]
+    prefixes += [w[:n] for w in _WORD_PIECES for n in range(2, len(w) + 1)]
+    words = list(dict.fromkeys(prefixes))
     pieces += chars + words
     types += [_NORMAL] * (len(chars) + len(words))
     # SentencePiece merges the highest-scoring pieces first: longer pieces score higher.
     scores = [0.0] * (len(pieces) - len(chars) - len(words))
     scores += [-10.0] * len(chars)
     scores += [-10.0 + len(w) for w in words]
+    assert len(set(pieces)) == len(pieces)
     return pieces, scores, types
 
 
@@ -54,10 +71,10 @@ def build_tiny_gguf(
     path: Path,
     *,
     seed: int = 0,
-    n_embd: int = 64,
+    n_embd: int = 32,
     n_layer: int = 2,
     n_head: int = 4,
-    n_ff: int = 128,
+    n_ff: int = 64,
     n_ctx_train: int = 2048,
 ) -> Path:
     """Write a random-weight llama GGUF to `path` and return it."""
@@ -95,7 +112,12 @@ def build_tiny_gguf(
 
     writer.add_tensor("token_embd.weight", weight(n_vocab, n_embd))
     writer.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
-    writer.add_tensor("output.weight", weight(n_vocab, n_embd))
+    # Byte-fallback pieces get zero output weights (logit 0, far below the top words at a low
+    # temperature), so the random model rarely emits raw bytes: a stray byte that is not valid UTF-8
+    # makes llama-cpp-python hold back all later streamed text (a real model does not do that).
+    output = weight(n_vocab, n_embd)
+    output[[t == _BYTE for t in types]] = 0.0
+    writer.add_tensor("output.weight", output)
     for i in range(n_layer):
         writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(n_embd, np.float32))
         for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
