@@ -1,0 +1,116 @@
+"""The one table of key bindings.
+
+The footer, the `?` help screen, the command palette and user remapping (config `[keys]`,
+action id -> key) are all generated from `KEY_ACTIONS`, so a key shown anywhere is the key
+that works, and a remapped key shows up everywhere at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+#: Where an action applies. "app" works from anywhere on the main screen; "lists" is every
+#: list pane (runs, tags, findings); the others are one pane or screen each.
+SCOPES = ("app", "lists", "runs", "findings", "chart", "filter", "dashboard")
+
+SCOPE_TITLES = {
+    "app": "Everywhere",
+    "lists": "Lists (runs, tags, findings)",
+    "runs": "Runs pane",
+    "findings": "Findings pane",
+    "chart": "Chart",
+    "filter": "Filter box",
+    "dashboard": "Run dashboard",
+}
+
+
+@dataclass(frozen=True)
+class KeyAction:
+    """One thing the user can do, and the key that does it by default."""
+
+    id: str  # stable name used in config `[keys]`; also the Textual binding id
+    key: str  # default key(s), Textual key names, comma separated
+    action: str  # the Textual action it runs
+    label: str  # short footer label
+    help: str  # one sentence for the help screen and the command palette
+    scope: str
+    footer: bool = True  # shown in the footer (the rest are in `?` help and the palette)
+    palette: bool = True  # offered in the command palette
+    priority: bool = False  # wins over a focused widget's own binding of the same key
+
+
+KEY_ACTIONS: tuple[KeyAction, ...] = (
+    KeyAction("help", "question_mark", "help", "Help", "Show every key and what it does", "app"),
+    KeyAction("filter", "slash", "filter", "Filter", "Filter the runs (or the tags, when they have focus) by regex", "app"),
+    KeyAction("smoothing", "s", "cycle_smoothing", "Smooth", "Cycle the chart's EMA smoothing weight", "app"),
+    KeyAction("log_y", "l", "toggle_log_y", "Log-y", "Toggle a logarithmic y axis", "app"),
+    KeyAction("x_axis", "x", "cycle_x_axis", "X-axis", "Cycle the x axis: step, relative time, wall time", "app"),
+    KeyAction("outliers", "o", "toggle_outliers", "Outliers", "Toggle an outlier-ignoring y range (5th-95th percentile)", "app"),
+    KeyAction("export", "e", "export_csv", "Export", "Export the charted series (raw and smoothed) to CSV in the current directory", "app"),
+    KeyAction("follow", "f", "toggle_follow", "Follow", "Toggle live follow of appended events", "app"),
+    KeyAction("diagnose", "d", "diagnose", "Diagnose", "Diagnose the run with the local model", "app", footer=False),
+    KeyAction("all_findings", "a", "toggle_all_findings", "All findings", "Show findings of every run, or of the selected run only", "app", footer=False),
+    KeyAction("copy_report", "c", "copy_report", "Copy", "Copy the run's report (Markdown) to the clipboard", "app", footer=False),
+    KeyAction("refresh", "r", "refresh", "Reload", "Read newly appended events now", "app", footer=False),
+    KeyAction("theme", "t", "cycle_theme", "Theme", "Cycle the colour theme", "app", footer=False),
+    KeyAction("zoom_in", "plus,equals_sign", "zoom(0.5)", "Zoom in", "Zoom the chart in around its centre", "app", footer=False),
+    KeyAction("zoom_out", "minus", "zoom(2.0)", "Zoom out", "Zoom the chart out", "app", footer=False),
+    KeyAction("pan_left", "left_square_bracket", "pan(-0.25)", "Pan left", "Pan the chart left", "app", footer=False),
+    KeyAction("pan_right", "right_square_bracket", "pan(0.25)", "Pan right", "Pan the chart right", "app", footer=False),
+    KeyAction("reset_view", "0", "reset_view", "Reset view", "Show the whole x range again", "app", footer=False),
+    KeyAction("quit", "q", "quit", "Quit", "Quit tbtriage", "app"),
+    KeyAction("cursor_down", "j", "cursor_down", "Down", "Move down", "lists", footer=False, palette=False),
+    KeyAction("cursor_up", "k", "cursor_up", "Up", "Move up", "lists", footer=False, palette=False),
+    KeyAction("first", "g", "first", "Top", "Go to the first row", "lists", footer=False, palette=False),
+    KeyAction("last", "G", "last", "Bottom", "Go to the last row", "lists", footer=False, palette=False),
+    KeyAction("select_run", "space", "toggle_select", "Select", "Select the run to overlay it on the chart", "runs", palette=False),
+    KeyAction("open_run", "enter", "open_dashboard", "Dashboard", "Open the run's dashboard", "runs", palette=False),
+    KeyAction("sort", "S", "cycle_sort", "Sort", "Cycle the sort: health, name, last step, liveness", "runs", palette=False),
+    KeyAction("jump", "enter", "jump", "Jump", "Chart the finding's run and tag around its step", "findings", palette=False),
+    KeyAction("close_filter", "escape", "close_filter", "Clear", "Clear the filter and close it", "filter", palette=False),
+    KeyAction("close_dashboard", "escape", "close", "Back", "Back to the main screen", "dashboard", palette=False),
+)
+
+BY_ID = {action.id: action for action in KEY_ACTIONS}
+
+#: The command palette's own key, remappable like the rest under this id.
+PALETTE_ID, PALETTE_KEY = "command_palette", "ctrl+p"
+
+
+def bindings(scope: str) -> list[Binding]:
+    """Textual bindings for one scope, each with its table id so a keymap can remap it."""
+    return [
+        Binding(a.key, a.action, a.label, show=a.footer, id=a.id, tooltip=a.help, priority=a.priority)
+        for a in KEY_ACTIONS
+        if a.scope == scope
+    ]
+
+
+def keymap_from_config(keys: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Split a config `[keys]` table into a Textual keymap and the names it does not know."""
+    known = set(BY_ID) | {PALETTE_ID}
+    keymap = {name: str(key) for name, key in keys.items() if name in known}
+    return keymap, sorted(set(keys) - known)
+
+
+#: Textual key names -> what is printed on the keycap (plain ASCII, so `--ascii` can use it too).
+_KEY_CAPTIONS = {
+    "question_mark": "?", "slash": "/", "plus": "+", "equals_sign": "=", "minus": "-",
+    "left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc",
+}  # fmt: skip
+
+
+def key_caption(keys: str) -> str:
+    """`plus,equals_sign` -> `+ =`; `ctrl+p` -> `^p`."""
+    captions = []
+    for key in keys.split(","):
+        key = key.strip()
+        captions.append("^" + key[5:] if key.startswith("ctrl+") else _KEY_CAPTIONS.get(key, key))
+    return " ".join(captions)
+
+
+def effective_key(action: KeyAction, keymap: dict[str, str]) -> str:
+    """The key(s) that trigger `action` once the user's remapping is applied."""
+    return keymap.get(action.id, action.key)

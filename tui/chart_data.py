@@ -1,0 +1,285 @@
+"""What a chart draws, computed without a terminal: x axis, zoom window, smoothing, log-y, y range.
+
+The chart widget only turns a `PreparedChart` into plotext calls, so everything that decides
+what the user sees (which points survive downsampling, where NaN markers and finding onsets
+go, the outlier-ignoring range) is a pure function tested here on numbers.
+
+Log-y is done here, not with plotext's `yscale("log")`: plotext transforms its stored data in
+place on every build, so a second build (any resize or refresh) takes the log of a log and
+raises `ValueError: math domain error` (textual-plotext's documented known issue). Plotting
+log10 values with our own decade ticks makes every rebuild identical.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from analysis.downsample import Downsampled, minmax_downsample
+from analysis.model import Finding, Series
+
+X_AXES = ("step", "relative", "wall")
+X_AXIS_TITLES = {"step": "step", "relative": "relative time", "wall": "wall time"}
+
+#: `s` cycles these EMA weights. 0.6 first: TensorBoard's default, the smoothing users already read.
+SMOOTHING_WEIGHTS = (0.6, 0.9, 0.99, 0.0)
+
+#: The outlier-ignoring y range keeps the 5th to 95th percentile, as TensorBoard's option does.
+OUTLIER_PERCENTILES = (5.0, 95.0)
+
+#: Fraction of the y span added above and below, so extremes and markers do not sit on the frame.
+Y_MARGIN = 0.05
+
+#: Braille packs two dots per cell across, so a chart of W cells resolves 2*W x positions.
+DOTS_PER_CELL = 2
+
+
+@dataclass(frozen=True)
+class ChartOptions:
+    """How the user asked to see the chart; shared by the main chart and the dashboard."""
+
+    smoothing: float = SMOOTHING_WEIGHTS[0]
+    log_y: bool = False
+    x_axis: str = "step"
+    ignore_outliers: bool = False
+    window: tuple[float, float] | None = None  # zoomed x range in the current axis' units
+
+    def next_smoothing(self) -> "ChartOptions":
+        weights = SMOOTHING_WEIGHTS
+        index = weights.index(self.smoothing) if self.smoothing in weights else -1
+        return replace(self, smoothing=weights[(index + 1) % len(weights)])
+
+    def next_x_axis(self) -> "ChartOptions":
+        # The zoom window is in the old axis' units, so it cannot carry over.
+        return replace(self, x_axis=X_AXES[(X_AXES.index(self.x_axis) + 1) % len(X_AXES)], window=None)
+
+    def describe(self) -> str:
+        parts = [f"smooth {self.smoothing:g}" if self.smoothing else "raw", X_AXIS_TITLES[self.x_axis]]
+        if self.log_y:
+            parts.append("log-y")
+        if self.ignore_outliers:
+            parts.append("5-95%")
+        if self.window is not None:
+            parts.append("zoomed")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class SeriesRequest:
+    """One run's curve to chart, with the colour slot the run keeps for the whole session."""
+
+    run: str
+    slot: int
+    series: Series
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class ChartLine:
+    run: str
+    slot: int
+    raw: Downsampled  # y already log10 when log-y
+    smooth: Downsampled | None
+
+
+@dataclass(frozen=True)
+class Onset:
+    x: float
+    severity: str
+    kind: str
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedChart:
+    lines: tuple[ChartLine, ...]
+    onsets: tuple[Onset, ...]
+    x_range: tuple[float, float] | None
+    y_range: tuple[float, float] | None
+    x_label: str
+    x_ticks: tuple[tuple[float, ...], tuple[str, ...]] | None = None
+    y_ticks: tuple[tuple[float, ...], tuple[str, ...]] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def empty(self) -> bool:
+        return not any(len(line.raw) or line.raw.nan_x.size for line in self.lines)
+
+
+Smoother = Callable[[SeriesRequest, float], np.ndarray]
+
+
+def x_column(series: Series, axis: str) -> np.ndarray:
+    """The x values of `series` on `axis`: steps, seconds since the first event, or wall seconds."""
+    if axis == "step":
+        return series.steps.astype(np.float64)
+    if axis == "relative":
+        return series.wall_times - (series.wall_times[0] if len(series) else 0.0)
+    return np.asarray(series.wall_times, dtype=np.float64)
+
+
+def full_x_range(requests: Sequence[SeriesRequest], axis: str) -> tuple[float, float] | None:
+    """The x extent of all requested series on `axis` (what zoom and pan are bounded by)."""
+    lows, highs = [], []
+    for request in requests:
+        if len(request.series):
+            x = x_column(request.series, axis)
+            lows.append(float(x.min()))
+            highs.append(float(x.max()))
+    return (min(lows), max(highs)) if lows else None
+
+
+def prepare_chart(
+    requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother
+) -> PreparedChart:
+    """Downsample, smooth, window and scale `requests` for a chart `width` cells wide."""
+    buckets = max(width, 1) * DOTS_PER_CELL
+    lines, onsets, window_values = [], [], []
+    for request in requests:
+        x = x_column(request.series, options.x_axis)
+        raw = request.series.values
+        smooth = smoother(request, options.smoothing) if options.smoothing > 0 and len(raw) else None
+        if options.window is not None:
+            inside = (x >= options.window[0]) & (x <= options.window[1])
+            x, raw = x[inside], raw[inside]
+            smooth = smooth[inside] if smooth is not None else None
+        window_values.append(raw)
+        lines.append(
+            ChartLine(
+                request.run,
+                request.slot,
+                _scaled(minmax_downsample(x, raw, buckets), options.log_y),
+                _scaled(minmax_downsample(x, smooth, buckets), options.log_y) if smooth is not None else None,
+            )
+        )
+        onsets.extend(_onsets(request, options))
+
+    x_range = options.window or full_x_range(requests, options.x_axis)
+    onsets = [o for o in onsets if x_range is None or x_range[0] <= o.x <= x_range[1]]
+    y_range = _y_range(lines, window_values, options)
+    x_label, divisor, x_ticks = _x_presentation(x_range, options.x_axis)
+    if divisor != 1.0 and x_range is not None:
+        lines = [_rescale_x(line, divisor) for line in lines]
+        onsets = [replace(o, x=o.x / divisor) for o in onsets]
+        x_range = (x_range[0] / divisor, x_range[1] / divisor)
+    notes = ("no positive values to draw on a log scale",) if options.log_y and y_range is None and lines else ()
+    return PreparedChart(
+        lines=tuple(lines),
+        onsets=tuple(onsets),
+        x_range=x_range,
+        y_range=y_range,
+        x_label=x_label,
+        x_ticks=x_ticks,
+        y_ticks=log_ticks(*y_range) if options.log_y and y_range is not None else None,
+        notes=notes,
+    )
+
+
+def _scaled(d: Downsampled, log_y: bool) -> Downsampled:
+    """log10 of the positive points (zero and negatives have no place on a log axis)."""
+    if not log_y:
+        return d
+    positive = d.y > 0
+    return replace(d, x=d.x[positive], y=np.log10(d.y[positive]))
+
+
+def _onsets(request: SeriesRequest, options: ChartOptions) -> list[Onset]:
+    """x positions of this run's findings that name the charted tag (or no tag at all)."""
+    series = request.series
+    found = []
+    for finding in request.findings:
+        if finding.step is None or not len(series):
+            continue
+        if options.x_axis == "step":
+            x = float(finding.step)
+        else:
+            at = min(int(np.searchsorted(series.steps, finding.step)), len(series) - 1)
+            x = float(series.wall_times[at] - (series.wall_times[0] if options.x_axis == "relative" else 0.0))
+        found.append(Onset(x, finding.severity, finding.kind))
+    return found
+
+
+def _y_range(lines: list[ChartLine], window_values: list[np.ndarray], options: ChartOptions) -> tuple[float, float] | None:
+    if options.ignore_outliers:
+        values = np.concatenate(window_values) if window_values else np.empty(0)
+        values = values[np.isfinite(values)]
+        if options.log_y:
+            values = np.log10(values[values > 0])
+        if values.size == 0:
+            return None
+        lo, hi = (float(v) for v in np.percentile(values, OUTLIER_PERCENTILES))
+    else:
+        ys = [d.y for line in lines for d in (line.raw, line.smooth) if d is not None and len(d)]
+        if not ys:
+            return None
+        lo, hi = min(float(y.min()) for y in ys), max(float(y.max()) for y in ys)
+    if hi <= lo:
+        pad = abs(lo) * 0.1 or 0.5
+        return lo - pad, hi + pad
+    pad = (hi - lo) * Y_MARGIN
+    return lo - pad, hi + pad
+
+
+#: Mantissas tried for log-axis ticks, coarsest first: whole decades, then 1-2-5, then every digit.
+_LOG_MANTISSAS = ((1,), (1, 2, 5), tuple(range(1, 10)))
+#: Fewest and most ticks a log axis gets.
+MIN_LOG_TICKS, MAX_LOG_TICKS = 3, 8
+
+
+def log_ticks(lo: float, hi: float) -> tuple[tuple[float, ...], tuple[str, ...]]:
+    """Ticks for a log10 axis spanning [lo, hi]: decades when there are enough, else 1-2-5 steps, else every digit."""
+    decades = range(math.floor(lo), math.ceil(hi) + 1)
+    chosen: list[float] = []
+    for mantissas in _LOG_MANTISSAS:
+        chosen = [d + math.log10(m) for d in decades for m in mantissas if lo <= d + math.log10(m) <= hi]
+        if len(chosen) >= MIN_LOG_TICKS:
+            break
+    if len(chosen) > MAX_LOG_TICKS:
+        chosen = chosen[:: math.ceil(len(chosen) / MAX_LOG_TICKS)]
+    if len(chosen) < 2:
+        chosen = [lo, hi]
+    return tuple(chosen), tuple(f"{10 ** v:.3g}" for v in chosen)
+
+
+#: (upper bound of the span in seconds, unit label, seconds per unit) for the relative-time axis.
+_TIME_UNITS = ((120.0, "s", 1.0), (7200.0, "min", 60.0), (172800.0, "h", 3600.0), (math.inf, "d", 86400.0))
+
+
+def _time_unit(span: float) -> tuple[str, float]:
+    for bound, label, divisor in _TIME_UNITS:
+        if span <= bound:
+            return label, divisor
+    return _TIME_UNITS[-1][1], _TIME_UNITS[-1][2]
+
+
+def _x_presentation(x_range: tuple[float, float] | None, axis: str):
+    """Axis label, the divisor that turns seconds into the label's unit, and tick labels if any."""
+    if axis == "step" or x_range is None:
+        return X_AXIS_TITLES[axis], 1.0, None
+    if axis == "relative":
+        label, divisor = _time_unit(x_range[1] - x_range[0])
+        return f"relative time ({label})", divisor, None
+    return "wall time", 1.0, wall_ticks(*x_range)
+
+
+def _rescale_x(line: ChartLine, divisor: float) -> ChartLine:
+    def scale(d: Downsampled | None) -> Downsampled | None:
+        if d is None:
+            return d
+        return replace(d, x=d.x / divisor, nan_x=d.nan_x / divisor, posinf_x=d.posinf_x / divisor, neginf_x=d.neginf_x / divisor)
+
+    return ChartLine(line.run, line.slot, scale(line.raw), scale(line.smooth))
+
+
+#: Wall-time ticks on a chart: this many, evenly spaced.
+WALL_TICKS = 4
+
+
+def wall_ticks(lo: float, hi: float, tz: Callable[[float], time.struct_time] = time.localtime):
+    """Evenly spaced wall-clock ticks, as HH:MM (with the date when the range spans days)."""
+    positions = tuple(float(v) for v in np.linspace(lo, hi, WALL_TICKS))
+    fmt = "%m-%d %H:%M" if hi - lo > 86400 else "%H:%M"
+    return positions, tuple(time.strftime(fmt, tz(p)) for p in positions)

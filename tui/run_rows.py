@@ -1,0 +1,97 @@
+"""One row of the runs table per run: status, health, worst finding, last step, liveness.
+
+Pure functions of a `Run`, its `RunReport` (None while it is still being analysed) and the
+clock, so the table's content and order are tested without a terminal and snapshot tests
+get fixed ages from a fixed clock.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from analysis.compare import worst_finding
+from analysis.model import SEVERITIES, Finding, Run, RunReport
+
+#: A run whose last event is younger than this is marked live. PyTorch's and tensorboardX's
+#: SummaryWriter flush every 120 s by default, so a training run's file grows at least that
+#: often; 300 s tolerates one missed flush before calling the run idle.
+LIVE_SECONDS = 300.0
+
+SORTS = ("health", "name", "step", "liveness")
+
+#: Severity glyphs, worst first; the ASCII set is for `--ascii` terminals.
+GLYPHS = {"critical": "✖", "warning": "▲", "info": "●", "ok": "✓", "pending": "…"}
+ASCII_GLYPHS = {"critical": "X", "warning": "!", "info": "i", "ok": "+", "pending": "."}
+#: Status -> the theme variable that colours it.
+STATUS_COLOURS = {"critical": "error", "warning": "warning", "info": "primary", "ok": "success", "pending": "secondary"}
+
+
+@dataclass(frozen=True)
+class RunRow:
+    name: str
+    status: str  # "critical" | "warning" | "info" | "ok" | "pending"
+    health: int | None
+    worst: str  # "divergence@600", or "" when there is none
+    last_step: int | None
+    age: float | None  # seconds since the last event
+    live: bool
+
+
+def severity_rank(severity: str) -> int:
+    """0 for critical, 1 warning, 2 info: smaller is worse."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
+def finding_label(finding: Finding) -> str:
+    return finding.kind if finding.step is None else f"{finding.kind}@{finding.step}"
+
+
+def run_row(run: Run, report: RunReport | None, now: float) -> RunRow:
+    age = None if run.last_wall_time is None else max(now - run.last_wall_time, 0.0)
+    worst = worst_finding(report) if report is not None else None
+    if report is None:
+        status = "pending"
+    else:
+        status = worst.severity if worst is not None else "ok"
+    return RunRow(
+        name=run.name,
+        status=status,
+        health=report.health.score if report is not None else None,
+        worst=finding_label(worst) if worst is not None else "",
+        last_step=run.last_step,
+        age=age,
+        live=age is not None and age < LIVE_SECONDS,
+    )
+
+
+def sort_rows(rows: list[RunRow], key: str) -> list[RunRow]:
+    """Order rows for display; health puts the worst (lowest score) first and unscored runs last."""
+    if key == "name":
+        return sorted(rows, key=lambda r: r.name)
+    if key == "step":
+        return sorted(rows, key=lambda r: (r.last_step is None, -(r.last_step or 0), r.name))
+    if key == "liveness":
+        return sorted(rows, key=lambda r: (r.age is None, r.age or 0.0, r.name))
+    return sorted(rows, key=lambda r: (r.health is None, r.health or 0, r.name))
+
+
+def filter_rows(rows: list[RunRow], pattern: str) -> tuple[list[RunRow], str | None]:
+    """Rows whose name matches `pattern` (a case-insensitive regex); an invalid one keeps all and says why."""
+    if not pattern:
+        return rows, None
+    try:
+        regex = re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        return rows, f"not a valid regex: {exc}"
+    return [r for r in rows if regex.search(r.name)], None
+
+
+def format_age(age: float | None) -> str:
+    """Seconds as the largest whole unit: 42s, 7m, 3h, 2d."""
+    if age is None:
+        return "-"
+    for limit, unit, size in ((60, "s", 1), (3600, "m", 60), (86400, "h", 3600)):
+        if age < limit:
+            return f"{int(age // size)}{unit}"
+    return f"{int(age // 86400)}d"

@@ -1,0 +1,71 @@
+"""The Diagnosis pane: the selected run's findings explained in words, and room for the local model.
+
+The rule-based Markdown (`analysis.render_markdown.run_markdown`) is always there. `diagnose()`
+mounts the LLM widget (`tui.widgets.llm_diagnosis.LLMDiagnosis`, from the `llm` extra) below
+it, where the model's answer streams in; without llama.cpp installed it says so in one line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Markdown, Static
+
+from analysis.model import RunReport
+from analysis.render_markdown import run_markdown
+from tui.safe_text import multiline
+
+NOT_INSTALLED = "LLM diagnosis is not installed: pip install 'tbtriage[llm]' (llama-cpp-python) and set [llm] model."
+
+
+def llm_available() -> bool:
+    """True when both llama.cpp's bindings and the streaming widget can be imported."""
+    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("tui.widgets.llm_diagnosis") is not None
+
+
+class DiagnosisPane(VerticalScroll):
+    """Rule-based Markdown on top; the LLM's streamed answer (or why there is none) below."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.report: RunReport | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Markdown("Select a run to read its diagnosis.", id="rule-based")
+        yield Static("", id="llm-status", classes="-empty")
+
+    def show_report(self, report: RunReport | None) -> None:
+        """Explain `report`'s findings (None: the run is still being analysed)."""
+        changed_run = report is None or self.report is None or report.name != self.report.name
+        self.report = report
+        text = "Analysing this run…" if report is None else multiline(run_markdown(report))
+        self.query_one("#rule-based", Markdown).update(text)
+        if changed_run:
+            self._clear_llm()
+
+    def diagnose(self, report: RunReport) -> None:
+        """Ask the local model to diagnose `report`, streaming its answer into this pane."""
+        self._clear_llm()
+        if not llm_available():
+            self._say(NOT_INSTALLED)
+            return
+        from tui.widgets.llm_diagnosis import LLMDiagnosis
+
+        widget = LLMDiagnosis(report, config=getattr(self.app, "config", None))
+        self.mount(widget)
+        widget.start()
+
+    def _say(self, line: str) -> None:
+        status = self.query_one("#llm-status", Static)
+        status.update(Text(line))
+        status.set_class(False, "-empty")
+
+    def _clear_llm(self) -> None:
+        status = self.query_one("#llm-status", Static)
+        status.update("")
+        status.set_class(True, "-empty")
+        for widget in self.query("LLMDiagnosis"):
+            widget.remove()

@@ -1,0 +1,120 @@
+"""Per-layer gradient norms over time as a heatmap: one row per layer, one column per step bucket.
+
+Colour and shade both encode log10 of the bucket's largest norm on one scale shared by all
+layers, so a vanishing early layer reads dark next to healthy ones and a spike stays visible
+(the largest value of a bucket wins, as in min/max downsampling). Shade glyphs keep it readable
+without colour (NO_COLOR, monochrome); non-finite norms are marked.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from rich.text import Text
+from textual.color import Color
+from textual.widget import Widget
+
+from analysis.model import Series
+from themes import heatmap_ends
+from tui.safe_text import plain
+
+SHADES = " ░▒▓█"
+ASCII_SHADES = " .:=#"
+NONFINITE, ASCII_NONFINITE = "×", "x"
+
+#: Widest layer label; longer names keep their end (the layer index sits there).
+MAX_LABEL_CELLS = 24
+
+
+@dataclass(frozen=True, eq=False)
+class HeatmapGrid:
+    labels: tuple[str, ...]
+    levels: np.ndarray  # (layers, columns) in [0, 1], NaN where a bucket has no point
+    nonfinite: np.ndarray  # (layers, columns) bool
+    low: float  # log10 of the smallest finite norm
+    high: float
+    first_step: int
+    last_step: int
+
+
+def layer_labels(tags: list[str]) -> list[str]:
+    """Tags without the prefix they all share (`grad_norm/`), so the layer names remain."""
+    prefix = os.path.commonprefix(tags) if len(tags) > 1 else ""
+    prefix = prefix[: prefix.rfind("/") + 1]
+    return [tag[len(prefix) :] or tag for tag in tags]
+
+
+def heatmap_grid(layers: dict[str, Series], columns: int) -> HeatmapGrid | None:
+    """Bucket every layer's norms into `columns` equal step ranges (shared across layers); max per bucket."""
+    layers = {tag: s for tag, s in layers.items() if len(s)}
+    if not layers or columns < 1:
+        return None
+    tags = sorted(layers)
+    first = min(int(layers[t].steps[0]) for t in tags)
+    last = max(int(layers[t].steps[-1]) for t in tags)
+    span = max(last - first, 1)
+    peaks = np.full((len(tags), columns), np.nan)
+    nonfinite = np.zeros((len(tags), columns), bool)
+    for row, tag in enumerate(tags):  # one pass per layer, vectorised over its points
+        series = layers[tag]
+        bucket = np.minimum(((series.steps - first) * columns) // span, columns - 1).astype(np.int64)
+        values = np.asarray(series.values, dtype=np.float64)
+        finite = np.isfinite(values) & (values > 0)
+        np.fmax.at(peaks[row], bucket[finite], np.log10(values[finite]))
+        nonfinite[row, bucket[~np.isfinite(values)]] = True
+    known = peaks[np.isfinite(peaks)]
+    low, high = (float(known.min()), float(known.max())) if known.size else (0.0, 0.0)
+    levels = (peaks - low) / (high - low) if high > low else np.where(np.isfinite(peaks), 1.0, np.nan)
+    labels = tuple(_fit_label(plain(label)) for label in layer_labels(tags))
+    return HeatmapGrid(labels, levels, nonfinite, low, high, first, last)
+
+
+def _fit_label(label: str) -> str:
+    return label if len(label) <= MAX_LABEL_CELLS else "…" + label[-(MAX_LABEL_CELLS - 1) :]
+
+
+class GradHeatmap(Widget):
+    """Renders `layers` (tag -> grad-norm series) to fit its size."""
+
+    DEFAULT_CSS = "GradHeatmap { height: 1fr; width: 1fr; }"
+
+    def __init__(self, layers: dict[str, Series], *, ascii_only: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.grad_layers = layers
+        self.ascii_only = ascii_only
+
+    def set_layers(self, layers: dict[str, Series]) -> None:
+        self.grad_layers = layers
+        self.refresh()
+
+    def render(self) -> Text:
+        label_cells = min(max((len(plain(t)) for t in layer_labels(sorted(self.grad_layers))), default=0), MAX_LABEL_CELLS)
+        rows_available = max(self.size.height - 2, 1)  # two lines for the scale and the step range
+        grid = heatmap_grid(self.grad_layers, max(self.size.width - label_cells - 1, 1))
+        if grid is None:
+            return Text("No per-layer gradient norms in this run.", style="dim")
+        variables = self.app.theme_variables
+        low, high = (Color.parse(c) for c in heatmap_ends(variables))
+        shades = ASCII_SHADES if self.ascii_only else SHADES
+        mark = ASCII_NONFINITE if self.ascii_only else NONFINITE
+        error = variables.get("error", "red")
+        out = Text(no_wrap=True, overflow="crop")
+        shown = min(len(grid.labels), rows_available)
+        for row in range(shown):
+            out.append(grid.labels[row].rjust(label_cells) + " ", style="dim")
+            for level, bad in zip(grid.levels[row], grid.nonfinite[row]):
+                if bad:
+                    out.append(mark, style=f"bold {error}")
+                elif np.isnan(level):
+                    out.append(" ")
+                else:
+                    shade = shades[1 + min(int(level * (len(shades) - 1)), len(shades) - 2)]
+                    out.append(shade, style=low.blend(high, float(level)).hex)
+            out.append("\n")
+        hidden = len(grid.labels) - shown
+        more = f"  (+{hidden} layers)" if hidden > 0 else ""
+        out.append(f"{'':>{label_cells}} steps {grid.first_step}-{grid.last_step} · |grad| 1e{grid.low:.1f} "
+                   f"{shades[1:]} 1e{grid.high:.1f}{more}", style="dim")
+        return out

@@ -1,0 +1,101 @@
+"""The runs pane: one row per run, worst health first; `space` selects runs to overlay."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from tui.bindings import bindings
+from tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_age
+from tui.safe_text import literal
+
+#: (key, header, width or None for the content's width). Long run names are cut with an ellipsis at
+#: RUN_CELLS so the health and finding columns stay in view at 80 columns; the full name is in the
+#: chart legend and the diagnosis title.
+RUN_CELLS = 26
+COLUMNS = (
+    ("sel", " ", 1), ("status", " ", 1), ("run", "run", RUN_CELLS), ("health", "health", None),
+    ("worst", "worst finding", None), ("step", "step", None), ("live", "live", None),
+)  # fmt: skip
+
+SWATCH, ASCII_SWATCH = "■", "#"
+LIVE_MARK, ASCII_LIVE_MARK = "●", "*"
+
+
+class RunTable(DataTable):
+    """Rows are keyed by run name; the app owns selection, order and filtering."""
+
+    BINDINGS = bindings("lists") + bindings("runs")
+
+    class ToggleSelect(Message):
+        def __init__(self, run: str) -> None:
+            super().__init__()
+            self.run = run
+
+    class OpenRun(Message):
+        def __init__(self, run: str) -> None:
+            super().__init__()
+            self.run = run
+
+    class CycleSort(Message):
+        pass
+
+    def __init__(self, *, ascii_only: bool = False, **kwargs) -> None:
+        super().__init__(cursor_type="row", **kwargs)
+        self.ascii_only = ascii_only
+
+    def on_mount(self) -> None:
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    @property
+    def current_run(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    def show_rows(self, rows: list[RunRow], swatches: dict[str, str], keep: str | None = None) -> None:
+        """Replace the rows; `swatches` maps selected runs to their colour; the cursor stays on `keep`."""
+        variables = self.app.theme_variables
+        glyphs = ASCII_GLYPHS if self.ascii_only else GLYPHS
+        keep = keep if keep is not None else self.current_run
+        self.clear()
+        for row in rows:
+            self.add_row(*self._cells(row, swatches.get(row.name), glyphs, variables), key=row.name)
+        if keep is not None and keep in self.rows:
+            self.move_cursor(row=self.get_row_index(keep), animate=False)
+
+    def _cells(self, row: RunRow, swatch: str | None, glyphs: dict[str, str], variables: dict[str, str]) -> list:
+        status_colour = variables.get(STATUS_COLOURS[row.status], "")
+        sel = Text(ASCII_SWATCH if self.ascii_only else SWATCH, style=swatch) if swatch else Text(" ")
+        live_mark = ASCII_LIVE_MARK if self.ascii_only else LIVE_MARK
+        live = Text(f"{live_mark} {format_age(row.age)}", style=variables.get("success", "")) if row.live else Text(format_age(row.age), style="dim")
+        return [
+            sel,
+            Text(glyphs[row.status], style=status_colour),
+            literal(row.name),
+            Text(glyphs["pending"] if row.health is None else str(row.health), justify="right"),
+            Text(row.worst, style=status_colour if row.worst else ""),
+            Text("-" if row.last_step is None else str(row.last_step), justify="right"),
+            live,
+        ]
+
+    # Actions (keys from the binding table) ---------------------------------------------------
+
+    def action_toggle_select(self) -> None:
+        if self.current_run is not None:
+            self.post_message(self.ToggleSelect(self.current_run))
+
+    def action_open_dashboard(self) -> None:
+        if self.current_run is not None:
+            self.post_message(self.OpenRun(self.current_run))
+
+    def action_cycle_sort(self) -> None:
+        self.post_message(self.CycleSort())
+
+    def action_first(self) -> None:
+        self.move_cursor(row=0)
+
+    def action_last(self) -> None:
+        self.move_cursor(row=max(self.row_count - 1, 0))

@@ -1,0 +1,167 @@
+"""The chart pane: one tag for the selected runs, drawn with plotext.
+
+The widget owns its plotext figure and rebuilds it in `render()` (textual-plotext's model),
+from a `PreparedChart` cached per size and options, so a resize or a redraw costs one plotext
+build and never re-reads or re-smooths the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+from rich.text import Text
+from textual.app import RenderResult
+from textual.color import Color
+from textual_plotext import PlotextPlot
+
+from analysis.smoothing import ema
+from tui.chart_data import ChartOptions, PreparedChart, SeriesRequest, full_x_range, prepare_chart
+from tui.safe_text import plain
+from tui.widgets.series_style import series_style
+
+#: Width of the y tick labels plotext puts left of the canvas; the rest is the plot area.
+Y_LABEL_CELLS = 8
+
+#: The smallest zoom window, as a fraction of the full x range (deeper zoom shows single points).
+MIN_ZOOM_FRACTION = 1e-4
+
+#: How many smoothed curves the chart keeps (run x tag x weight); a few selections' worth.
+SMOOTH_CACHE_SIZE = 64
+
+#: Severity -> theme variable for finding-onset markers.
+SEVERITY_COLOURS = {"critical": "error", "warning": "warning", "info": "primary"}
+
+NAN_MARKER, ASCII_NAN_MARKER = "×", "x"
+
+
+class TagChart(PlotextPlot):
+    """Draws `requests` (one series per run) under `options`."""
+
+    def __init__(
+        self, *, ascii_only: bool = False, empty_message: str = "Select a run and a tag to chart.", legend: bool = False, **kwargs
+    ) -> None:
+        super().__init__(**kwargs)
+        self.ascii_only = ascii_only
+        self.legend = legend  # label lines inside the plot (the main screen draws its own legend line)
+        self.empty_message = empty_message
+        self.requests: tuple[SeriesRequest, ...] = ()
+        self.options = ChartOptions()
+        self._prepared: tuple[tuple, PreparedChart] | None = None
+        self._smoothed: dict[tuple, np.ndarray] = {}
+
+    # What to draw --------------------------------------------------------------------------
+
+    def set_data(self, requests: Sequence[SeriesRequest], options: ChartOptions) -> None:
+        self.requests = tuple(requests)
+        self.options = options
+        self._prepared = None
+        self.refresh()
+
+    def full_x_range(self) -> tuple[float, float] | None:
+        return full_x_range(self.requests, self.options.x_axis)
+
+    def zoomed(self, factor: float) -> ChartOptions:
+        """Options with the x window scaled by `factor` around its centre, within the data."""
+        full = self.full_x_range()
+        if full is None:
+            return self.options
+        lo, hi = self.options.window or full
+        span = (full[1] - full[0]) or 1.0
+        half = min(max((hi - lo) * factor, span * MIN_ZOOM_FRACTION), span) / 2
+        centre = min(max((lo + hi) / 2, full[0] + half), full[1] - half)
+        window = (centre - half, centre + half)
+        return replace(self.options, window=None if half * 2 >= span else window)
+
+    def panned(self, fraction: float) -> ChartOptions:
+        """Options with the x window moved by `fraction` of its width, kept inside the data."""
+        full = self.full_x_range()
+        if full is None or self.options.window is None:
+            return self.options
+        lo, hi = self.options.window
+        shift = (hi - lo) * fraction
+        shift = min(max(shift, full[0] - lo), full[1] - hi)
+        return replace(self.options, window=(lo + shift, hi + shift))
+
+    # Drawing -------------------------------------------------------------------------------
+
+    def _smooth(self, request: SeriesRequest, weight: float) -> np.ndarray:
+        key = (request.run, id(request.series), len(request.series), weight)
+        cached = self._smoothed.get(key)
+        if cached is None:
+            if len(self._smoothed) >= SMOOTH_CACHE_SIZE:
+                self._smoothed.pop(next(iter(self._smoothed)))
+            cached = self._smoothed[key] = ema(request.series.values, weight)
+        return cached
+
+    def prepared(self) -> PreparedChart:
+        plot_width = max(self.size.width - Y_LABEL_CELLS, 1)
+        key = (plot_width, self.options)
+        if self._prepared is None or self._prepared[0] != key:
+            self._prepared = (key, prepare_chart(self.requests, self.options, plot_width, self._smooth))
+        return self._prepared[1]
+
+    def render(self) -> RenderResult:
+        if not self.requests:
+            return Text(self.empty_message, style="dim")
+        chart = self.prepared()
+        if chart.empty:
+            return Text("No finite points in this range." if self.options.window else "No points yet.", style="dim")
+        self._draw(chart)
+        return super().render()
+
+    def _draw(self, chart: PreparedChart) -> None:
+        plt = self.plt
+        variables = self.app.theme_variables
+        plt.clear_figure()
+        if self.ascii_only:
+            plt.frame(False)
+        for line in chart.lines:
+            style = series_style(line.slot, variables, self.ascii_only)
+            label = plain(line.run) if self.legend else None
+            if line.smooth is not None:
+                _plot(plt, line.raw, style.faint, style.marker)
+                _plot(plt, line.smooth, style.colour, style.marker, label)
+            else:
+                _plot(plt, line.raw, style.colour, style.marker, label)
+        if chart.y_range is not None:
+            self._draw_markers(chart, variables)
+            plt.ylim(*chart.y_range)
+        if chart.x_range is not None and chart.x_range[1] > chart.x_range[0]:
+            plt.xlim(*chart.x_range)
+        if chart.y_ticks is not None:
+            plt.yticks(list(chart.y_ticks[0]), list(chart.y_ticks[1]))
+        if chart.x_ticks is not None:
+            plt.xticks(list(chart.x_ticks[0]), list(chart.x_ticks[1]))
+        plt.xlabel(plain(chart.x_label))
+
+    def _draw_markers(self, chart: PreparedChart, variables: dict[str, str]) -> None:
+        """NaN and +Inf at the top edge, -Inf at the bottom, finding onsets as vertical lines."""
+        plt = self.plt
+        lo, hi = chart.y_range
+        error = _rgb(variables, "error")
+        marker = ASCII_NAN_MARKER if self.ascii_only else NAN_MARKER
+        for line in chart.lines:
+            top = np.concatenate([line.raw.nan_x, line.raw.posinf_x])
+            if top.size:
+                plt.scatter(top.tolist(), [hi] * top.size, marker=marker, color=error)
+            if line.raw.neginf_x.size:
+                plt.scatter(line.raw.neginf_x.tolist(), [lo] * line.raw.neginf_x.size, marker=marker, color=error)
+        rows = max(self.size.height, 2)
+        for onset in chart.onsets:
+            colour = _rgb(variables, SEVERITY_COLOURS.get(onset.severity, "primary"))
+            if self.ascii_only:  # plotext's vline is drawn with a box glyph
+                ys = np.linspace(lo, hi, rows).tolist()
+                plt.scatter([onset.x] * len(ys), ys, marker="|", color=colour)
+            else:
+                plt.vline(onset.x, color=colour)
+
+
+def _plot(plt, d, colour, marker, label: str | None = None) -> None:
+    if len(d):
+        plt.plot(d.x.tolist(), d.y.tolist(), color=colour, marker=marker, label=label)
+
+
+def _rgb(variables: dict[str, str], name: str) -> tuple[int, int, int]:
+    return Color.parse(variables.get(name, "#ff0000")).rgb
