@@ -292,7 +292,9 @@ class RunReader:
             groups = [(int(tags[0]), slice(None))]
             order = None
         else:
-            order = np.argsort(tags, kind="stable")
+            # Few distinct tags: a stable sort of 16-bit keys is numpy's radix sort, O(n).
+            keys = tags.astype(np.int16) if len(names) < 32768 else tags
+            order = np.argsort(keys, kind="stable")
             sorted_tags = tags[order]
             uniq, first = np.unique(sorted_tags, return_index=True)
             bounds = list(first) + [sorted_tags.size]

@@ -94,7 +94,9 @@ else:
     ld = analysis.load({path!r}, kernel=kernel)
     pts = sum(len(s) for r in ld.runs.values() for s in r.scalars.values())
 dt = time.perf_counter() - t
-print(json.dumps({{"seconds": dt, "points": pts, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+# VmHWM, not ru_maxrss: the latter keeps the parent's peak across fork+exec.
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+print(json.dumps({{"seconds": dt, "points": pts, "peak_rss_mb": hwm / 1024}}))
 """
 
 
