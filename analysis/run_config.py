@@ -1,7 +1,7 @@
 """Hyperparameters a run records beside its event files: `hparams.yaml` (PyTorch Lightning) and `config.json`.
 
 The hparams plugin's values arrive in `Run.hparams` from the reader; many training scripts instead
-(or also) drop a config file in the run directory. Both are untrusted data: values are kept as
+(or also) drop a config file in the run directory (`compare.hparams_of` merges every source). Both are untrusted data: values are kept as
 short scalars, nested mappings are flattened to dotted keys, and files above a size cap are
 ignored rather than parsed, because a run directory is not ours to trust.
 """
@@ -12,8 +12,6 @@ import json
 import re
 from pathlib import Path
 from typing import Any
-
-from .model import Run
 
 #: Config files looked for in a run directory, in the order their values override each other.
 CONFIG_FILES = ("hparams.yaml", "hparams.yml", "config.json")
@@ -103,15 +101,3 @@ def read_config_file(path: Path) -> dict[str, Any]:
         except (ValueError, RecursionError):
             return {}
     return parse_flat_yaml(text)
-
-
-def run_hparams(run: Run) -> dict[str, Any]:
-    """Every hyperparameter known for `run`: config files in its directory, then the hparams plugin's values."""
-    merged: dict[str, Any] = {}
-    directory = Path(run.path)
-    if directory.is_file():
-        directory = directory.parent
-    for name in CONFIG_FILES:
-        merged.update(read_config_file(directory / name))
-    merged.update(_flatten(dict(run.hparams)))
-    return {str(k): _short(v) for k, v in merged.items() if k}
