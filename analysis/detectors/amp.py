@@ -1,0 +1,96 @@
+"""amp_overflow: the mixed-precision loss scale collapses, or gradients overflow again and again.
+
+PyTorch's GradScaler starts at 2^16, halves the scale on every step whose gradients overflow (and skips
+that step), and doubles it after `growth_interval` (2000) clean steps. A healthy run drops a few octaves in
+its first steps and then hovers: about one halving per growth interval. Signatures:
+- collapse: after the first STARTUP_FRAC of the run, the scale ends at least COLLAPSE_OCTAVES (÷256) below
+  its post-startup maximum and never climbs back, or ends below MIN_SCALE (1.0: gradients overflow even
+  unscaled, i.e. real Inf/NaN). The onset is where the final descent begins.
+- overflow skips: the global grad norm is Inf/NaN at OVERFLOW_WARN of its logged points or more (HF Trainer
+  and most loops log the pre-clip norm, which is Inf on an overflow step) while the loss stayed finite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import RunData, confident, finding, fmt, sentence
+
+STARTUP_FRAC = 0.05
+COLLAPSE_OCTAVES = 8.0
+MIN_SCALE = 1.0
+OVERFLOW_WARN = 0.01
+OVERFLOW_INFO = 0.002
+
+
+def _collapse(data: RunData, tag: str) -> dict | None:
+    steps, values = data.finite(tag)
+    positive = values > 0
+    steps, values = steps[positive], values[positive]
+    if values.size < 5:
+        return None
+    octaves = np.log2(values)
+    start = max(1, int(STARTUP_FRAC * values.size))
+    after = octaves[start:]
+    if after.size < 3:
+        return None
+    peak = float(after.max())
+    final = float(np.median(octaves[-3:]))
+    if final > peak - COLLAPSE_OCTAVES and values[-1] >= MIN_SCALE:
+        return None
+    # The final descent: from the last time the scale was within one octave of its peak.
+    suffix_max = np.maximum.accumulate(after[::-1])[::-1]
+    low = np.flatnonzero(suffix_max <= peak - 2.0)
+    first_low = int(low[0]) if low.size else after.size - 1
+    near_peak = np.flatnonzero(after[:first_low] >= peak - 1.0)
+    onset_index = start + (int(near_peak[-1]) + 1 if near_peak.size else 0)
+    halvings = int(np.sum(np.diff(octaves[start:]) <= -0.9))
+    return {"onset": int(steps[onset_index]), "peak": float(2**peak), "final": float(values[-1]),
+            "halvings": halvings, "end": int(steps[-1]), "points": int(values.size)}
+
+
+def _overflow_skips(data: RunData) -> dict | None:
+    tag = data.primary.grad_norm
+    if tag is None:
+        return None
+    series = data.run.scalars[tag]
+    bad = ~np.isfinite(series.values)
+    share = float(bad.mean()) if bad.size else 0.0
+    if share < OVERFLOW_INFO or not np.isfinite(series.values[-1]):
+        return None  # a norm that ends Inf/NaN exploded; exploding_gradients reports that
+    loss = data.primary.train_loss
+    if loss is not None and data.features[loss].first_nonfinite_step is not None:
+        return None
+    return {"tag": tag, "share": share, "count": int(bad.sum()), "onset": int(series.steps[np.argmax(bad)]),
+            "end": int(series.steps[np.flatnonzero(bad)[-1]]), "points": int(bad.size)}
+
+
+def detect(data: RunData) -> list:
+    out = []
+    advice = ["switch to bf16 autocast (no loss scaling needed)",
+              "or keep softmax/attention scores, norms and the loss in fp32 under fp16",
+              "call scaler.unscale_(optimizer) before clipping, and look for an op overflowing fp16's 65504"]
+    for tag in data.tags("loss_scale"):
+        event = _collapse(data, tag)
+        if event is None:
+            continue
+        severity = "critical" if event["final"] < MIN_SCALE else "warning"
+        summary = (f"{tag} {fmt(event['peak'])} → {fmt(event['final'])} from step {event['onset']} "
+                   f"({event['halvings']} halvings after the start)")
+        evidence = {"summary": summary, "tag": tag, "peak_scale": event["peak"], "final_scale": event["final"],
+                    "halvings": event["halvings"]}
+        evidence.update(data.context_evidence(event["onset"]))
+        message = f"AMP loss scale collapsed to {fmt(event['final'])} from step {event['onset']}: steps keep overflowing"
+        out.append(finding(data, "amp_overflow", confident(severity, event["points"]), [tag], event["onset"],
+                           event["end"], evidence, message, sentence(advice)))
+    skips = _overflow_skips(data)
+    if skips and not out:
+        severity = "warning" if skips["share"] >= OVERFLOW_WARN else "info"
+        summary = (f"{skips['tag']} Inf/NaN at {skips['count']} of {skips['points']} logged steps "
+                   f"({skips['share']:.1%}) from step {skips['onset']} while the loss stayed finite")
+        evidence = {"summary": summary, "tag": skips["tag"], "overflow_share": skips["share"],
+                    "overflow_points": skips["count"]}
+        message = f"gradient overflow on {skips['share']:.1%} of logged steps (skipped fp16 updates)"
+        out.append(finding(data, "amp_overflow", confident(severity, skips["points"]), [skips["tag"]],
+                           skips["onset"], skips["end"], evidence, message, sentence(advice)))
+    return out

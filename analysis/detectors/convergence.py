@@ -1,0 +1,205 @@
+"""slow_convergence and plateau: a training loss that does not move, crawls, or stalls for a long stretch.
+
+slow_convergence (judged on the main training loss, else the main validation loss), two signatures:
+- no learning: over the whole run the loss moved less than NO_DROP of its start and never dipped by
+  LEARNED of it: the model is not training (lr ≈ 0, frozen weights, a detached loss, bad init).
+- crawl: the loss fell less than SLOW_DROP of its start, the second half fell at least LINEAR_RATIO as much
+  as the first (a healthy curve decelerates, a crawl keeps the same slow pace), and that second-half fall
+  is real (above CRAWL_NOISE_K noise sigmas of the medians): the run is still far from converged.
+Runs resumed from a checkpoint (first step beyond RESUMED_FRAC of the last) and runs still in their lr
+warmup are not judged: their curves are supposed to look like that.
+
+plateau: a flat stretch of at least PLATEAU_MIN_FRAC of the run (features.find_plateaus) that is followed
+by a real drop (PLATEAU_DROP of the level) that is *faster* than the curve moved during the stretch
+(at least PLATEAU_ACCEL × its rate: a healthy curve only ever slows down, so a slowly falling loss whose
+flattish middle merely continues falling is not a plateau), when the lr schedule does not explain it (a
+step decay or the end of a warmup at the plateau's end makes exactly that shape). A plateau right at the start is a
+warning (the run sat at its initial loss before learning anything: init, normalisation, lr); elsewhere it
+is info (a saddle the optimizer eventually left).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..features import EDGE_FRAC
+from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt, level_at, pct, position, smoothed_level
+
+NO_DROP = 0.02
+LEARNED = 0.1
+SLOW_DROP = 0.12
+LINEAR_RATIO = 0.6
+CRAWL_NOISE_K = 3.0
+RESUMED_FRAC = 0.2
+PLATEAU_MIN_FRAC = 0.1
+PLATEAU_DROP = 0.1
+PLATEAU_ACCEL = 3.0
+#: lr changing by this factor across a plateau's end means the schedule made (or ended) the plateau.
+LR_EXPLAINS = 1.5
+#: A plateau counts as "at the start" when it begins within this share of the run.
+START_FRAC = 0.03
+#: How close to ln(k) a stuck loss must be to call it chance level for k classes.
+CHANCE_TOLERANCE = 0.02
+
+
+def _judged_tag(data: RunData) -> str | None:
+    return data.primary.train_loss or data.primary.val_loss
+
+
+def _still_warming_up(data: RunData) -> bool:
+    """The lr is still rising at the end of the run: the run is young and its loss is meant to be high."""
+    if data.primary.lr is None:
+        return False
+    steps, lr = data.finite(data.primary.lr)
+    if lr.size < 4:
+        return False
+    tail = lr[-max(2, lr.size // 5):]
+    return bool(tail[-1] > tail[0] * 1.05 and lr[-1] >= 0.95 * lr.max())
+
+
+def detect(data: RunData) -> list:
+    tag = _judged_tag(data)
+    if tag is None:
+        return []
+    out = []
+    slow = _slow(data, tag)
+    if slow:
+        out.append(slow)
+    out.extend(_plateaus(data, tag))
+    return out
+
+
+def _slow(data: RunData, tag: str):
+    steps, values = data.finite(tag)
+    n = values.size
+    feats = data.features[tag]
+    if n < 2 * MIN_CONFIDENT_POINTS or steps[-1] <= steps[0]:
+        return None
+    if steps[0] > RESUMED_FRAC * steps[-1] or _still_warming_up(data):
+        return None
+    edge = max(3, int(math.ceil(EDGE_FRAC * n)))
+    start, end = float(np.median(values[:edge])), float(np.median(values[-edge:]))
+    middle = level_at(steps, values, 0.5 * (steps[0] + steps[-1]), 2 * edge)
+    scale = abs(start) if start > 0 else feats.extra["scale"]
+    drop = (start - end) / scale
+    lowest = float(np.min(smoothed_level(feats)[1]))
+    dipped = (start - lowest) / scale
+    edge_noise = (feats.noise or 0.0) * 1.2533 / math.sqrt(edge)
+    first_half, second_half = start - middle, middle - end
+    evidence = {"tag": tag, "start_level": start, "middle_level": middle, "end_level": end,
+                "relative_drop": drop, "steps": int(steps[-1] - steps[0])}
+    if data.primary.lr:
+        lr = data.finite(data.primary.lr)[1]
+        if lr.size:
+            evidence["lr_max"] = float(lr.max())
+    lr_text = f" at lr {fmt(evidence['lr_max'])}" if "lr_max" in evidence else ""
+    span = int(steps[-1] - steps[0])
+    if abs(drop) < NO_DROP and dipped < LEARNED:
+        evidence["summary"] = f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}"
+        message = f"{tag} has not moved in {span} steps ({fmt(start)} → {fmt(end)}): the model is not learning"
+        suggestion = ("Check that the optimizer gets the model's parameters and the loss is not detached "
+                      "(requires_grad, zero_grad/step order), that the lr is not ~0, and the initialisation "
+                      "and input normalisation; then raise the lr ×10 with an lr range test")
+        return finding(data, "slow_convergence", confident("warning", n, 2 * MIN_CONFIDENT_POINTS),
+                       [tag], int(steps[0]), int(steps[-1]), evidence, message, suggestion)
+    crawling = (0 < drop < SLOW_DROP and first_half > 0 and second_half >= LINEAR_RATIO * first_half
+                and second_half > CRAWL_NOISE_K * edge_noise)
+    if not crawling:
+        return None
+    evidence["summary"] = (f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}: "
+                           f"{pct(-first_half / scale)} in the first half, {pct(-second_half / scale)} in the "
+                           "second, no sign of levelling off")
+    message = f"{tag} fell only {drop:.0%} in {span} steps and keeps crawling at the same pace"
+    factor_text = ""
+    if "lr_max" in evidence:
+        factor_text = f" (e.g. {fmt(evidence['lr_max'])} → {fmt(evidence['lr_max'] * 10)})"
+    suggestion = (f"Raise the learning rate ×3–10{factor_text}, ideally after an lr range test; check "
+                  "weight initialisation (Kaiming/Xavier), input normalisation and Adam's eps (1e-8, not 1e-3)")
+    return finding(data, "slow_convergence", confident("warning", n, 2 * MIN_CONFIDENT_POINTS), [tag],
+                   int(steps[0]), int(steps[-1]), evidence, message, suggestion)
+
+
+def _lr_explains(data: RunData, start: int, end: int) -> bool:
+    if data.primary.lr is None:
+        return False
+    steps, lr = data.finite(data.primary.lr)
+    if lr.size < 3:
+        return False
+    margin = 0.03 * data.span
+    inside = lr[(steps >= start) & (steps <= end - margin)]
+    around_end = lr[(steps >= end - margin) & (steps <= end + margin)]
+    if inside.size == 0 or around_end.size == 0:
+        return False
+    before, after = float(np.median(inside)), float(np.min(around_end))
+    ramp = float(np.max(around_end))
+    return (before > 0 and (after <= before / LR_EXPLAINS or ramp >= before * LR_EXPLAINS)) or before <= 0
+
+
+def _chance_level(level: float) -> int | None:
+    """k when the loss sits at ln(k), the cross-entropy of a uniform guess over k classes."""
+    if level <= 0.5:
+        return None
+    k = round(math.exp(level))
+    if 2 <= k <= 100000 and abs(math.log(k) - level) <= CHANCE_TOLERANCE * level:
+        return k
+    return None
+
+
+def _plateaus(data: RunData, tag: str) -> list:
+    feats = data.features[tag]
+    steps, values = data.finite(tag)
+    if values.size < 2 * MIN_CONFIDENT_POINTS:
+        return []
+    level_steps, medians = smoothed_level(feats)
+    out = []
+    for start, end in feats.plateaus:
+        if (end - start) < PLATEAU_MIN_FRAC * data.span or position(data, end) > 0.95:
+            continue
+        flat = values[(steps >= start) & (steps <= end)]
+        if flat.size < 5:
+            continue
+        level = float(np.median(flat))
+        later = level_steps > end
+        if not later.any():
+            continue
+        lowest = float(np.min(medians[later]))
+        drop = (level - lowest) / max(abs(level), 1e-12)
+        if drop < PLATEAU_DROP or _lr_explains(data, start, end):
+            continue
+        # Rates in level units per step: during the stretch, and over the fastest window after it as long
+        # as half the stretch (or 5 % of the run).
+        inside = (level_steps >= start) & (level_steps <= end)
+        edge = max(1, inside.sum() // 5)
+        during = (np.median(medians[inside][:edge]) - np.median(medians[inside][-edge:])) / max(end - start, 1)
+        window = max(0.5 * (end - start), 0.05 * data.span)
+        ahead = later & (level_steps <= end + window)
+        after = (level - float(np.min(medians[ahead]))) / window if ahead.any() else 0.0
+        if after < PLATEAU_ACCEL * max(during, 0.0) or (level - float(np.min(medians[ahead]))) < 0.5 * PLATEAU_DROP * abs(level):
+            continue
+        at_start = position(data, start) <= START_FRAC
+        chance = _chance_level(level) if at_start else None
+        fraction = (end - start) / data.span
+        evidence = {
+            "tag": tag, "level": level, "plateau_fraction": fraction, "then_min": lowest,
+            "summary": (f"{tag} flat at {fmt(level)} from step {start} to {end} ({fraction:.0%} of the run), "
+                        f"then fell to {fmt(lowest)} ({pct(-drop)})"),
+        }
+        if chance:
+            evidence["chance_level_classes"] = chance
+            evidence["summary"] += f"; {fmt(level)} ≈ ln({chance}), the loss of a uniform guess over {chance} classes"
+        if at_start:
+            message = f"{tag} sat at its initial level {fmt(level)} for {fraction:.0%} of the run before learning"
+            suggestion = ("Check the initialisation (no zero/constant init, Kaiming for ReLU), input normalisation "
+                          "and the lr at the start (a warmup too long or too low); a loss stuck at chance level "
+                          "often means labels and inputs are misaligned or the output layer is saturated")
+            severity = "warning"
+        else:
+            message = f"{tag} plateaued at {fmt(level)} from step {start} to {end}, then dropped again"
+            suggestion = ("A saddle the optimizer left by itself; a cosine/one-cycle schedule or a short lr "
+                          "warm restart usually shortens such stretches")
+            severity = "info"
+        out.append(finding(data, "plateau", confident(severity, values.size, 2 * MIN_CONFIDENT_POINTS), [tag],
+                           start, end, evidence, message, suggestion))
+    return out

@@ -1,0 +1,214 @@
+"""divergence: a loss or metric turns NaN/Inf, or blows up and never comes back.
+
+Two signatures, both judged on the series' own history:
+- non-finite: the first NaN/Inf point. Persistent (the series ends non-finite, or at least half of the
+  points after the first one are) is critical; isolated non-finite points that the run recovered from are a
+  warning.
+- blow-up: the level at the end (median of the last points) sits far above the best level the curve had
+  reached: by at least BLOWUP_FRACTION of the progress it had made from its start (or of its scale when it
+  never made progress), by more than BLOWUP_NOISE_K noise sigmas of its bucket medians, and the whole final
+  stretch stays up (it "never recovers"). Metrics are judged the same way, turned so that worse is up.
+  A rise that starts right where the lr schedule jumps up (a warm restart) is the schedule, not divergence.
+Validation losses are judged for blow-up only when the run logs no training loss (otherwise a rising
+validation loss is `overfitting`'s business).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..features import EDGE_FRAC
+from ..smoothing import diff_noise
+from .base import RunData, clip_advice, confident, finding, fmt, pct, sentence
+
+#: The end level must be back up by at least this share of the progress the curve had made (best vs start):
+#: half the learning undone is what "blew up" looks like; overfitting or noise undo far less.
+BLOWUP_FRACTION = 0.5
+#: For a curve that never made progress, the rise must exceed this share of its own scale.
+BLOWUP_SCALE_FRACTION = 0.5
+#: "Never made progress": the best level is within this share of the scale of the start level.
+NO_PROGRESS = 0.1
+#: ...and exceed this many noise sigmas of the bucket medians (a rise must be far outside the wiggle).
+BLOWUP_NOISE_K = 10.0
+#: The final stretch that must stay up: the last 3 % of the run's points (at least 3).
+SUSTAIN_FRAC = 0.03
+#: The onset is where the level first crosses best + ONSET_FRACTION × rise after the best point.
+ONSET_FRACTION = 0.25
+#: An lr increase of this factor within ±RESTART_WINDOW of the rise means a scheduled warm restart.
+LR_RESTART_FACTOR = 2.0
+#: Non-finite points are "persistent" when at least this share of the points after the first one are.
+PERSISTENT_SHARE = 0.5
+
+_ROLES = ("train_loss", "loss_component", "val_loss", "metric")
+#: Adversarial terms (GAN generator/discriminator losses) rise and fall against each other by design.
+_ADVERSARIAL = re.compile(r"(^|[^a-z])(g|d|gen|disc|generator|discriminator|critic|adv|adversarial)([^a-z]|$)")
+
+
+def _nonfinite(data: RunData, tag: str) -> dict | None:
+    series = data.run.scalars[tag]
+    feats = data.features[tag]
+    first = feats.first_nonfinite_step
+    if first is None:
+        return None
+    values = series.values
+    at = int(np.searchsorted(series.steps, first))
+    after = ~np.isfinite(values[at:])
+    persistent = bool(not np.isfinite(values[-1]) or after.mean() >= PERSISTENT_SHARE)
+    last_good = np.flatnonzero(np.isfinite(values[:at]))
+    kind = "NaN" if np.isnan(values[at]) else ("Inf" if values[at] > 0 else "-Inf")
+    out = {"onset": first, "persistent": persistent, "nonfinite_points": int(after.sum()), "first_value": kind}
+    if last_good.size:
+        out["last_finite_step"] = int(series.steps[last_good[-1]])
+        out["last_finite_value"] = float(values[last_good[-1]])
+    return out
+
+
+def _blowup(data: RunData, tag: str) -> dict | None:
+    feats = data.features[tag]
+    role = feats.role
+    direction = feats.direction if role == "metric" else -1
+    if direction == 0:
+        return None
+    steps, values = data.finite(tag)
+    n = values.size
+    if n < 8:
+        return None
+    worse_up = values * (-direction)  # turn the curve so that worse is up
+    level = feats.extra["level"]
+    smooth = -direction * level.medians
+    if smooth.size >= 5:  # a 5-bucket running median: one bad bucket is not a level
+        padded = np.pad(smooth, 2, mode="edge")
+        smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 5), axis=1)
+    tail_count = max(3, int(np.ceil(SUSTAIN_FRAC * n)), int(np.ceil(EDGE_FRAC * n)))
+    tail = worse_up[-tail_count:]
+    end_level = float(np.median(tail))
+    best_index = int(np.argmin(smooth))
+    best_level = float(smooth[best_index])
+    start_level = float(np.median(worse_up[: max(3, int(np.ceil(EDGE_FRAC * n)))]))
+    rise = end_level - best_level
+    progress = start_level - best_level
+    scale = feats.extra["scale"]
+    needed = BLOWUP_FRACTION * progress if progress > NO_PROGRESS * scale else BLOWUP_SCALE_FRACTION * scale
+    level_noise = diff_noise(smooth) if smooth.size > 3 else 0.0
+    if rise <= max(needed, BLOWUP_NOISE_K * level_noise):
+        return None
+    # "Never recovers": every point of the final stretch stays in the upper part of the rise.
+    if np.quantile(tail, 0.1) < best_level + 0.5 * rise:
+        return None
+    threshold = best_level + ONSET_FRACTION * rise
+    after_best = np.flatnonzero(smooth[best_index:] > threshold)
+    if after_best.size == 0:
+        return None
+    bucket = best_index + int(after_best[0])
+    first_point = int(level.first[bucket])
+    # Refine inside the bucket: the first point from which the curve stays above the threshold.
+    window = worse_up[first_point : first_point + level.size]
+    above = window > threshold
+    offset = int(np.argmax(above)) if above.any() else 0
+    onset = int(steps[first_point + offset])
+    lr_pair = data.lr_values_near(onset, before=5, after=5)
+    if lr_pair and lr_pair[0] > 0 and lr_pair[1] >= LR_RESTART_FACTOR * lr_pair[0]:
+        return None  # the schedule restarted: a loss jump after an lr jump is expected
+    best_step = int(level.steps[best_index])
+    return {
+        "onset": onset, "best": -direction * best_level, "best_step": best_step,
+        "end": -direction * end_level, "start": -direction * start_level,
+        "rise_vs_progress": rise / progress if progress > 0 else None,
+    }
+
+
+def _judge_blowup(data: RunData, tag: str) -> bool:
+    """Whether a rise of this series can mean divergence (see the module docstring)."""
+    role = data.features[tag].role
+    phase = data.phases.get(tag)
+    if role == "val_loss":
+        return not data.tags("train_loss", "loss_component")
+    if role == "loss_component":
+        # With a total loss logged, one term rising while the total holds is a trade-off, not divergence;
+        # adversarial terms rise by design.
+        totals = [t for t in data.tags("train_loss", "val_loss") if data.phases.get(t) == phase]
+        return not totals and not _ADVERSARIAL.search(tag.lower())
+    return True
+
+
+def detect(data: RunData) -> list:
+    events = []
+    for tag in data.tags(*_ROLES):
+        feats = data.features[tag]
+        if feats.role == "metric" and feats.direction == 0:
+            continue
+        bad_values = _nonfinite(data, tag)
+        judge_blowup = _judge_blowup(data, tag)
+        blow = _blowup(data, tag) if judge_blowup else None
+        if bad_values is None and blow is None:
+            continue
+        onsets = [e["onset"] for e in (bad_values, blow) if e]
+        persistent = bool(blow) or bool(bad_values and bad_values["persistent"])
+        events.append((min(onsets), tag, bad_values, blow, persistent))
+    if not events:
+        return []
+    events.sort(key=lambda e: (not e[4], e[0], data.features[e[1]].role != "train_loss"))
+    # One finding per event: tags diverging within 5 % of the run of the first one are the same story.
+    findings = []
+    used: set[str] = set()
+    for onset, tag, bad_values, blow, persistent in events:
+        if tag in used:
+            continue
+        same = [e for e in events if e[1] not in used and e[4] == persistent and abs(e[0] - onset) <= 0.05 * data.span]
+        used.update(e[1] for e in same)
+        tags = [e[1] for e in same]
+        onset = min(e[0] for e in same)
+        findings.append(_finding(data, tags, onset, bad_values, blow, persistent))
+    return findings
+
+
+def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None, blow: dict | None,
+             persistent: bool):
+    tag = tags[0]
+    feats = data.features[tag]
+    evidence: dict = {"tag": tag}
+    parts = []
+    if blow:
+        change = (blow["end"] - blow["best"]) / abs(blow["best"]) if blow["best"] else None
+        parts.append(
+            f"{tag} best {fmt(blow['best'])} at step {blow['best_step']}, rose from step {blow['onset']} "
+            f"to {fmt(blow['end'])}" + (f" ({pct(change)})" if change is not None else "")
+        )
+        evidence.update(best=blow["best"], best_step=blow["best_step"], end_level=blow["end"],
+                        start_level=blow["start"], blowup_step=blow["onset"])
+    if bad_values:
+        where = f"{tag} {bad_values['first_value']} from step {bad_values['onset']}"
+        if "last_finite_step" in bad_values:
+            where += f" (last finite {fmt(bad_values['last_finite_value'])} at step {bad_values['last_finite_step']})"
+        if not bad_values["persistent"]:
+            where += f", {bad_values['nonfinite_points']} non-finite point(s), then finite again"
+        parts.append(where)
+        evidence.update(first_nonfinite_step=bad_values["onset"], nonfinite_points=bad_values["nonfinite_points"])
+    evidence["summary"] = "; ".join(parts)
+    if len(tags) > 1:
+        evidence["also"] = tags[1:]
+    evidence.update(data.context_evidence(onset))
+    points = feats.points - feats.extra.get("nonfinite", 0)
+    if persistent:
+        severity = confident("critical", points + (bad_values["nonfinite_points"] if bad_values else 0), 8)
+        message = f"{tag} diverged at step {onset}" + (" (NaN/Inf)" if bad_values else "") + " and never recovered"
+    else:
+        severity = confident("warning", points, 8)
+        message = f"{tag} went non-finite at step {onset} and recovered"
+    grad_context = evidence.get("context", {}).get("grad_norm")
+    grad_rose = False
+    if grad_context:
+        grads = [v for _, v in grad_context]
+        finite = [v for v in grads if np.isfinite(v)]
+        grad_rose = (len(finite) < len(grads)) or (len(finite) >= 2 and max(finite) > 10 * max(min(finite), 1e-30))
+    advice = []
+    if grad_rose:
+        advice.append(clip_advice(data, onset))
+    advice.append("resume from the last checkpoint before step "
+                  f"{onset} with the peak lr ×0.5 (and a warmup if there is none)")
+    if bad_values:
+        advice.append("keep softmax/attention scores and the loss in fp32 (or train in bf16) and check the batch "
+                      f"at step {onset} for NaN/Inf inputs or labels")
+    return finding(data, "divergence", severity, tags, onset, None, evidence, message, sentence(advice))

@@ -1,0 +1,243 @@
+"""exploding_gradients and vanishing_gradients, from the global and per-layer gradient norms.
+
+Gradient norms are multiplicative (minibatch scatter is lognormal-ish, an explosion multiplies), so they
+are judged on log10: "×10" means the same at 0.01 and at 100.
+
+exploding_gradients:
+- spikes: an excursion that recovered (features' spikes, found on log10) reaching at least SPIKE_RATIO
+  times the level before it (the seed articles' "5–10× the baseline"; we take the strict end), and at least
+  SPIKE_Z local sigmas and SPIKE_TAIL_MULT × the series' own 95th-percentile deviation above it;
+- growth: the level (bucket medians) climbs to SPIKE_RATIO × its recent past and stays up to the end, or the
+  norm turns Inf/NaN for good. The onset is where the climb began: the last point within ONSET_RATIO of
+  the baseline before it.
+Sustained growth, non-finite norms or a ratio beyond CRITICAL_RATIO are critical; recovered spikes warn.
+A total norm and its layers exploding together is one finding (the layers are listed in evidence).
+
+vanishing_gradients:
+- a layer's recent gradient norm is below LAYER_RATIO of the median of the other layers' (1000× smaller:
+  different layers differ, but not by three orders of magnitude in a healthy net), or below ABSOLUTE_FLOOR
+  while the others are not;
+- the global norm fell below GLOBAL_DROP of its early level while the training loss stalled (moved less than
+  STALL_CHANGE over the last STALL_FRAC of the run) well above where it started falling from (it had not
+  converged: a converged model has small gradients for a good reason).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import RunData, clip_advice, confident, finding, fmt, sentence
+
+SPIKE_RATIO = 10.0
+SPIKE_Z = 6.0
+SPIKE_TAIL_MULT = 4.0
+CRITICAL_RATIO = 100.0
+ONSET_RATIO = 2.0
+#: Buckets of recent past the growth is measured against.
+BASELINE_BUCKETS = 20
+LAYER_RATIO = 1e-3
+ABSOLUTE_FLOOR = 1e-7
+GLOBAL_DROP = 1e-3
+STALL_FRAC = 0.3
+STALL_CHANGE = 0.01
+#: The loss counts as not converged while it is above this share of its start level.
+UNCONVERGED = 0.5
+
+
+def _spike_events(data: RunData, tag: str) -> list[dict]:
+    feats = data.features[tag]
+    tail = feats.extra.get("tail_z95", 0.0)
+    out = []
+    for s in feats.extra.get("spikes", ()):
+        ratio = s.peak / s.before if s.before > 0 else np.inf
+        if ratio >= SPIKE_RATIO and s.z >= max(SPIKE_Z, SPIKE_TAIL_MULT * tail):
+            out.append({"step": s.start_step, "peak_step": s.peak_step, "end_step": s.end_step, "before": s.before,
+                        "peak": s.peak, "prev_step": s.prev_step, "prev_value": s.prev_value, "ratio": ratio,
+                        "sustained": False})
+    return out
+
+
+def _growth_event(data: RunData, tag: str) -> dict | None:
+    """A climb to SPIKE_RATIO × the recent baseline that never comes back (or ends in Inf/NaN)."""
+    feats = data.features[tag]
+    series = data.run.scalars[tag]
+    steps, values = data.finite(tag)
+    positive = values > 0
+    steps, values = steps[positive], values[positive]
+    nonfinite_tail = feats.first_nonfinite_step is not None and not np.isfinite(series.values[-1])
+    if values.size < 8:
+        if nonfinite_tail:
+            return {"step": feats.first_nonfinite_step, "peak_step": feats.first_nonfinite_step, "end_step": None,
+                    "before": None, "peak": float("inf"), "ratio": np.inf, "sustained": True, "nonfinite": True}
+        return None
+    logs = np.log10(values)
+    level = feats.extra["level"]
+    y = np.log10(np.maximum(level.medians, 1e-300))
+    width = min(BASELINE_BUCKETS, max(3, y.size // 10))
+    if y.size <= width + 2:
+        return None
+    past = np.lib.stride_tricks.sliding_window_view(y, width)[:-1]  # past[i] = y[i : i + width]
+    baseline = np.median(past, axis=1)  # the median of the `width` buckets before bucket i + width
+    excess = y[width:] - baseline
+    above = excess >= np.log10(SPIKE_RATIO)
+    # Sustained: from the first crossing on, the level stays above ONSET_RATIO × that baseline to the end.
+    crossing = None
+    for index in np.flatnonzero(above)[:1]:
+        base = baseline[index]
+        if np.all(y[width + index :] >= base + np.log10(ONSET_RATIO)):
+            crossing = width + int(index)
+            base_level = base
+    if crossing is None:
+        if nonfinite_tail:
+            at = int(np.searchsorted(steps, feats.first_nonfinite_step))
+            before = float(np.median(values[max(0, at - 20) : at])) if at else None
+            return {"step": feats.first_nonfinite_step, "peak_step": feats.first_nonfinite_step, "end_step": None,
+                    "before": before, "peak": float("inf"), "ratio": np.inf, "sustained": True, "nonfinite": True}
+        return None
+    # Walk back from the crossing to the last point still within ONSET_RATIO of the baseline.
+    first_point = int(level.first[crossing])
+    calm = np.flatnonzero(logs[:first_point + level.size] <= base_level + np.log10(ONSET_RATIO))
+    calm = calm[calm < first_point + level.size]
+    onset_index = int(calm[-1]) + 1 if calm.size else 0
+    onset_index = min(onset_index, values.size - 1)
+    peak_index = int(np.argmax(values))
+    return {"step": int(steps[onset_index]), "peak_step": int(steps[peak_index]), "end_step": int(steps[-1]),
+            "before": float(10 ** base_level), "peak": float(values[peak_index]),
+            "prev_step": int(steps[max(onset_index - 1, 0)]), "prev_value": float(values[max(onset_index - 1, 0)]),
+            "ratio": float(values[peak_index] / 10 ** base_level), "sustained": True,
+            "nonfinite": bool(nonfinite_tail)}
+
+
+def _exploding(data: RunData) -> list:
+    per_tag: dict[str, list[dict]] = {}
+    for tag in data.tags("grad_norm", "grad_norm_layer"):
+        events = _spike_events(data, tag)
+        growth = _growth_event(data, tag)
+        if growth:
+            events = [e for e in events if e["step"] < growth["step"]] + [growth]
+        if events:
+            per_tag[tag] = events
+    if not per_tag:
+        return []
+    global_tags = [t for t in per_tag if data.features[t].role == "grad_norm"]
+    lead = data.primary.grad_norm if data.primary.grad_norm in per_tag else (global_tags or list(per_tag))[0]
+    events = per_tag[lead]
+    layers = [t for t in per_tag if t != lead]
+    first = min(events, key=lambda e: e["step"])
+    worst = max(events, key=lambda e: (e["sustained"], e["ratio"]))
+    critical = any(e["sustained"] for e in events) or worst["ratio"] >= CRITICAL_RATIO
+    severity = confident("critical" if critical else "warning", data.features[lead].points)
+    if worst.get("before") is not None and np.isfinite(worst["peak"]):
+        prev_value = worst.get("prev_value", worst["before"])
+        summary = (f"{lead} {fmt(prev_value)} → {fmt(worst['peak'])} between steps {worst.get('prev_step', worst['step'])} "
+                   f"and {worst['peak_step']} (×{worst['ratio']:.0f} its baseline of {fmt(worst['before'])})")
+    else:
+        summary = f"{lead} Inf/NaN from step {worst['step']}"
+    if worst.get("nonfinite") and np.isfinite(worst["peak"]):
+        summary += f", then Inf/NaN from step {data.features[lead].first_nonfinite_step}"
+    evidence = {
+        "summary": summary, "tag": lead, "events": len(events),
+        "steps": [e["peak_step"] for e in sorted(events, key=lambda e: e["step"])[:10]],
+        "largest_ratio": None if not np.isfinite(worst["ratio"]) else float(worst["ratio"]),
+        "baseline": worst.get("before"), "peak": worst["peak"] if np.isfinite(worst["peak"]) else None,
+        "sustained": bool(worst["sustained"]),
+    }
+    if layers:
+        evidence["layers"] = layers[:10]
+        evidence["layer_count"] = len(layers)
+    evidence.update(data.context_evidence(worst["peak_step"]))
+    if worst["sustained"]:
+        message = f"{lead} exploded from step {first['step']} (×{worst['ratio']:.0f})" if np.isfinite(worst["ratio"]) \
+            else f"{lead} became Inf/NaN at step {worst['step']}"
+    else:
+        message = (f"{lead} spiked ×{worst['ratio']:.0f} above its baseline"
+                   + (f" {len(events)} times" if len(events) > 1 else f" at step {worst['peak_step']}"))
+    advice = [clip_advice(data, first["step"]), "lower the peak lr ×0.3–0.5 or lengthen the warmup",
+              "under fp16 AMP keep attention softmax and the loss in fp32 (or use bf16)"]
+    tags = [lead] + layers[:8]
+    return [finding(data, "exploding_gradients", severity, tags, first["step"],
+                    max(e["end_step"] or e["peak_step"] for e in events), evidence, message, sentence(advice))]
+
+
+def _vanishing_layers(data: RunData) -> list:
+    layers = [t for t in data.tags("grad_norm_layer") if data.features[t].extra.get("recent_median") is not None]
+    if len(layers) < 2:
+        return []
+    recent = {t: abs(data.features[t].extra["recent_median"]) for t in layers}
+    out = []
+    weak = []
+    for tag in layers:
+        others = np.median([v for t, v in recent.items() if t != tag])
+        if others <= 0:
+            continue
+        if recent[tag] <= LAYER_RATIO * others or (recent[tag] < ABSOLUTE_FLOOR and others > 100 * ABSOLUTE_FLOOR):
+            weak.append((tag, recent[tag], float(others)))
+    if not weak:
+        return []
+    weak.sort(key=lambda w: w[1] / w[2])
+    tag, value, others = weak[0]
+    steps, values = data.finite(tag)
+    all_zero = bool(values.size) and not np.any(values)
+    start = data.features[tag].extra.get("start_level", value)
+    decayed = start > 100 * max(value, 1e-300)
+    # Onset: where the layer's level first fell below LAYER_RATIO × the others' (or the series start).
+    level = data.features[tag].extra["level"]
+    below = np.flatnonzero(level.medians <= max(LAYER_RATIO * others, ABSOLUTE_FLOOR))
+    onset = int(steps[level.first[below[0]]]) if below.size and values.size else (int(steps[0]) if values.size else None)
+    names = ", ".join(w[0] for w in weak[:5])
+    summary = (f"{tag} recent median {fmt(value)} vs {fmt(others)} for the other layers "
+               f"({value / others:.1e} of them)" + (f"; it started at {fmt(start)}" if decayed else ""))
+    evidence = {"summary": summary, "tag": tag, "recent": value, "others_median": others,
+                "layers": [w[0] for w in weak[:10]], "started_at": start}
+    if all_zero:
+        message = f"{tag} has had no gradient at all: frozen, detached or unused"
+        severity = "info"
+        suggestion = ("If the layer should train, check requires_grad, that its output reaches the loss (no "
+                      ".detach()/no_grad) and that the optimizer holds its parameters")
+    else:
+        message = f"vanishing gradients in {names}: {value / others:.0e} of the other layers' norm"
+        severity = confident("warning", data.features[tag].points)
+        suggestion = ("Add residual connections or normalisation (BatchNorm/LayerNorm) before the weak layers, "
+                      "use ReLU/GELU instead of sigmoid/tanh, Kaiming/Xavier initialisation, and log per-layer "
+                      "gradient flow to confirm")
+    return [finding(data, "vanishing_gradients", severity, [w[0] for w in weak[:8]], onset, None, evidence,
+                    message, suggestion)]
+
+
+def _vanishing_global(data: RunData) -> list:
+    tag = data.primary.grad_norm
+    loss = data.primary.train_loss
+    if tag is None or loss is None:
+        return []
+    feats = data.features[tag]
+    steps, values = data.finite(tag)
+    if values.size < 20:
+        return []
+    early = float(np.median(values[: max(3, values.size // 10)]))
+    late = abs(feats.extra["recent_median"])
+    if early <= 0 or late > GLOBAL_DROP * early:
+        return []
+    loss_steps, loss_values = data.finite(loss)
+    if loss_values.size < 20:
+        return []
+    tail = loss_values[loss_steps >= loss_steps[-1] - STALL_FRAC * (loss_steps[-1] - loss_steps[0])]
+    change = abs(float(tail[0] - tail[-1])) / max(abs(float(np.median(tail))), 1e-12) if tail.size > 1 else 0.0
+    loss_feats = data.features[loss]
+    start = loss_feats.extra["start_level"]
+    if change >= STALL_CHANGE or abs(loss_feats.extra["end_level"]) < UNCONVERGED * abs(start):
+        return []
+    below = np.flatnonzero(values <= 10 * GLOBAL_DROP * early)
+    onset = int(steps[below[0]]) if below.size else int(steps[0])
+    evidence = {"summary": (f"{tag} fell from {fmt(early)} to {fmt(late)} (×{late / early:.0e}) while {loss} stalled "
+                            f"at {fmt(loss_feats.extra['end_level'])} (started at {fmt(start)})"),
+                "tag": tag, "early": early, "recent": late, "loss_tag": loss}
+    message = f"{tag} vanished (×{late / early:.0e}) from step {onset} while {loss} stopped improving"
+    suggestion = ("Check for saturating activations (sigmoid/tanh) and dead ReLUs, add normalisation or residual "
+                  "connections, re-initialise with Kaiming/Xavier; a too-small lr at the end of a schedule also "
+                  "shows like this")
+    return [finding(data, "vanishing_gradients", confident("warning", values.size), [tag, loss], onset, None,
+                    evidence, message, suggestion)]
+
+
+def detect(data: RunData) -> list:
+    return _exploding(data) + (_vanishing_layers(data) or _vanishing_global(data))

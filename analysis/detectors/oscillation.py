@@ -1,0 +1,140 @@
+"""oscillation: the training loss keeps bouncing with an amplitude that is large against its trend.
+
+Judged on the main training loss after its first SKIP_FRAC (the fast initial fall), resampled to
+SWING_BUCKETS bucket medians. The trend is a running median of TREND_BUCKETS buckets: a median filter
+follows monotone falls and keeps step-decay drops as steps, so neither leaves a residual; what it removes
+is back-and-forth motion shorter than its window. Two signatures:
+
+- swings: the residual's amplitude is at least SWING_REL of the loss level, at least SWING_RANGE of the
+  run's whole range (a loss hovering near 0 has large relative wiggles that mean nothing), at least
+  SWING_NOISE_K times what bucket medians of this noise would show by chance, and the residual changes
+  sign (with hysteresis) at least MIN_REVERSALS times: several full cycles, not one bump.
+- bouncing: consecutive points alternate (lag-1 autocorrelation of the deviations from the local level
+  below BOUNCE_RHO) with a spread of at least BOUNCE_REL of the level: the optimizer overshoots from one
+  side of a valley to the other every step. White minibatch noise has no such correlation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..smoothing import bucket_medians, local_baseline, mad_sigma, row_medians
+from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt
+
+SKIP_FRAC = 0.1
+SWING_BUCKETS = 120
+TREND_BUCKETS = 15
+SWING_REL = 0.1
+SWING_RANGE = 0.05
+SWING_NOISE_K = 5.0
+MIN_REVERSALS = 6
+BOUNCE_RHO = -0.4
+BOUNCE_REL = 0.15
+#: Bucket medians of white noise with sigma s over b points scatter by about 1.2533·s/sqrt(b).
+_MEDIAN_EFFICIENCY = 1.2533
+
+
+def _running_median(values: np.ndarray, width: int) -> np.ndarray:
+    padded = np.pad(values, width // 2, mode="edge")
+    return row_medians(np.lib.stride_tricks.sliding_window_view(padded, width))[: values.size]
+
+
+def _reversals(residual: np.ndarray, amplitude: float) -> tuple[int, int | None]:
+    """Sign changes of the residual beyond ±amplitude/2, and the bucket index of the first one."""
+    state = np.where(residual > 0.5 * amplitude, 1, np.where(residual < -0.5 * amplitude, -1, 0))
+    index = np.flatnonzero(state)
+    if index.size < 2:
+        return 0, None
+    changes = np.flatnonzero(np.diff(state[index]) != 0)
+    return int(changes.size), (int(index[changes[0]]) if changes.size else None)
+
+
+def detect(data: RunData) -> list:
+    tag = data.primary.train_loss
+    if tag is None:
+        return []
+    steps, values = data.finite(tag)
+    feats = data.features[tag]
+    n = values.size
+    if n < 2 * MIN_CONFIDENT_POINTS:
+        return []
+    start = int(SKIP_FRAC * n)
+    steps, values = steps[start:], values[start:]
+    level = float(np.median(values))
+    scale = max(abs(level), 1e-12)
+    whole_range = float(np.percentile(data.finite(tag)[1], 98) - np.percentile(data.finite(tag)[1], 2))
+    noise = feats.noise or 0.0
+    found = _swings(steps, values, level, scale, whole_range, noise)
+    if found is None:
+        found = _bouncing(steps, values, scale, whole_range)
+    if found is None:
+        return []
+    onset, evidence = found
+    evidence["tag"] = tag
+    amplitude_rel = evidence["amplitude"] / scale
+    message = (f"{tag} oscillates with an amplitude of {amplitude_rel:.0%} of its level from step {onset}"
+               if evidence["pattern"] == "swings" else
+               f"{tag} bounces up and down every step from step {onset} (spread {amplitude_rel:.0%} of its level)")
+    lr_tag = data.primary.lr
+    lr_note = ""
+    if lr_tag is not None:
+        lr_values = data.finite(lr_tag)[1]
+        if lr_values.size:
+            lr_note = f" (from {fmt(float(np.max(lr_values)))} to {fmt(float(np.max(lr_values)) * 0.3)})"
+    suggestion = (f"Lower the learning rate ×0.3{lr_note} or decay it; a larger batch (or gradient "
+                  "accumulation ×4) averages the noisy directions; with momentum/Adam keep beta1≈0.9")
+    severity = confident("warning", feats.points, 2 * MIN_CONFIDENT_POINTS)
+    return [finding(data, "oscillation", severity, [tag], onset, int(steps[-1]), evidence, message, suggestion)]
+
+
+def _swings(steps, values, level, scale, whole_range, noise):
+    buckets = bucket_medians(steps, values, SWING_BUCKETS)
+    if len(buckets) < 3 * TREND_BUCKETS:
+        return None
+    trend = _running_median(buckets.medians, TREND_BUCKETS)
+    residual = buckets.medians - trend
+    p10, p90 = np.percentile(residual, [10, 90])
+    amplitude = 0.5 * (p90 - p10)
+    chance = _MEDIAN_EFFICIENCY * noise / np.sqrt(max(buckets.size, 1))
+    if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range
+            and amplitude >= SWING_NOISE_K * chance):
+        return None
+    count, first = _reversals(residual, amplitude)
+    if count < MIN_REVERSALS or first is None:
+        return None
+    onset = int(steps[buckets.first[first]])
+    cycles = count / 2
+    period = (steps[-1] - onset) / cycles if cycles else None
+    return onset, {
+        "pattern": "swings", "amplitude": float(amplitude), "level": level, "reversals": count,
+        "period_steps": None if period is None else int(period),
+        "noise_expected": float(chance),
+        "summary": (f"swings of ±{fmt(amplitude)} around a level of {fmt(level)} ({amplitude / scale:.0%}), "
+                    f"{count} reversals from step {onset}" + (f", every ~{int(period)} steps" if period else "")),
+    }
+
+
+def _bouncing(steps, values, scale, whole_range):
+    block = int(np.clip(values.size // 40, 5, 32))
+    base = local_baseline(values, block)
+    deviation = values - base.level
+    if deviation.size < 3 or not np.any(deviation):
+        return None
+    spread = mad_sigma(deviation)
+    a, b = deviation[:-1], deviation[1:]
+    denominator = float(np.sqrt(np.dot(a, a) * np.dot(b, b)))
+    if denominator <= 0:
+        return None
+    rho = float(np.dot(a, b) / denominator)
+    if rho > BOUNCE_RHO or spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range:
+        return None
+    # Onset: the first block where the alternation (deviation × next deviation < 0, large) is sustained.
+    alternating = (a * b < 0) & (np.abs(a) > 0.5 * spread)
+    window = max(5, block)
+    dense = np.convolve(alternating.astype(float), np.ones(window) / window, mode="valid") >= 0.6
+    onset_index = int(np.argmax(dense)) if dense.any() else 0
+    return int(steps[onset_index]), {
+        "pattern": "bouncing", "amplitude": float(spread), "lag1_autocorrelation": rho,
+        "summary": f"consecutive points alternate (lag-1 autocorrelation {rho:.2f}), spread {fmt(spread)} "
+                   f"({spread / scale:.0%} of the level)",
+    }

@@ -1,0 +1,160 @@
+"""overfitting: the training loss keeps falling while the validation loss (or metric) turns worse.
+
+For every train/validation pair (same quantity: `Loss/train`+`Loss/test`, `train_acc`+`val_acc`, a Keras
+`X/train` run's `epoch_loss` with its `X/validation` sibling's) and for the main validation metric against
+the training loss:
+- the validation curve's best point (on a 3-point running median, so one lucky evaluation is not "the
+  best") is followed by at least MIN_AFTER evaluations,
+- it ended worse than that best by at least REL_LOSS (losses) / REL_METRIC (metrics, which move less) of the
+  best and by NOISE_K noise sigmas of the validation curve,
+- the deterioration is sustained: the last evaluation is still in the upper half of the rise and the
+  points after the best trend worse (positive least-squares slope),
+- meanwhile the training side kept improving by at least TRAIN_IMPROVE since the validation best.
+The onset is the validation best: the checkpoint to keep. Few evaluations (< CONFIDENT_EVALS) give info.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..smoothing import diff_noise
+from .base import RunData, finding, fmt, pct, sentence
+
+MIN_EVALS = 5
+MIN_AFTER = 3
+CONFIDENT_EVALS = 8
+REL_LOSS = 0.05
+REL_METRIC = 0.02
+NOISE_K = 3.0
+TRAIN_IMPROVE = 0.02
+#: A rise of this share of the best (losses) is a warning; smaller ones are info.
+WARN_REL_LOSS = 0.1
+WARN_REL_METRIC = 0.03
+
+
+def _running_median3(values: np.ndarray) -> np.ndarray:
+    if values.size < 5:
+        return values
+    padded = np.pad(values, 1, mode="edge")
+    return np.median(np.lib.stride_tricks.sliding_window_view(padded, 3), axis=1)
+
+
+def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: bool) -> dict | None:
+    """The validation curve's best point and how much worse it ended, when it clearly turned."""
+    if values.size < MIN_EVALS:
+        return None
+    worse_up = values * -direction
+    smooth = _running_median3(worse_up)
+    best_index = int(np.argmin(smooth))
+    after = worse_up[best_index + 1 :]
+    if after.size < MIN_AFTER:
+        return None
+    best = float(smooth[best_index])
+    final = float(np.median(worse_up[-3:]))
+    rise = final - best
+    noise = max(diff_noise(worse_up), 1e-3 * abs(best))
+    rel = rise / max(abs(best), 1e-12)
+    needed_rel = REL_METRIC if is_metric else REL_LOSS
+    if rise <= 0 or rel < needed_rel or rise < NOISE_K * noise:
+        return None
+    if worse_up[-1] < best + 0.5 * rise:
+        return None
+    x = steps[best_index:].astype(np.float64)
+    y = worse_up[best_index:]
+    x = x - x.mean()
+    if float(np.dot(x, y - y.mean())) <= 0:
+        return None
+    return {"best_index": best_index, "best_step": int(steps[best_index]), "best": -direction * best,
+            "final": -direction * final, "rel": rel, "noise": noise, "evals": int(values.size),
+            "last_step": int(steps[-1])}
+
+
+def _train_change(data: RunData, tag: str, since: int) -> float | None:
+    """Relative improvement of a training series from `since` to its end (positive: it got better)."""
+    steps, values = data.finite(tag)
+    direction = data.features[tag].direction or -1
+    if values.size < 4:
+        return None
+    width = max(3, values.size // 50)
+    at = int(np.searchsorted(steps, since))
+    lo = max(0, min(at - width // 2, values.size - width))
+    then = float(np.median(values[lo : lo + width]))
+    now = float(np.median(values[-width:]))
+    return direction * (now - then) / max(abs(then), 1e-12)
+
+
+def _candidates(data: RunData) -> list[tuple[str, str, np.ndarray, np.ndarray, int, bool, str | None]]:
+    """(train tag, val label, val steps, val values, direction, is_metric, val run) to examine, losses first."""
+    out = []
+    paired_val = set()
+    for train_tag, val_tag in data.pairs:
+        role = data.features[val_tag].role
+        steps, values = data.finite(val_tag)
+        out.append((train_tag, val_tag, steps, values, data.features[val_tag].direction or -1, role == "metric", None))
+        paired_val.add(val_tag)
+    for train_tag, external in data.sibling_val.items():
+        steps, values = external.series.steps, external.series.values
+        finite = np.isfinite(values)
+        role = external.features.role
+        out.append((train_tag, external.tag, steps[finite], values[finite], external.features.direction or -1,
+                    role == "metric", external.run))
+    metric = data.primary.val_metric
+    if metric and metric not in paired_val and data.primary.train_loss and data.features[metric].direction:
+        steps, values = data.finite(metric)
+        out.append((data.primary.train_loss, metric, steps, values, data.features[metric].direction, True, None))
+    out.sort(key=lambda c: c[5])  # losses first: they lead the finding
+    return out
+
+
+def detect(data: RunData) -> list:
+    events = []
+    for train_tag, val_tag, steps, values, direction, is_metric, val_run in _candidates(data):
+        turn = _val_turn(steps, values, direction, is_metric)
+        if turn is None:
+            continue
+        improved = _train_change(data, train_tag, turn["best_step"])
+        if improved is None or improved < TRAIN_IMPROVE:
+            continue
+        events.append((train_tag, val_tag, turn, improved, is_metric, val_run))
+    if not events:
+        return []
+    lead = events[0]
+    train_tag, val_tag, turn, improved, is_metric, val_run = lead
+    val_label = f"{val_run}:{val_tag}" if val_run else val_tag
+    others = [e for e in events[1:]]
+    worse = "now" if not is_metric else "now"
+    summary = (f"{val_label} {'max' if turn['best'] > turn['final'] and is_metric else 'best'} "
+               f"{fmt(turn['best'])} at step {turn['best_step']}, {worse} {fmt(turn['final'])} "
+               f"({pct((turn['final'] - turn['best']) / abs(turn['best']))}) while {train_tag} "
+               f"{'fell' if data.features[train_tag].direction <= 0 else 'rose'} {abs(improved):.0%} since")
+    evidence = {
+        "summary": summary, "val_tag": val_tag, "train_tag": train_tag, "best_step": turn["best_step"],
+        "best": turn["best"], "final": turn["final"], "relative_change": turn["rel"],
+        "train_improvement": improved, "evaluations": turn["evals"],
+    }
+    if val_run:
+        evidence["val_run"] = val_run
+    if others:
+        evidence["also"] = [f"{e[5]}:{e[1]}" if e[5] else e[1] for e in others]
+    warn_rel = WARN_REL_METRIC if is_metric else WARN_REL_LOSS
+    severity = "warning" if turn["rel"] >= warn_rel and turn["evals"] >= CONFIDENT_EVALS else "info"
+    message = (f"overfitting: {val_label} is {turn['rel']:.0%} worse than its best at step {turn['best_step']} "
+               f"while {train_tag} keeps improving")
+    epochs = ""
+    if data.epoch_length:
+        epochs = f" (~{max(1, round((turn['best_step'] - (data.first_step or 0)) / data.epoch_length))} epochs)"
+    hp_wd = _hparam(data, "weight_decay", "wd", "weight-decay")
+    advice = [f"keep the checkpoint from step {turn['best_step']}{epochs} and early-stop there",
+              "add regularisation: weight decay 0.05–0.1 with AdamW"
+              + (f" (weight_decay is {hp_wd} now)" if hp_wd is not None else "")
+              + ", dropout 0.1–0.3, stronger augmentation (RandAugment, mixup/cutmix) or more data"]
+    tags = [train_tag] + ([val_tag] if not val_run else [])
+    return [finding(data, "overfitting", severity, tags, turn["best_step"], turn["last_step"], evidence,
+                    message, sentence(advice))]
+
+
+def _hparam(data: RunData, *names: str):
+    for key, value in data.run.hparams.items():
+        if key.rsplit(".", 1)[-1].lower() in names:
+            return value
+    return None

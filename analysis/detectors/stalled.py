@@ -1,0 +1,72 @@
+"""stalled: a live run stopped writing while the others in its logdir keep going.
+
+A run is stalled when its last event is older than the logdir's newest by more than
+max(MIN_SILENCE_S, SILENCE_INTERVALS × its own median interval between writes), and at least one other
+run was running alongside it (started before this one's last event) and kept writing after it. Runs that
+finished (their lr schedule ran down to ≤ FINISHED_LR of its peak, or HF Trainer's end-of-training
+summary tags are there) are not stalled: they are done. Without `now` the logdir may be an old, finished
+batch, so the finding is info; when the logdir is live (its newest event within LIVE_WINDOW_S of `now`)
+it is a warning: a job that hangs (deadlock in a collective, a dead dataloader worker) writes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .base import RunData, finding
+
+MIN_SILENCE_S = 600.0
+SILENCE_INTERVALS = 20.0
+LIVE_WINDOW_S = 1800.0
+FINISHED_LR = 0.02
+_END_MARKERS = re.compile(r"train_runtime|total_flos|train_samples_per_second")
+
+
+def _median_interval(data: RunData) -> float | None:
+    gaps = []
+    for series in data.run.scalars.values():
+        if len(series) > 2:
+            walls = np.unique(series.wall_times)
+            if walls.size > 2:
+                gaps.append(float(np.median(np.diff(walls))))
+    return min(gaps) if gaps else None
+
+
+def _finished(data: RunData) -> bool:
+    if any(_END_MARKERS.search(t) for t in data.run.scalars):
+        return True
+    tag = data.primary.lr
+    if tag is None:
+        return False
+    _, lr = data.finite(tag)
+    return bool(lr.size >= 3 and lr.max() > 0 and lr[-1] <= FINISHED_LR * lr.max())
+
+
+def detect(data: RunData) -> list:
+    context = data.context
+    last = data.run.last_wall_time
+    if last is None or context.latest_wall_time is None:
+        return []
+    silence = context.latest_wall_time - last
+    interval = _median_interval(data) or 0.0
+    threshold = max(MIN_SILENCE_S, SILENCE_INTERVALS * interval)
+    if silence <= threshold or _finished(data):
+        return []
+    alongside = [name for name, first, end in context.spans
+                 if name != data.name and first < last and end > last + threshold]
+    if not alongside:
+        return []
+    live = context.now is not None and context.now - context.latest_wall_time <= LIVE_WINDOW_S
+    minutes = silence / 60.0
+    evidence = {"summary": (f"last event at step {data.run.last_step}, {minutes:.0f} min before the logdir's newest; "
+                            f"{len(alongside)} run(s) that ran alongside kept writing"),
+                "silence_s": round(silence, 1), "typical_interval_s": round(interval, 2),
+                "still_writing": alongside[:10]}
+    message = f"stalled: no event for {minutes:.0f} min (step {data.run.last_step}) while other runs kept writing"
+    suggestion = ("Check the job: is the process alive (a hang in a collective/NCCL call or a dead dataloader "
+                  "worker writes nothing), was it pre-empted or out of memory, is its disk full? py-spy dump "
+                  "--pid shows where a hung Python process sits")
+    return [finding(data, "stalled", "warning" if live else "info", [], data.run.last_step, None, evidence,
+                    message, suggestion)]

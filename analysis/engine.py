@@ -1,0 +1,243 @@
+"""The engine: roles → features → detectors → health for every run, ranked worst first.
+
+    report = diagnose("runs/")             # or diagnose(analysis.load("runs/"))
+    report.runs[0]                          # the unhealthiest run's RunReport
+    report.to_json()                        # the JSON contract of shared/DESIGN.md
+
+Keras writes `X/train` and `X/validation` as sibling runs. The validation sibling's series are paired
+with the train run's (same quantity: `epoch_loss` with `epoch_loss`), and overfitting across the two is
+reported on the **train** run (`X/train`), whose training curve is the one that keeps improving; the
+finding's evidence names the validation run and tag (`val_run`, `val_tag`). The validation run is still
+analysed on its own (divergence, health), so nothing it shows is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .config import Config
+from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors, severity_rank
+from .features import series_features
+from .health import health
+from .model import Finding, Run, RunReport, SeriesFeatures
+from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
+
+#: Run-name endings Keras (and similar callbacks) use for the two halves of one training run.
+_TRAIN_SIBLING = re.compile(r"(^|/)(train|training)$")
+_VAL_SIBLINGS = ("validation", "val", "eval", "evaluation", "test", "valid")
+
+
+@dataclass(frozen=True)
+class AnalysisContext(LogdirContext):
+    """`LogdirContext` plus the logdir's runs, so a Keras `X/train` run can find its `X/validation` sibling."""
+
+    runs: Mapping[str, Run] | None = None
+
+
+def logdir_context(logdir: Any, now: float | None = None) -> AnalysisContext:
+    """What single-run analysis needs to know about the other runs of `logdir` (a Logdir)."""
+    spans = []
+    latest = None
+    for name, run in logdir.runs.items():
+        if run.last_wall_time is None:
+            continue
+        firsts = [float(s.wall_times[0]) for s in run.scalars.values() if len(s)]
+        first = min(firsts) if firsts else float(run.last_wall_time)
+        spans.append((name, first, float(run.last_wall_time)))
+        latest = float(run.last_wall_time) if latest is None else max(latest, float(run.last_wall_time))
+    return AnalysisContext(latest_wall_time=latest, now=now, spans=tuple(spans), runs=logdir.runs)
+
+
+def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
+    """(steps per epoch, steps between evaluations), from the epoch tag and the validation cadence."""
+    eval_interval = None
+    for tag in (primary.val_loss, primary.val_metric):
+        if tag and len(run.scalars[tag]) >= 3:
+            gaps = np.diff(run.scalars[tag].steps)
+            gaps = gaps[gaps > 0]
+            if gaps.size:
+                eval_interval = int(np.median(gaps))
+                break
+    epoch_length = None
+    epoch_tags = [t for t, (r, _) in roles.items() if r == "epoch" and len(run.scalars[t]) >= 2]
+    if epoch_tags:
+        series = run.scalars[max(epoch_tags, key=lambda t: len(run.scalars[t]))]
+        finite = np.isfinite(series.values)
+        steps, values = series.steps[finite], series.values[finite]
+        if values.size >= 2 and values[-1] - values[0] >= 1.0:
+            epoch_length = int(round((steps[-1] - steps[0]) / (values[-1] - values[0])))
+    return epoch_length or eval_interval, eval_interval
+
+
+def _sibling(run: Run, context: LogdirContext | None) -> tuple[str, Run] | None:
+    runs = getattr(context, "runs", None)
+    if not runs or not _TRAIN_SIBLING.search(run.name):
+        return None
+    stem = _TRAIN_SIBLING.sub("", run.name)
+    for ending in _VAL_SIBLINGS:
+        name = f"{stem}/{ending}" if stem else ending
+        if name in runs and name != run.name:
+            return name, runs[name]
+    return None
+
+
+def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Config | None) -> dict[str, ExternalSeries]:
+    found = _sibling(run, context)
+    if found is None:
+        return {}
+    name, sibling = found
+    sibling_roles = assign_roles(sibling.scalars, config, run_name=name)
+    out: dict[str, ExternalSeries] = {}
+    for tag, (role, direction) in roles.items():
+        if role not in ("train_loss", "loss_component", "metric") or tag_phase(tag, run.name) == "val":
+            continue
+        key = quantity_key(tag)
+        for other, (other_role, other_direction) in sibling_roles.items():
+            if quantity_key(other) != key or other not in sibling.scalars:
+                continue
+            if (role == "metric") != (other_role == "metric") or (role == "metric" and direction != other_direction):
+                continue
+            series = sibling.scalars[other]
+            out[tag] = ExternalSeries(name, other, series, series_features(other, series, other_role, other_direction))
+            break
+    return out
+
+
+def analyze_run(run: Run, config: Config | None = None, context: LogdirContext | None = None) -> RunReport:
+    """Roles, features, findings and health of one run.
+
+    `context` (see `logdir_context`) carries the logdir's newest wall time and other runs: `stalled` needs
+    it, and a Keras `X/train` run finds its `X/validation` sibling through it.
+    """
+    roles = assign_roles(run.scalars, config, run_name=run.name)
+    features: dict[str, SeriesFeatures] = {
+        tag: series_features(tag, series, *roles[tag]) for tag, series in run.scalars.items()
+    }
+    points = {tag: len(series) for tag, series in run.scalars.items()}
+    primary = primary_tags(roles, points, run_name=run.name)
+    epoch_length, eval_interval = _epoch_and_eval(run, roles, primary)
+    data = RunData(
+        name=run.name, run=run, roles=roles, features=features, primary=primary,
+        pairs=tuple(pair_train_val(roles, points, run_name=run.name)),
+        phases={tag: tag_phase(tag, run.name) for tag in run.scalars},
+        epoch_length=epoch_length, eval_interval=eval_interval,
+        context=context or LogdirContext(),
+        sibling_val=_sibling_series(run, roles, context, config),
+    )
+    findings = run_detectors(data)
+    return RunReport(
+        name=run.name, run=run,
+        roles={tag: role for tag, (role, _) in roles.items()},
+        directions={tag: direction for tag, (_, direction) in roles.items()},
+        features=features, findings=findings, health=health(findings, features, roles),
+    )
+
+
+def _rank_key(report: RunReport) -> tuple:
+    counts = [0, 0, 0]
+    for f in report.findings:
+        rank = severity_rank(f)
+        if rank < 3:
+            counts[rank] += 1
+    return (report.health.score, -counts[0], -counts[1], -counts[2], report.name)
+
+
+def rank(reports: list[RunReport]) -> list[RunReport]:
+    """Worst first: lowest health, then the most critical, warning and info findings."""
+    return sorted(reports, key=_rank_key)
+
+
+# ---- the report ---------------------------------------------------------------------------------------
+
+
+def _json_safe(value: Any) -> Any:
+    """Evidence as strict JSON: numpy scalars to Python, non-finite floats to "NaN"/"Infinity"/"-Infinity"."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_json_safe(v) for v in value.tolist()]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    return value
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    """A finding as the JSON contract writes it (strict JSON values)."""
+    return _json_safe(finding.to_dict())
+
+
+def run_report_dict(report: RunReport) -> dict[str, Any]:
+    """One run as the JSON contract writes it."""
+    run = report.run
+    return {
+        "run": report.name,
+        "files": list(run.files),
+        "last_step": None if run.last_step is None else int(run.last_step),
+        "last_wall_time": None if run.last_wall_time is None else float(run.last_wall_time),
+        "tags": {tag: {"role": report.roles.get(tag), "points": len(series)} for tag, series in run.scalars.items()},
+        "health": {"score": int(report.health.score), "components": dict(report.health.components)},
+        "findings": [finding_dict(f) for f in report.findings],
+    }
+
+
+@dataclass
+class Report:
+    """Every run's verdict, worst first."""
+
+    logdir: Any  # the analysis.logdir.Logdir
+    runs: list[RunReport]
+    logdir_arg: str = ""  # the logdir as the user gave it (the JSON's "logdir")
+
+    def to_dict(self) -> dict[str, Any]:
+        from . import __version__
+
+        return {
+            "tool": "tbtriage",
+            "version": __version__,
+            "logdir": self.logdir_arg or str(getattr(self.logdir, "path", "")),
+            "runs": [run_report_dict(r) for r in self.runs],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
+
+
+def diagnose(logdir_or_path: Any, config: Config | None = None, runs: str | None = None,
+             now: float | None = None) -> Report:
+    """Analyse every run of a logdir (a path, read with `analysis.load`, or an already loaded Logdir).
+
+    `runs` keeps only runs whose name matches the regex; `now` (default: the wall clock) tells `stalled`
+    whether the logdir is live.
+    """
+    if isinstance(logdir_or_path, (str, Path)):
+        from . import load
+
+        arg = str(logdir_or_path)
+        logdir = load(logdir_or_path, runs=runs)
+    else:
+        logdir = logdir_or_path
+        arg = str(getattr(logdir, "path", ""))
+    context = logdir_context(logdir, now=time.time() if now is None else now)
+    pattern = re.compile(runs) if runs else None
+    reports = [analyze_run(run, config, context) for name, run in logdir.runs.items()
+               if pattern is None or pattern.search(name)]
+    return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)

@@ -1,0 +1,392 @@
+"""Per-series features: a few structured numbers instead of thousands of points.
+
+Every series gets its extent, best and final values (respecting direction), the first non-finite step,
+a robust noise sigma and a recent trend. Curves whose shape detectors judge (losses, metrics, gradient
+norms) also get a local robust baseline, the points beyond OUTLIER_K sigma of it, upward spikes found at
+several resolutions (each with the level before and after it), the largest single-step jump, and (for
+losses and metrics) flat stretches. Everything is numpy over whole arrays; expensive shape work runs on at
+most LEVEL_BUCKETS bucket medians, which keeps 1/1000 of the run's resolution, finer than any onset a
+detector reports (they promise 2 %).
+
+`extra` holds (documented here because the LLM prompt and the report read it):
+  start_level, end_level   median of the first / last EDGE_FRAC of the finite points
+  recent_median            median of the last RECENT_FRAC of the run (by step)
+  scale                    the magnitude relative thresholds are taken against (see `series_scale`)
+  spikes                   tuple of `Spike` (upward excursions that came back down), worst first
+  max_jump                 dict: the largest one-step rise against local noise (from/to steps and values, z)
+  level                    `Buckets` of the finite values (≤ LEVEL_BUCKETS medians), for detectors
+  tail_z95                 95th percentile of the points' distance above the local level, in local sigmas
+                           (about 1.6 for Gaussian noise; larger when the noise is heavy-tailed)
+  nonfinite                count of NaN/Inf points
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import Run, Series, SeriesFeatures
+from .smoothing import Baseline, Buckets, bucket_medians, diff_noise, local_baseline, median, window_medians
+
+#: Bucket medians kept for shape work: 1/1000 of the run is far below the 2 % onset accuracy we promise,
+#: and it bounds plateau/trend/oscillation work per series whatever the number of points.
+LEVEL_BUCKETS = 1024
+#: Fewer finite points than this: no noise estimate, no baseline, no spikes (nothing is "unusual" in 7 points).
+MIN_POINTS_NOISE = 8
+#: Points per block of the local median baseline: at least 5 for a median worth the name, at most 32 so the
+#: baseline follows the fast early fall of a loss; n/40 in between keeps ~40 blocks on short series.
+BASELINE_BLOCK_MIN, BASELINE_BLOCK_MAX, BASELINE_BLOCKS = 5, 32, 40
+#: Beyond this many local sigmas a point is an outlier (the 3σ rule of thumb; a feature, not a finding).
+OUTLIER_K = 3.0
+#: Upward excursions kept as spike candidates: at least this many local sigmas above the level before them.
+#: Detectors apply their own, stricter bars; a normal minibatch loss exceeds 5σ of a robust sigma rarely.
+SPIKE_Z = 5.0
+#: A spike has recovered when the level after it is back below pre + RECOVER_FRAC × (peak - pre).
+RECOVER_FRAC = 0.5
+#: Candidate points closer than this many points belong to one spike.
+SPIKE_CLUSTER_GAP = 2
+#: At most this many candidate points are examined per resolution (the largest z first): a series with
+#: more "spikes" than this is simply noisy, and the detectors judge it by its noise instead.
+MAX_SPIKE_CANDIDATES = 512
+#: Resolutions (points per bucket) at which spikes are searched: single points, then excursions lasting
+#: tens and hundreds of points (a median of 16 ignores a 3-point spike but not a 10-point bump).
+SPIKE_SCALES = (1, 16, 256)
+#: Share of the finite points whose median is the start / end level.
+EDGE_FRAC = 0.05
+#: The "recent" part of a run for trend and recent level: its last 20 % of steps.
+RECENT_FRAC = 0.2
+#: Flat stretches: at least PLATEAU_MIN_FRAC of the run, moving less than PLATEAU_NOISE_K noise sigmas of the
+#: bucket medians or PLATEAU_RANGE_FRAC of the run's whole range (whichever is larger).
+PLATEAU_MIN_FRAC = 0.1
+PLATEAU_NOISE_K = 3.0
+PLATEAU_RANGE_FRAC = 0.03
+PLATEAU_BUCKETS = 256
+
+#: Roles whose shape matters (spikes, outliers); the others get the cheap features only.
+SHAPE_ROLES = frozenset({"train_loss", "val_loss", "loss_component", "metric", "grad_norm", "grad_norm_layer"})
+#: Roles judged on a log scale: gradient norms are multiplicative (a ×10 jump means the same at 0.1 and 100).
+LOG_ROLES = frozenset({"grad_norm", "grad_norm_layer"})
+PLATEAU_ROLES = frozenset({"train_loss", "val_loss", "loss_component", "metric"})
+
+
+@dataclass(frozen=True)
+class Spike:
+    """One upward excursion of a series that came back down (values in the series' own units)."""
+
+    start_step: int
+    peak_step: int
+    end_step: int
+    before: float  # median level just before the excursion
+    peak: float
+    after: float  # median level just after it
+    z: float  # (peak - before) in local noise sigmas (log10 units for gradient norms)
+    prev_step: int  # the step of the point before the excursion (for "a → b between steps s1 and s2")
+    prev_value: float
+
+
+def finite_view(series: Series) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of the finite points only."""
+    finite = np.isfinite(series.values)
+    if finite.all():
+        return series.steps, series.values
+    return series.steps[finite], series.values[finite]
+
+
+def series_scale(values: np.ndarray) -> float:
+    """The magnitude "relative" means for this series: its typical |value|, or its spread when it hovers at 0."""
+    if values.size == 0:
+        return 0.0
+    n = values.size
+    kth = sorted({int(0.05 * (n - 1)), (n - 1) // 2, int(0.95 * (n - 1))})
+    lo, mid, hi = np.partition(values, kth)[[kth[0], kth[len(kth) // 2], kth[-1]]]
+    return float(max(abs(mid), 0.5 * (hi - lo), 1e-12))
+
+
+def _edge_median(values: np.ndarray, last: bool) -> float:
+    count = max(3, int(np.ceil(EDGE_FRAC * values.size)))
+    part = values[-count:] if last else values[:count]
+    return median(part)
+
+
+def baseline_block(n: int) -> int:
+    """Points per block of the local baseline for a series of n points."""
+    return int(np.clip(n // BASELINE_BLOCKS, BASELINE_BLOCK_MIN, BASELINE_BLOCK_MAX))
+
+
+def _judged(steps: np.ndarray, values: np.ndarray, log_scale: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The points a shape is judged on: log10 of the positive values for multiplicative series."""
+    if not log_scale:
+        return steps, values
+    positive = values > 0
+    if not positive.all():
+        steps, values = steps[positive], values[positive]
+    return steps, np.log10(values)
+
+
+def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline | None = None) -> list[Spike]:
+    """Upward excursions of one resolution: candidates above the local baseline, checked against the
+    medians just before and after them (so a step-decay drop, which has no "after" back at the old level,
+    is never a spike). `y` is already on the judged scale (log10 for gradient norms)."""
+    n = y.size
+    if n < 2 * MIN_POINTS_NOISE:
+        return []
+    block = baseline_block(n)
+    if base is None:
+        base = local_baseline(y, block)
+    z = (y - base.level) / base.sigma
+    candidates = np.flatnonzero(z > SPIKE_Z)
+    if candidates.size == 0:
+        return []
+    if candidates.size > MAX_SPIKE_CANDIDATES:
+        top = np.argpartition(z[candidates], -MAX_SPIKE_CANDIDATES)[-MAX_SPIKE_CANDIDATES:]
+        candidates = np.sort(candidates[top])
+    breaks = np.flatnonzero(np.diff(candidates) > SPIKE_CLUSTER_GAP)
+    starts = candidates[np.r_[0, breaks + 1]]
+    ends = candidates[np.r_[breaks, candidates.size - 1]]
+    max_width = max(3, block // 2)
+    narrow = (ends - starts + 1) <= max_width
+    starts, ends = starts[narrow], ends[narrow]
+    if starts.size == 0:
+        return []
+    window = max(MIN_POINTS_NOISE, block)
+    before = window_medians(y, starts, window, before=True)
+    after = window_medians(y, ends + 1, window, before=False)
+    padded = np.append(y, -np.inf)
+    bounds = np.column_stack([starts, ends + 1]).ravel()
+    peaks = np.maximum.reduceat(padded, bounds)[::2]
+    # Index of the peak inside each cluster: the first point reaching the cluster max.
+    peak_index = np.array([s + int(np.argmax(y[s : e + 1])) for s, e in zip(starts, ends)], dtype=np.int64)
+    excess = peaks - before
+    zpeak = excess / base.sigma[peak_index]
+    recovered = (after - before) < RECOVER_FRAC * excess  # NaN after (spike at the very end): not recovered
+    keep = np.isfinite(before) & (zpeak > SPIKE_Z) & recovered
+    out = []
+    to_values = (lambda a: np.power(10.0, a)) if log_scale else (lambda a: a)
+    for k in np.flatnonzero(keep):
+        s, e, p = int(starts[k]), int(ends[k]), int(peak_index[k])
+        prev = max(s - 1, 0)
+        out.append(Spike(
+            start_step=int(steps[s]), peak_step=int(steps[p]), end_step=int(steps[e]),
+            before=float(to_values(before[k])), peak=float(to_values(peaks[k])), after=float(to_values(after[k])),
+            z=float(zpeak[k]), prev_step=int(steps[prev]), prev_value=float(to_values(y[prev])),
+        ))
+    return out
+
+
+def find_spikes(
+    steps: np.ndarray, values: np.ndarray, log_scale: bool = False, base: Baseline | None = None
+) -> tuple[Spike, ...]:
+    """Upward excursions that recover, at every resolution of SPIKE_SCALES, overlaps merged, worst first.
+
+    `base`: the local baseline of the judged values (log10 for `log_scale`), when the caller has it.
+    """
+    steps, y = _judged(steps, values, log_scale)
+    values = np.power(10.0, y) if log_scale else y
+    found: list[Spike] = []
+    for scale in SPIKE_SCALES:
+        if scale == 1:
+            found.extend(_spikes_at(steps, y, log_scale, base))
+            continue
+        if y.size < scale * 4 * MIN_POINTS_NOISE:
+            break
+        buckets = bucket_medians(steps, y, -(-y.size // scale))
+        coarse = _spikes_at(buckets.steps.astype(np.int64), buckets.medians, log_scale)
+        # Report bucket spikes with the real first/last steps of the buckets they cover.
+        for spike in coarse:
+            i0 = int(np.searchsorted(buckets.steps, spike.start_step))
+            i1 = int(np.searchsorted(buckets.steps, spike.end_step))
+            first = buckets.first[i0]
+            last = min(buckets.first[i1] + buckets.size - 1, values.size - 1)
+            peak_at = first + int(np.argmax(values[first : last + 1]))
+            found.append(Spike(
+                start_step=int(steps[first]), peak_step=int(steps[peak_at]), end_step=int(steps[last]),
+                before=spike.before, peak=float(values[peak_at]), after=spike.after, z=spike.z,
+                prev_step=int(steps[max(first - 1, 0)]), prev_value=float(values[max(first - 1, 0)]),
+            ))
+    if not found:
+        return ()
+    # Merge spikes that overlap (the same event seen at two resolutions): keep the finest (first found).
+    kept: list[Spike] = []
+    for spike in found:
+        if not any(spike.start_step <= k.end_step and k.start_step <= spike.end_step for k in kept):
+            kept.append(spike)
+    return tuple(sorted(kept, key=lambda s: -s.z))
+
+
+def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
+    """(start_step, end_step) of stretches of at least PLATEAU_MIN_FRAC of the run where the level is flat."""
+    if len(level) < 20:
+        return ()
+    y = level.medians
+    if y.size > PLATEAU_BUCKETS:  # coarser still: flatness over ≥10 % of a run needs no finer view
+        y = bucket_medians(level.steps, y, PLATEAU_BUCKETS).medians
+        centres = bucket_medians(level.steps, level.steps, PLATEAU_BUCKETS).medians
+    else:
+        centres = level.steps
+    m = y.size
+    width = max(5, int(np.ceil(PLATEAU_MIN_FRAC * m)))
+    if m < width + 2:
+        return ()
+    lo, hi = np.percentile(y, [5, 95])
+    band = max(PLATEAU_NOISE_K * diff_noise(y), PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
+    windows = np.lib.stride_tricks.sliding_window_view(y, width)
+    flat = (windows.max(axis=1) - windows.min(axis=1)) <= band
+    if not flat.any():
+        return ()
+    covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
+    edges = np.diff(np.r_[0, covered.astype(np.int8), 0])
+    begins, finishes = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    return tuple((int(centres[b]), int(centres[f])) for b, f in zip(begins, finishes))
+
+
+def _trend(level: Buckets, scale: float) -> float | None:
+    """Relative slope over the last RECENT_FRAC of the run: change per 1 % of the run, as a fraction of `scale`."""
+    if len(level) < 5 or scale <= 0:
+        return None
+    first, last = float(level.steps[0]), float(level.steps[-1])
+    span = last - first
+    if span <= 0:
+        return None
+    recent = level.steps >= last - RECENT_FRAC * span
+    if recent.sum() < 3:
+        recent = np.zeros(len(level), dtype=bool)
+        recent[-3:] = True
+    x, y = level.steps[recent], level.medians[recent]
+    x = x - x.mean()
+    denominator = float(np.dot(x, x))
+    if denominator <= 0:
+        return None
+    slope = float(np.dot(x, y - y.mean())) / denominator
+    return slope * (span / 100.0) / scale
+
+
+def _max_jump(steps: np.ndarray, y: np.ndarray, sigma: np.ndarray, log_scale: bool) -> dict | None:
+    if y.size < 2:
+        return None
+    rise = np.diff(y) / sigma[1:]
+    k = int(np.argmax(rise))
+    value = (lambda a: float(10.0 ** a)) if log_scale else float
+    return {"from_step": int(steps[k]), "to_step": int(steps[k + 1]), "from": value(y[k]),
+            "to": value(y[k + 1]), "z": float(rise[k])}
+
+
+def series_features(tag: str, series: Series, role: str | None, direction: int) -> SeriesFeatures:
+    """Describe one series (see the module docstring for what `extra` holds)."""
+    values = series.values
+    finite_mask = np.isfinite(values)
+    nonfinite = int(values.size - finite_mask.sum())
+    steps, finite = (series.steps, values) if nonfinite == 0 else (series.steps[finite_mask], values[finite_mask])
+    first_nonfinite = int(series.steps[np.argmin(finite_mask)]) if nonfinite else None
+    extra: dict = {"nonfinite": nonfinite}
+    empty = np.empty(0, dtype=np.int64)
+    if finite.size == 0:
+        return SeriesFeatures(
+            tag, role, direction, len(series), int(series.steps[0]) if len(series) else None,
+            int(series.steps[-1]) if len(series) else None, None, None, None, None, first_nonfinite, None,
+            empty, (), None, None, extra)
+    best = best_step = None
+    if direction != 0:
+        k = int(np.argmax(finite) if direction > 0 else np.argmin(finite))
+        best, best_step = float(finite[k]), int(steps[k])
+    scale = series_scale(finite)
+    level = bucket_medians(steps, finite, LEVEL_BUCKETS)
+    extra.update(
+        start_level=_edge_median(finite, last=False),
+        end_level=_edge_median(finite, last=True),
+        scale=scale,
+        level=level,
+    )
+    recent = steps >= steps[-1] - RECENT_FRAC * (steps[-1] - steps[0])
+    extra["recent_median"] = median(finite[recent])
+    noise = float(diff_noise(finite)) if finite.size >= MIN_POINTS_NOISE else None
+    outliers = empty
+    spike_period = None
+    if role in SHAPE_ROLES and finite.size >= 2 * MIN_POINTS_NOISE:
+        log_scale = role in LOG_ROLES
+        judged_steps, judged = _judged(steps, finite, log_scale)
+        if judged.size >= 2 * MIN_POINTS_NOISE:
+            base = local_baseline(judged, baseline_block(judged.size))
+            z = (judged - base.level) / base.sigma
+            outliers = judged_steps[np.abs(z) > OUTLIER_K].astype(np.int64)
+            # How heavy the upper tail of this series' own noise is: spikes must stand out against it. The
+            # 95th percentile, not the 99th: in a 400-point run the few spike points would be the top 1 %.
+            at = int(0.95 * (z.size - 1))
+            extra["tail_z95"] = float(np.partition(z, at)[at])
+            spikes = find_spikes(steps, finite, log_scale=log_scale, base=base)
+            extra["spikes"] = spikes
+            extra["max_jump"] = _max_jump(judged_steps, judged, base.sigma, log_scale)
+            spike_period = periodicity([s.peak_step for s in spikes])
+    plateaus = find_plateaus(level) if role in PLATEAU_ROLES else ()
+    return SeriesFeatures(
+        tag=tag, role=role, direction=direction, points=len(series),
+        first_step=int(series.steps[0]), last_step=int(series.steps[-1]),
+        best=best, best_step=best_step, final=float(finite[-1]), final_step=int(steps[-1]),
+        first_nonfinite_step=first_nonfinite, noise=noise, outlier_steps=outliers, plateaus=plateaus,
+        trend=_trend(level, max(abs(extra["recent_median"]), 0.05 * scale, 1e-12)),
+        spike_period=spike_period, extra=extra,
+    )
+
+
+#: Periodicity: at least this many events, and this share of the gaps within PERIOD_TOLERANCE of a multiple
+#: of the period. Gaps between random events are exponential: four of five landing within ±10 % of one
+#: value happens by chance well under 1 % of the time.
+PERIOD_MIN_EVENTS = 4
+PERIOD_MIN_SHARE = 0.75
+PERIOD_TOLERANCE = 0.1
+
+
+def periodicity(event_steps) -> int | None:
+    """The period in steps of recurring events, when their gaps are (multiples of) one period; else None."""
+    steps = np.sort(np.asarray(event_steps, dtype=np.int64))
+    if steps.size < PERIOD_MIN_EVENTS:
+        return None
+    gaps = np.diff(steps).astype(np.float64)
+    gaps = gaps[gaps > 0]
+    if gaps.size < PERIOD_MIN_EVENTS - 1:
+        return None
+    # The period is the smallest gap that most other gaps are multiples of; try the smaller gaps as bases.
+    for base in np.unique(np.sort(gaps)[: max(1, gaps.size // 2 + 1)]):
+        multiple = np.round(gaps / base)
+        near = (multiple >= 1) & (np.abs(gaps - multiple * base) <= PERIOD_TOLERANCE * base)
+        if near.mean() >= PERIOD_MIN_SHARE and (multiple[near] == 1).sum() >= (PERIOD_MIN_EVENTS - 1) // 2 + 1:
+            period = np.median(gaps[near] / multiple[near])
+            return int(round(period))
+    return None
+
+
+# ---- context around a critical point ------------------------------------------------------------------
+
+#: Roles whose neighbourhood explains a critical point: the lr schedule, the gradient norm, device memory.
+CONTEXT_ROLES = ("lr", "grad_norm", "gpu_mem")
+
+
+def context_windows(run: Run, roles, step: int, k: int = 5) -> dict[str, list[tuple[int, float]]]:
+    """The ±k points of lr, grad_norm and gpu_mem around `step`, keyed by role (the tag is in `context_tags`).
+
+    `roles` maps tag -> (role, direction) or tag -> role. Where several tags share a role, the one with the
+    most points is used (the global grad norm rather than a layer's; `lr/pg0` ties broken by name).
+    """
+    return {role: points for role, (_, points) in _context(run, roles, step, k).items()}
+
+
+def context_tags(run: Run, roles) -> dict[str, str]:
+    """Which tag `context_windows` reads for each role."""
+    return {role: tag for role, (tag, _) in _context(run, roles, None, 0).items()}
+
+
+def _context(run: Run, roles, step: int | None, k: int) -> dict[str, tuple[str, list[tuple[int, float]]]]:
+    out: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+    for role in CONTEXT_ROLES:
+        tags = [t for t, r in roles.items() if (r[0] if isinstance(r, tuple) else r) == role and t in run.scalars]
+        if not tags:
+            continue
+        tag = max(tags, key=lambda t: (len(run.scalars[t]), -len(t), t))
+        series = run.scalars[tag]
+        if step is None or len(series) == 0:
+            out[role] = (tag, [])
+            continue
+        at = int(np.searchsorted(series.steps, step))
+        lo, hi = max(at - k, 0), min(at + k + 1, len(series))
+        out[role] = (tag, [(int(s), float(v)) for s, v in zip(series.steps[lo:hi], series.values[lo:hi])])
+    return out
