@@ -8,6 +8,7 @@ clock, so liveness ages (and snapshot tests) are deterministic when it is fixed.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import replace
@@ -55,6 +56,17 @@ MIN_JUMP_STEPS = 10
 MAIN_SCREEN_ACTIONS = {"filter", "export_csv", "zoom", "pan", "reset_view", "toggle_all_findings", "diagnose"}
 
 Analyzer = Callable[[Run], RunReport]
+
+
+def _while_shown(handler):
+    """Worker messages can land while the app shuts down; with the main screen gone there is nothing to update."""
+
+    @functools.wraps(handler)
+    def guarded(self: "TriageApp", message) -> None:
+        if self.is_running and self.main_screen.is_mounted:
+            handler(self, message)
+
+    return guarded
 
 
 class TriageApp(App[int]):
@@ -175,18 +187,26 @@ class TriageApp(App[int]):
 
     # Worker messages -> state -----------------------------------------------------------------
 
+    @_while_shown
     def on_runs_discovered(self, message: RunsDiscovered) -> None:
+        """Show the runs' names at once, as empty runs, while their event files are read."""
         for warning in message.warnings:
             self.notify(plain(warning), severity="warning", markup=False)
-        self.progress = ("reading", 0, len(message.names))
+        for name in message.names:
+            self.slots.slot(name)
+            self.runs.setdefault(name, Run(name=name, path=self.logdir_path / name))
+        self.progress = ("reading", 0, 0)  # one read for all runs: no count to show
+        self._main().refresh_runs()
         self._main().refresh_status()
 
+    @_while_shown
     def on_logdir_read(self, message: LogdirRead) -> None:
         self.logdir = message.logdir
         self._adopt_runs()
         for warning in getattr(message.logdir, "warnings", []):
             self.notify(plain(warning), severity="warning", markup=False)
 
+    @_while_shown
     def on_run_analyzed(self, message: RunAnalyzed) -> None:
         report = message.report
         keys = {finding_key(f) for f in report.findings}
@@ -202,29 +222,34 @@ class TriageApp(App[int]):
         self.runs.setdefault(report.name, report.run)
         self._refresh_screens(report.name)
 
+    @_while_shown
     def on_progress(self, message: Progress) -> None:
         finished = message.done >= message.total
         self.progress = None if finished else (message.stage, message.done, message.total)
         if finished and not self._loaded:
             self._loaded = True
             first = self._main().first_run_shown()
-            if not self._user_chose_run and first is not None and first != self.current_run:
-                self.set_current_run(first)
+            if not self._user_chose_run and first is not None:
+                self.set_current_run(first, by_user=False)
                 self._main().refresh_runs()
-            self._user_chose_run = False
         self._main().refresh_status()
 
+    @_while_shown
     def on_load_failed(self, message: LoadFailed) -> None:
         self.progress = None
         self.load_error = message.message
         self.notify(message.message, title="Cannot read the logdir", severity="error", markup=False)
         self._main().refresh_status()
 
+    @_while_shown
     def on_refreshed(self, message: Refreshed) -> None:
-        self.new_findings = set()  # last pass's news have been shown once
+        shown_once, self.new_findings = self.new_findings, set()  # the last pass's news have been seen
         if message.changed:
             self._adopt_runs()
+        elif shown_once:
+            self._main().refresh_findings()
 
+    @_while_shown
     def on_exported(self, message: Exported) -> None:
         if message.error:
             self.notify(message.error, title="Export failed", severity="error", markup=False)
@@ -335,11 +360,11 @@ class TriageApp(App[int]):
 
     # State changes the screens ask for --------------------------------------------------------
 
-    def set_current_run(self, name: str | None) -> None:
+    def set_current_run(self, name: str | None, by_user: bool = True) -> None:
         if name == self.current_run:
             return
         self.current_run = name
-        self._user_chose_run = True
+        self._user_chose_run |= by_user
         main = self._main()
         if not self.selected:
             if self.current_tag not in self.charted_tags()[0]:

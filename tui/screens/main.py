@@ -171,7 +171,8 @@ class MainScreen(Screen):
 
     @on(RunTable.RowHighlighted)
     def _run_highlighted(self, event: RunTable.RowHighlighted) -> None:
-        self.app.set_current_run(event.row_key.value)
+        # The very first highlight is the table's own, not the user's choice.
+        self.app.set_current_run(event.row_key.value, by_user=self.app.current_run is not None)
 
     @on(RunTable.ToggleSelect)
     def _toggle_select(self, event: RunTable.ToggleSelect) -> None:

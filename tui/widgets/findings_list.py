@@ -59,8 +59,7 @@ class FindingsList(OptionList):
             line.append("  " + plain(finding.message))
             options.append(Option(line, id=f"finding-{index}"))
         self.add_options(options)
-        if highlighted is not None:
-            self.highlighted = min(highlighted, len(self.findings) - 1)
+        self.highlighted = min(highlighted or 0, len(self.findings) - 1)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

@@ -60,11 +60,15 @@ class RunTable(DataTable):
         variables = self.app.theme_variables
         glyphs = ASCII_GLYPHS if self.ascii_only else GLYPHS
         keep = keep if keep is not None else self.current_run
-        self.clear()
-        for row in rows:
-            self.add_row(*self._cells(row, swatches.get(row.name), glyphs, variables), key=row.name)
-        if keep is not None and keep in self.rows:
-            self.move_cursor(row=self.get_row_index(keep), animate=False)
+        # A rebuild moves the cursor through other rows; only where it ends up is news.
+        with self.prevent(DataTable.RowHighlighted):
+            self.clear()
+            for row in rows:
+                self.add_row(*self._cells(row, swatches.get(row.name), glyphs, variables), key=row.name)
+            if keep is not None and keep in self.rows:
+                self.move_cursor(row=self.get_row_index(keep), animate=False)
+        if self.row_count and self.current_run != keep:  # the kept run was filtered out
+            self.post_message(DataTable.RowHighlighted(self, self.cursor_row, self.coordinate_to_cell_key(self.cursor_coordinate).row_key))
 
     def _cells(self, row: RunRow, swatch: str | None, glyphs: dict[str, str], variables: dict[str, str]) -> list:
         status_colour = variables.get(STATUS_COLOURS[row.status], "")

@@ -1,0 +1,142 @@
+"""Runs that are still training: live follow, the run dashboard, and quitting in the middle of a load."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+
+from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, write_run
+from tests._report_data import finding
+from tui.app import make_app
+from tui.screens.dashboard import RunDashboard
+from tui.widgets.findings_list import FindingsList
+from tui.widgets.grad_heatmap import GradHeatmap
+from tui.widgets.run_table import RunTable
+from tui.widgets.tag_chart import TagChart
+
+FOLLOW = 0.05  # seconds between live passes in these tests
+
+
+async def _until(pilot, condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the app"
+        await pilot.pause(0.05)
+
+
+def test_live_follow_picks_up_appended_points_and_new_runs(tmp_path):
+    write_run(tmp_path, "training", {"train/loss": decaying_loss(50)})
+    app = make_app(tmp_path, clock=fixed_clock, follow_seconds=FOLLOW, analyzer=HandAnalyzer())
+
+    async def scenario(app, pilot):
+        chart = app.screen.query_one(TagChart)
+        assert len(chart.requests[0].series) == 50
+
+        write_run(tmp_path, "training", {"train/loss": decaying_loss(30)}, first_step=50)
+        write_run(tmp_path, "second_try", {"train/loss": decaying_loss(20)})
+        await _until(pilot, lambda: "second_try" in app.reports and app.runs["training"].last_step == 79)
+        await pilot.pause()
+
+        assert sorted(row.value for row in app.screen.query_one(RunTable).rows) == ["second_try", "training"]
+        assert len(app.screen.query_one(TagChart).requests[0].series) == 80
+
+    drive(app, scenario)
+
+
+def test_a_finding_that_appears_while_following_is_highlighted_once(tmp_path):
+    write_run(tmp_path, "training", {"train/loss": decaying_loss(50)})
+    analyzer = HandAnalyzer()
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=analyzer)
+
+    async def live_pass(pilot):
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+    async def scenario(app, pilot):
+        write_run(tmp_path, "training", {"train/loss": np.full(30, np.nan)}, first_step=50)
+        analyzer.plan["training"] = (10, [finding("training", "divergence", "critical", 50, tags=("train/loss",))])
+        await live_pass(pilot)
+
+        findings = app.screen.query_one(FindingsList)
+        assert str(findings.get_option_at_index(0).prompt).startswith("✖ new divergence@50")
+        assert any("divergence at step 50" in n.message for n in app._notifications)
+
+        await live_pass(pilot)  # nothing new this time: the highlight has been shown once
+        assert str(findings.get_option_at_index(0).prompt).startswith("✖ divergence@50")
+
+    drive(app, scenario)
+
+
+def test_f_pauses_live_follow(tmp_path):
+    write_run(tmp_path, "training", {"train/loss": decaying_loss(20)})
+    app = make_app(tmp_path, clock=fixed_clock, follow_seconds=FOLLOW, analyzer=HandAnalyzer())
+
+    async def scenario(app, pilot):
+        await pilot.press("f")
+        assert not app.follow
+        write_run(tmp_path, "training", {"train/loss": decaying_loss(20)}, first_step=20)
+        await pilot.pause(FOLLOW * 6)
+        assert app.runs["training"].last_step == 19
+        await pilot.press("r")  # but a manual reload still reads
+        await _until(pilot, lambda: app.runs["training"].last_step == 39)
+
+    drive(app, scenario)
+
+
+def test_enter_opens_the_run_dashboard_and_empty_panels_say_so(tmp_path):
+    layers = {f"grad_norm/layer{i}": np.full(40, 10.0 ** -i) for i in range(4)}
+    write_run(tmp_path, "run", {"train/loss": decaying_loss(40), "val/loss": decaying_loss(40) + 0.2, **layers})
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=HandAnalyzer())
+
+    async def scenario(app, pilot):
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, RunDashboard) and screen.run_name == "run"
+
+        loss = screen.query_one("#loss-chart", TagChart)
+        assert [r.run for r in loss.requests] == ["train/loss", "val/loss"]
+        heatmap = screen.query_one(GradHeatmap)
+        assert sorted(heatmap.grad_layers) == sorted(layers)
+        assert "layer0" in str(heatmap.render()) and "layer3" in str(heatmap.render())
+        assert screen.query_one("#panel-lr").has_class("-empty")
+        assert screen.query_one("#panel-device").has_class("-empty")
+        assert not screen.query_one("#panel-loss").has_class("-empty")
+
+        await pilot.press("l")  # log-y applies to the dashboard's charts too
+        assert loss.options.log_y
+
+        await pilot.press("escape")
+        assert not isinstance(app.screen, RunDashboard)
+
+    drive(app, scenario)
+
+
+def test_quitting_while_runs_are_still_being_analysed_exits_at_once(tmp_path):
+    for i in range(12):
+        write_run(tmp_path, f"run{i:02d}", {"train/loss": decaying_loss(10, seed=i)})
+    first_started = threading.Event()
+
+    def slow_analyzer(run, _hand=HandAnalyzer()):
+        first_started.set()
+        time.sleep(0.3)
+        return _hand(run)
+
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=slow_analyzer)
+
+    async def scenario(app, pilot):
+        await asyncio.get_running_loop().run_in_executor(None, first_started.wait, 5)
+        assert app.progress is not None  # still at work
+        scenario.quit_at = time.monotonic()
+        await pilot.press("q")
+
+    started = time.monotonic()
+    drive(app, scenario, wait=False)
+    took = time.monotonic() - scenario.quit_at
+    assert app.return_code == 0
+    assert len(app.reports) < 12  # the analysis stopped instead of finishing first
+    assert took < 2.0 and time.monotonic() - started < 5.0
