@@ -83,8 +83,8 @@ class GroupSummary:
 class HparamsTable:
     """Hyperparameters per run: `columns` differ between runs (or are the only ones); `constant` are shared."""
 
-    columns: tuple[str, ...]
-    rows: dict[str, dict[str, Any]]  # run -> column -> value (missing columns absent)
+    columns: tuple[str, ...]  # what fits a table: differing keys first
+    rows: dict[str, dict[str, Any]]  # run -> every hyperparameter it records (not only `columns`)
     constant: dict[str, Any]
     sources: dict[str, tuple[str, ...]]  # run -> where its values came from
     dropped: int  # differing columns left out for width
@@ -295,7 +295,7 @@ def hparams_table(reports: Sequence[RunReport]) -> HparamsTable | None:
     columns = columns[:MAX_HPARAM_COLUMNS]
     return HparamsTable(
         columns=tuple(columns),
-        rows={run: {k: row[k] for k in columns if k in row} for run, row in rows.items()},
+        rows=rows,
         constant=constant,
         sources=sources,
         dropped=dropped,

@@ -54,6 +54,7 @@ svg.spark .onset-info { stroke: var(--info); }
 svg.spark line.onset { stroke-width: 1; stroke-dasharray: 2 2; }
 details { border: 1px solid var(--line); border-radius: .4rem; padding: .4rem .8rem; margin: .6rem 0; }
 summary { cursor: pointer; font-weight: 600; }
+li details { border: none; padding: 0; margin: .2rem 0; } li details summary { font-weight: normal; color: var(--muted); }
 ul.findings { padding-left: 1.2rem; } ul.findings li { margin: .5rem 0; }
 table.evidence { width: auto; font-size: 13px; margin: .2rem 0; } table.evidence td { padding: .1rem .6rem .1rem 0; }
 """
@@ -192,12 +193,16 @@ def _evidence_table(evidence: dict[str, Any]) -> str:
 def _finding_item(finding: Finding) -> str:
     tags = ", ".join(f"<code>{e(t)}</code>" for t in finding.tags)
     meaning = KIND_MEANINGS.get(finding.kind)
+    summary = finding.evidence.get("summary")
+    rest = {k: v for k, v in finding.evidence.items() if k != "summary"}
+    table = _evidence_table(rest)
     return (
         "<li>"
         f'<strong class="sev-{e(finding.severity)}">{e(finding_title(finding))}</strong>'
         f"{' on ' + tags if tags else ''}: {e(finding.message)}"
         f"{f'<div class=muted>{e(meaning)}</div>' if meaning else ''}"
-        f"{_evidence_table(finding.evidence)}"
+        f"{f'<div>Evidence: {e(summary)}</div>' if isinstance(summary, str) else ''}"
+        f"{f'<details><summary>all evidence</summary>{table}</details>' if table else ''}"
         f"{f'<div><em>Try:</em> {e(finding.suggestion)}</div>' if finding.suggestion else ''}"
         "</li>"
     )

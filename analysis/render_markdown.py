@@ -113,22 +113,38 @@ def stat(s: Stat) -> str:
     return text if s.finite == s.count else f"{text} ({s.finite}/{s.count} finite)"
 
 
-def evidence_text(evidence: dict[str, Any]) -> str:
+def _evidence_value(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{clean(k)}: {_evidence_value(x)}" for k, x in list(v.items())[:MAX_EVIDENCE_ITEMS]) + "}"
+    if isinstance(v, (list, tuple)) or (hasattr(v, "tolist") and not isinstance(v, (str, bytes))):
+        items = list(v.tolist() if hasattr(v, "tolist") else v)
+        shown = ", ".join(_evidence_value(x) for x in items[:MAX_EVIDENCE_ITEMS])
+        more = f", … {len(items) - MAX_EVIDENCE_ITEMS} more" if len(items) > MAX_EVIDENCE_ITEMS else ""
+        return f"[{shown}{more}]"
+    if isinstance(v, str):
+        return prose(v)
+    return num(v)
+
+
+def evidence_text(evidence: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     """`key value · key value`, lists cut to their first items, nested dicts inline."""
+    return " · ".join(f"{clean(k)} {_evidence_value(v)}" for k, v in evidence.items() if k not in skip)
 
-    def value(v: Any) -> str:
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{clean(k)}: {value(x)}" for k, x in list(v.items())[:MAX_EVIDENCE_ITEMS]) + "}"
-        if isinstance(v, (list, tuple)) or (hasattr(v, "tolist") and not isinstance(v, (str, bytes))):
-            items = list(v.tolist() if hasattr(v, "tolist") else v)
-            shown = ", ".join(value(x) for x in items[:MAX_EVIDENCE_ITEMS])
-            more = f", … {len(items) - MAX_EVIDENCE_ITEMS} more" if len(items) > MAX_EVIDENCE_ITEMS else ""
-            return f"[{shown}{more}]"
-        if isinstance(v, str):
-            return prose(v)
-        return num(v)
 
-    return " · ".join(f"{clean(k)} {value(v)}" for k, v in evidence.items())
+#: Evidence keys a reader of the Markdown does not need spelled out: the detector's own sentence is shown
+#: on its own line, and the ±5-point context windows are for the LLM and the JSON report.
+EVIDENCE_SHOWN_APART = ("summary", "context", "context_tags", "tag")
+
+
+def evidence_lines(evidence: dict[str, Any]) -> list[str]:
+    """The detector's summary sentence (when it wrote one), then the remaining scalar numbers."""
+    lines = []
+    if isinstance(evidence.get("summary"), str):
+        lines.append(f"evidence: {prose(evidence['summary'])}")
+    rest = {k: v for k, v in evidence.items() if k not in EVIDENCE_SHOWN_APART}
+    if rest:
+        lines.append(("numbers: " if lines else "evidence: ") + evidence_text(rest))
+    return lines
 
 
 def best_text(best: BestMetric | None, in_table: bool = False) -> str:
@@ -186,8 +202,7 @@ def finding_markdown(finding: Finding, number: int | None = None, explain: bool 
     lines = [f"{bullet} **{finding_title(finding)}**{on}: {prose(finding.message)}"]
     if explain and finding.kind in KIND_MEANINGS:
         lines.append(f"   - what it means: {KIND_MEANINGS[finding.kind]}")
-    if finding.evidence:
-        lines.append(f"   - evidence: {evidence_text(finding.evidence)}")
+    lines += [f"   - {line}" for line in evidence_lines(finding.evidence)]
     if finding.suggestion:
         lines.append(f"   - try: {prose(finding.suggestion)}")
     return "\n".join(lines)
@@ -260,7 +275,7 @@ def _groups_table(groups: Sequence[GroupSummary]) -> list[str]:
 
 
 def _cell(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float)):
         return num(value)
     return clean(value).replace("|", "\\|") if value is not None else "—"
 

@@ -63,6 +63,14 @@ def test_markdown_compares_seed_groups():
     assert "70 (`lstm_seed0`)" in group_rows[0]
 
 
+def test_a_detectors_summary_sentence_leads_the_evidence_and_context_windows_stay_in_the_json():
+    f = finding("r", "loss_spike", "warning", 300, summary="loss 1.2 → 9.8 between steps 290 and 300 (×8)",
+                largest_ratio=8.1, context={"lr": [[290, 1e-3], [300, 1e-3]]}, context_tags={"lr": "lr"})
+    text = run_markdown(make_report("r", {"train/loss": ("train_loss", loss_curve())}, [f], score=80))
+    assert "   - evidence: loss 1.2 → 9.8 between steps 290 and 300 (×8)\n   - numbers: largest_ratio 8.1\n" in text
+    assert "context" not in text
+
+
 def test_run_markdown_tells_the_story_in_order_for_the_diagnosis_pane():
     text = run_markdown(_reports()[0])
     assert text.startswith("### `gpt_lr3e-3` · health 8/100 (critical)")
