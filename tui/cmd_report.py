@@ -1,0 +1,153 @@
+"""`tbtriage report LOGDIR`: the morning report (health and findings for every run) as Markdown, JSON or HTML.
+
+Thin over `analysis`: diagnose, compare, render. For cron and CI, `--fail-on critical|warning` exits 1
+when any finding is at or above that severity. The logdir is read only: `--out` may not point into it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+FORMATS = ("md", "json", "html")
+#: Severities from most to least severe; --fail-on X fails on X and everything above it.
+SEVERITY_ORDER = ("critical", "warning", "info")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("logdir", metavar="LOGDIR", help="directory of runs (or one run, or one event file)")
+    parser.add_argument("--format", choices=FORMATS, default="md", help="md (default), json or html")
+    parser.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument(
+        "--fail-on", choices=("critical", "warning"), help="exit 1 when a finding is at or above this severity"
+    )
+    parser.add_argument("--config", metavar="FILE", help="config file (default ~/.config/tbtriage/config.toml)")
+    parser.add_argument("--runs", metavar="REGEX", help="only runs whose name matches REGEX")
+    parser.add_argument(
+        "--group", metavar="REGEX", help="group runs by this regex (named group 'group', else the first group)"
+    )
+
+
+def _fail(message: str) -> int:
+    print(f"tbtriage report: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        path.resolve().relative_to(directory.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def unreadable(path: Path) -> str | None:
+    """Why `path` cannot be read at all (None when it can): the one line a cron mail should carry."""
+    try:
+        if path.is_dir():
+            with os.scandir(path) as entries:
+                next(entries, None)
+        else:
+            with open(path, "rb") as f:
+                f.read(1)
+    except PermissionError:
+        return "permission denied"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def fails(reports, threshold: str | None) -> bool:
+    """Whether any finding is at or above `threshold` (None never fails)."""
+    if threshold is None:
+        return False
+    worst_allowed = SEVERITY_ORDER.index(threshold)
+    return any(
+        f.severity in SEVERITY_ORDER and SEVERITY_ORDER.index(f.severity) <= worst_allowed
+        for r in reports
+        for f in r.findings
+    )
+
+
+def report_dict(report, comparison) -> dict:
+    """The engine's JSON contract plus, per run, its best metric, and the groups (fields added, none renamed)."""
+    data = report.to_dict()
+    for run in data.get("runs", []):
+        best = comparison.best.get(run.get("run"))
+        run["best_metric"] = (
+            {"tag": best.tag, "value": best.value, "step": best.step, "direction": best.direction} if best else None
+        )
+    data["groups"] = [
+        {
+            "group": g.name,
+            "runs": list(g.runs),
+            "metric_tag": g.metric_tag,
+            "best_metric": {"mean": g.best_metric.mean, "std": g.best_metric.std, "finite": g.best_metric.finite},
+            "final_loss": {"mean": g.final_loss.mean, "std": g.final_loss.std, "finite": g.final_loss.finite},
+            "worst_health": g.worst_health,
+            "worst_run": g.worst_run,
+            "findings": g.severity_counts,
+        }
+        for g in comparison.groups
+    ]
+    if comparison.hparams is not None:
+        data["hparams"] = comparison.hparams.rows
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.compare import compare, compile_group_pattern
+    from analysis.config import ConfigError, load_config
+    from analysis.engine import diagnose
+    from analysis.logdir import LogdirError
+    from analysis.watch import jsonable
+
+    logdir = Path(args.logdir).expanduser()
+    if not logdir.exists():
+        return _fail(f"{args.logdir}: no such file or directory")
+    problem = unreadable(logdir)
+    if problem:
+        return _fail(f"{args.logdir}: {problem}")
+    if args.out and _inside(Path(args.out).expanduser(), logdir if logdir.is_dir() else logdir.parent):
+        return _fail(f"--out {args.out}: inside the logdir, which tbtriage never writes to; choose another path")
+    try:
+        group_pattern = compile_group_pattern(args.group)
+    except re.error as exc:
+        return _fail(f"--group {args.group!r}: not a valid regular expression ({exc})")
+    try:
+        config = load_config(args.config)
+        report = diagnose(str(args.logdir), config=config, runs=args.runs)
+    except (ConfigError, LogdirError) as exc:
+        return _fail(str(exc))
+    except PermissionError as exc:
+        return _fail(f"{exc.filename or args.logdir}: permission denied")
+    except OSError as exc:
+        return _fail(f"{exc.filename or args.logdir}: {exc.strerror or exc}")
+
+    comparison = compare(report.runs, group_pattern)
+    warnings = list(getattr(report.logdir, "warnings", []))
+    if args.format == "json":
+        text = json.dumps(jsonable(report_dict(report, comparison)), indent=1, allow_nan=False) + "\n"
+    elif args.format == "html":
+        from analysis.render_html import render_html
+
+        text = render_html(report.runs, logdir=str(args.logdir), comparison=comparison, warnings=warnings)
+    else:
+        from analysis.render_markdown import render_markdown
+
+        text = render_markdown(report.runs, logdir=str(args.logdir), comparison=comparison, warnings=warnings)
+
+    if args.out:
+        try:
+            Path(args.out).expanduser().write_text(text, encoding="utf-8")
+        except OSError as exc:
+            return _fail(f"--out {args.out}: cannot write ({exc.strerror or exc})")
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return EXIT_FINDINGS if fails(report.runs, args.fail_on) else EXIT_OK
