@@ -62,7 +62,7 @@ class HandAnalyzer:
         self.plan = plan or {}
         self.calls: list[str] = []
 
-    def __call__(self, run: Run) -> RunReport:
+    def __call__(self, run: Run, context=None) -> RunReport:
         self.calls.append(run.name)
         score, findings = self.plan.get(run.name, (95, []))
         return report_for(run, findings, score)

@@ -121,10 +121,10 @@ def test_quitting_while_runs_are_still_being_analysed_exits_at_once(tmp_path):
         write_run(tmp_path, f"run{i:02d}", {"train/loss": decaying_loss(10, seed=i)})
     first_started = threading.Event()
 
-    def slow_analyzer(run, _hand=HandAnalyzer()):
+    def slow_analyzer(run, context, _hand=HandAnalyzer()):
         first_started.set()
         time.sleep(0.3)
-        return _hand(run)
+        return _hand(run, context)
 
     app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=slow_analyzer)
 

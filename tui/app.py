@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 import analysis
 from analysis.config import Config, load_config
 from analysis.discover import find_runs
+from analysis.engine import analyze_run, logdir_context
 from analysis.model import Finding, Run, RunReport
 from analysis.render_markdown import run_markdown
 from analysis.roles import assign_roles, primary_tags
@@ -55,7 +56,9 @@ MIN_JUMP_STEPS = 10
 #: Actions that act on the main screen's chart, lists or panes (hidden elsewhere).
 MAIN_SCREEN_ACTIONS = {"filter", "export_csv", "zoom", "pan", "reset_view", "toggle_all_findings", "diagnose"}
 
-Analyzer = Callable[[Run], RunReport]
+#: Turns one run into its report; the second argument is `analysis.engine.logdir_context` of the logdir
+#: (other runs' wall times, for `stalled`; sibling runs, for Keras' train/validation pairs).
+Analyzer = Callable[[Run, Any], RunReport]
 
 
 def _while_shown(handler):
@@ -157,22 +160,24 @@ class TriageApp(App[int]):
         if worker.is_cancelled:
             return
         self.post_message(LogdirRead(logdir))
-        self._analyze(list(logdir.runs.values()), worker)
+        self._analyze(logdir, list(logdir.runs), worker)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_logdir(self) -> None:
         worker = get_current_worker()
         changed = self.logdir.refresh()
         self.post_message(Refreshed(changed))
-        self._analyze([self.logdir.runs[name] for name in changed if name in self.logdir.runs], worker)
+        self._analyze(self.logdir, changed, worker)
 
-    def _analyze(self, runs: list[Run], worker: Worker) -> None:
-        """Analyse runs one by one (worst-looking first would need the analysis), checking for cancellation."""
+    def _analyze(self, logdir: Any, names: list[str], worker: Worker) -> None:
+        """Analyse the named runs one by one, posting each report, and stop as soon as the worker is cancelled."""
+        context = logdir_context(logdir, now=self.clock())
+        runs = [logdir.runs[name] for name in names if name in logdir.runs]
         for done, run in enumerate(runs):
             if worker.is_cancelled:
                 return
             self.post_message(Progress("analysing", done, len(runs)))
-            self.post_message(RunAnalyzed(self._analyzer(run)))
+            self.post_message(RunAnalyzed(self._analyzer(run, context)))
         self.post_message(Progress("analysing", len(runs), len(runs)))
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
@@ -516,10 +521,8 @@ def make_app(
     if chosen not in THEME_ORDER:
         raise ValueError(f"unknown theme {chosen!r} (choose from {', '.join(THEME_ORDER)})")
     if analyzer is None:
-        from analysis.engine import analyze_run
-
-        def analyzer(run: Run) -> RunReport:
-            return analyze_run(run, config=config)
+        def analyzer(run: Run, context: Any) -> RunReport:
+            return analyze_run(run, config, context)
 
     return TriageApp(
         Path(logdir),

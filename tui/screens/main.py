@@ -171,6 +171,8 @@ class MainScreen(Screen):
 
     @on(RunTable.RowHighlighted)
     def _run_highlighted(self, event: RunTable.RowHighlighted) -> None:
+        if event.row_key.value != event.data_table.current_run:
+            return  # a rebuild's stale highlight: the cursor has moved on since
         # The very first highlight is the table's own, not the user's choice.
         self.app.set_current_run(event.row_key.value, by_user=self.app.current_run is not None)
 
