@@ -50,7 +50,7 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("outliers", "o", "toggle_outliers", "Outliers", "Toggle an outlier-ignoring y range (5th-95th percentile)", "app"),
     KeyAction("export", "e", "export_csv", "Export", "Export the charted series (raw and smoothed) to CSV in the current directory", "app"),
     KeyAction("follow", "f", "toggle_follow", "Follow", "Toggle live follow of appended events", "app"),
-    KeyAction("diagnose", "d", "diagnose", "Diagnose", "Diagnose the run with the local model", "app", footer=False),
+    KeyAction("diagnose", "d", "diagnose", "Diagnose", "Diagnose run with the local model", "app", footer=False),
     KeyAction("all_findings", "a", "toggle_all_findings", "All findings", "Show findings of every run, or of the selected run only", "app", footer=False),
     KeyAction("copy_report", "c", "copy_report", "Copy", "Copy the run's report (Markdown) to the clipboard", "app", footer=False),
     KeyAction("refresh", "r", "refresh", "Reload", "Read newly appended events now", "app", footer=False),

@@ -43,8 +43,9 @@ class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", show=True)]
 
     def compose(self) -> ComposeResult:
+        self.table = help_table(self.app.keymap, self.app.ascii_only)
         with VerticalScroll(id="help-box"):
-            yield Static(help_table(self.app.keymap, self.app.ascii_only), id="help-table")
+            yield Static(self.table, id="help-table")
 
     def on_mount(self) -> None:
         if self.app.ascii_only:

@@ -1,0 +1,139 @@
+"""What the panes show, computed without a terminal: chart data, run rows, tag groups, heatmap, safe text."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from analysis.model import Run, Series
+from analysis.smoothing import ema
+from tests._app_data import NOW, report_for
+from tests._report_data import finding
+from tui.chart_data import ChartOptions, SeriesRequest, log_ticks, prepare_chart, wall_ticks
+from tui.csv_export import export_filename
+from tui.run_rows import LIVE_SECONDS, filter_rows, format_age, run_row, sort_rows
+from tui.safe_text import literal, multiline, plain
+from tui.widgets.grad_heatmap import heatmap_grid, layer_labels
+from tui.widgets.tag_tree import group_tags
+
+
+def _smoother(request: SeriesRequest, weight: float) -> np.ndarray:
+    return ema(request.series.values, weight)
+
+
+def _series(values, wall0: float = 1000.0, dt: float = 10.0) -> Series:
+    values = np.asarray(values, dtype=np.float64)
+    steps = np.arange(values.size, dtype=np.int64) * 5
+    return Series(steps, wall0 + dt * np.arange(values.size), values)
+
+
+def test_a_million_point_series_prepares_for_a_100_column_chart_with_its_spike_and_nan_kept():
+    values = np.linspace(3.0, 1.0, 1_000_000)
+    values[777_777] = 90.0
+    values[900_000] = np.nan
+    request = SeriesRequest("run", 0, _series(values))
+
+    chart = prepare_chart([request], ChartOptions(smoothing=0.0), 100, _smoother)
+
+    line = chart.lines[0]
+    assert len(line.raw) <= 2 * 2 * 100 and line.smooth is None  # two dots per cell, min and max each
+    assert line.raw.y.max() == 90.0 and line.raw.nan_x.tolist() == [4_500_000.0]
+    assert chart.y_range[1] > 90.0  # NaN markers sit at the top edge, above every point
+
+
+def test_log_y_uses_log10_values_drops_non_positive_points_and_labels_decades():
+    request = SeriesRequest("run", 0, _series([1e-3, 1e-2, 0.0, -1.0, 1e1, 1e2]))
+
+    chart = prepare_chart([request], ChartOptions(smoothing=0.0, log_y=True), 80, _smoother)
+
+    assert chart.lines[0].raw.y.tolist() == pytest.approx([-3.0, -2.0, 1.0, 2.0])
+    assert chart.y_ticks[1] == ("0.001", "0.01", "0.1", "1", "10", "100")
+    assert log_ticks(0.1, 0.9)[1] == ("2", "3", "4", "5", "6", "7")  # under a decade: every digit
+
+
+def test_outlier_range_keeps_the_5th_to_95th_percentile_and_zoom_windows_the_points():
+    values = np.concatenate([np.full(98, 1.0) + np.linspace(0, 0.1, 98), [500.0, -500.0]])
+    request = SeriesRequest("run", 0, _series(values))
+
+    wide = prepare_chart([request], ChartOptions(smoothing=0.0), 80, _smoother)
+    calm = prepare_chart([request], ChartOptions(smoothing=0.0, ignore_outliers=True), 80, _smoother)
+    zoomed = prepare_chart([request], ChartOptions(smoothing=0.0, window=(100.0, 200.0)), 80, _smoother)
+
+    assert wide.y_range[1] > 500 and calm.y_range[1] < 2.0
+    assert zoomed.lines[0].raw.x.min() >= 100 and zoomed.lines[0].raw.x.max() <= 200
+    assert zoomed.x_range == (100.0, 200.0)
+
+
+def test_time_axes_and_finding_onsets_follow_the_x_axis_choice():
+    spike = finding("run", "loss_spike", "warning", 50, tags=("loss",))
+    request = SeriesRequest("run", 0, _series(np.ones(100), wall0=5000.0, dt=60.0), (spike,))
+
+    by_step = prepare_chart([request], ChartOptions(), 80, _smoother)
+    relative = prepare_chart([request], ChartOptions(x_axis="relative"), 80, _smoother)
+
+    assert [(o.x, o.severity) for o in by_step.onsets] == [(50.0, "warning")]
+    # step 50 is the 11th point, 600 s after the first: 10 minutes on a minutes axis (the run spans 99 min)
+    assert relative.x_label == "relative time (min)" and [o.x for o in relative.onsets] == [10.0]
+    ticks, labels = wall_ticks(0.0, 3600.0, tz=time.gmtime)
+    assert labels == ("00:00", "00:20", "00:40", "01:00")
+
+
+def test_options_cycle_like_tensorboard_and_reset_the_zoom_when_the_axis_changes():
+    options = ChartOptions(window=(1.0, 2.0))
+    assert [options.smoothing, options.next_smoothing().smoothing] == [0.6, 0.9]
+    assert options.next_x_axis().x_axis == "relative" and options.next_x_axis().window is None
+
+
+def _run(name: str, last_wall: float | None, last_step: int | None = 100) -> Run:
+    return Run(name=name, path=None, last_step=last_step, last_wall_time=last_wall)
+
+
+def test_run_rows_rank_worst_health_first_and_mark_live_runs_by_the_injected_clock():
+    live = _run("live", NOW - 30)
+    stale = _run("stale", NOW - 3 * 3600)
+    broken = _run("broken", NOW - LIVE_SECONDS - 1)
+    reports = {
+        "live": report_for(live, [], 90),
+        "broken": report_for(broken, [finding("broken", "divergence", "critical", 7), finding("broken", "plateau", "warning", 3)], 20),
+    }
+    rows = [run_row(run, reports.get(run.name), NOW) for run in (live, stale, broken)]
+
+    ranked = sort_rows(rows, "health")
+    assert [r.name for r in ranked] == ["broken", "live", "stale"]  # unanalysed last
+    assert ranked[0].status == "critical" and ranked[0].worst == "divergence@7"
+    assert [r.live for r in ranked] == [False, True, False]
+    assert [format_age(r.age) for r in ranked] == ["5m", "30s", "3h"]
+    assert ranked[2].status == "pending" and ranked[2].health is None
+    assert [r.name for r in sort_rows(rows, "liveness")] == ["live", "broken", "stale"]
+    assert [r.name for r in filter_rows(rows, "^(LIVE|stale)$")[0]] == ["live", "stale"]
+    assert filter_rows(rows, "(")[1].startswith("not a valid regex")
+
+
+def test_tags_group_by_prefix_and_names_lose_their_shared_prefix():
+    groups = group_tags(["train/loss", "lr", "train/acc", "val/loss"])
+    assert groups == {"train": ["train/acc", "train/loss"], "val": ["val/loss"], "": ["lr"]}
+    assert layer_labels(["grad_norm/encoder.0", "grad_norm/encoder.1"]) == ["encoder.0", "encoder.1"]
+
+
+def test_the_heatmap_keeps_each_buckets_largest_norm_on_one_scale_for_all_layers():
+    steps = np.arange(100, dtype=np.int64)
+    early = Series(steps, steps.astype(float), np.full(100, 1e-8))
+    late = Series(steps, steps.astype(float), np.where(steps == 42, 1e3, 1.0))
+    late.values[90] = np.nan
+
+    grid = heatmap_grid({"g/layer0": early, "g/layer1": late}, 10)
+
+    assert grid.labels == ("layer0", "layer1")
+    assert grid.low == pytest.approx(-8.0) and grid.high == pytest.approx(3.0)
+    assert np.nanmax(grid.levels[0]) == pytest.approx(0.0)  # vanishing layer: bottom of the shared scale
+    assert grid.levels[1][4] == pytest.approx(1.0)  # the spike at step 42 owns its bucket
+    assert grid.nonfinite[1][9] and not grid.nonfinite[0].any()
+
+
+def test_untrusted_text_is_shown_literally_and_file_names_are_safe():
+    assert plain("ok\x1b[31mred\x07") == "ok\\x1b[31mred\\x07"
+    assert multiline("a\nb\tc\x1b") == "a\nb\tc\\x1b"
+    assert literal("[bold]x").plain == "[bold]x" and not literal("[bold]x").spans
+    assert export_filename("train/loss [a]", 0.0).startswith("tbtriage-train_loss_a-")
