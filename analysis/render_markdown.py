@@ -303,7 +303,8 @@ def _counts_line(reports: Sequence[RunReport]) -> str:
     critical = sum(1 for w in worst if w is not None and w.severity == "critical")
     warning = sum(1 for w in worst if w is not None and w.severity == "warning")
     healthy = sum(1 for w in worst if w is None or w.severity == "info")
-    return f"{len(reports)} runs · {critical} critical · {warning} warning · {healthy} without warnings"
+    runs = f"{len(reports)} run{'s' if len(reports) != 1 else ''}"
+    return f"{runs} · {critical} critical · {warning} warning · {healthy} without warnings"
 
 
 def render_markdown(
