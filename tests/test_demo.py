@@ -127,12 +127,23 @@ def test_demo_opens_the_app_on_the_written_logdir(tmp_path, monkeypatch):
 
     app = types.SimpleNamespace(add_arguments=add_arguments, run=lambda args: opened.append(args.logdir) or 0)
     monkeypatch.setattr(cmd_demo, "_app_module", lambda: app)
+    monkeypatch.setattr(cmd_demo, "has_terminal", lambda: True)
     assert cmd_demo.run(argparse.Namespace(dir=str(tmp_path / "d"), no_app=False)) == 0
     assert opened == [str(tmp_path / "d")]
 
 
+def test_without_a_terminal_the_demo_prints_the_report_instead_of_opening_the_app(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cmd_demo, "_app_module", lambda: pytest.fail("the app must not open without a terminal"))
+    monkeypatch.setattr(cmd_demo, "has_terminal", lambda: False)
+    assert cmd_demo.run(argparse.Namespace(dir=str(tmp_path / "d"), no_app=False)) == 0
+    captured = capsys.readouterr()
+    assert "no terminal" in captured.err
+    assert "Planted" in captured.out and "| health | run |" in captured.out
+
+
 def test_demo_falls_back_to_the_summary_when_there_is_no_app(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cmd_demo, "_app_module", lambda: None)
+    monkeypatch.setattr(cmd_demo, "has_terminal", lambda: True)
     assert cmd_demo.run(argparse.Namespace(dir=str(tmp_path / "d"), no_app=False)) == 0
     captured = capsys.readouterr()
     assert "app is not available" in captured.err

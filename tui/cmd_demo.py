@@ -1,6 +1,6 @@
 """`tbtriage demo [DIR]`: write a demo logdir with known pathologies, then open the app on it.
 
-Without the app (`--no-app`, or when it is not installed) it prints what it wrote and the morning report.
+Without the app (`--no-app`, no terminal, or no Textual) it prints what it wrote and the morning report.
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ def print_summary(logdir: Path, seconds: float, out=None) -> None:
     print(f"\nOpen it: tbtriage {clean(logdir)}", file=out)
 
 
+def has_terminal() -> bool:
+    """Whether there is a terminal to draw on: in CI, a pipe or cron an app would hang or draw into a file."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def run(args: argparse.Namespace) -> int:
     from analysis.demo import DemoDirError, default_demo_dir, write_demo
 
@@ -73,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"tbtriage demo: {exc}", file=sys.stderr)
         return EXIT_USAGE
     seconds = time.perf_counter() - started
-    if not args.no_app:
+    if not args.no_app and not has_terminal():
+        print("tbtriage demo: no terminal; printing the report instead of opening the app", file=sys.stderr)
+    elif not args.no_app:
         status = open_app(written.path)
         if status is not None:
             return status
