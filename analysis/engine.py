@@ -89,6 +89,15 @@ def _sibling(run: Run, context: LogdirContext | None) -> tuple[str, Run] | None:
     return None
 
 
+def _has_train_sibling(run: Run, context: LogdirContext | None) -> bool:
+    runs = getattr(context, "runs", None)
+    parts = run.name.rsplit("/", 1)
+    if not runs or parts[-1].lower() not in _VAL_SIBLINGS:
+        return False
+    stem = parts[0] if len(parts) == 2 else ""
+    return any((f"{stem}/{t}" if stem else t) in runs for t in ("train", "training"))
+
+
 def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Config | None) -> dict[str, ExternalSeries]:
     found = _sibling(run, context)
     if found is None:
@@ -131,6 +140,7 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
         epoch_length=epoch_length, eval_interval=eval_interval,
         context=context or LogdirContext(),
         sibling_val=_sibling_series(run, roles, context, config),
+        has_train_sibling=_has_train_sibling(run, context),
     )
     findings = run_detectors(data)
     return RunReport(

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Run, Series, SeriesFeatures
-from .smoothing import Baseline, Buckets, bucket_medians, diff_noise, local_baseline, median, window_medians
+from .smoothing import (Baseline, Buckets, bucket_medians, diff_noise, local_baseline, median, row_medians,
+                        scale_noise, window_medians)
 
 #: Bucket medians kept for shape work: 1/1000 of the run is far below the 2 % onset accuracy we promise,
 #: and it bounds plateau/trend/oscillation work per series whatever the number of points.
@@ -56,10 +57,10 @@ SPIKE_SCALES = (1, 16, 256)
 EDGE_FRAC = 0.05
 #: The "recent" part of a run for trend and recent level: its last 20 % of steps.
 RECENT_FRAC = 0.2
-#: Flat stretches: at least PLATEAU_MIN_FRAC of the run, moving less than PLATEAU_NOISE_K noise sigmas of the
-#: bucket medians or PLATEAU_RANGE_FRAC of the run's whole range (whichever is larger).
+#: Flat stretches: at least PLATEAU_MIN_FRAC of the run, drifting less than PLATEAU_NOISE_K sigmas (of the
+#: drift's own noise) or PLATEAU_RANGE_FRAC of the run's whole range, whichever is larger.
 PLATEAU_MIN_FRAC = 0.1
-PLATEAU_NOISE_K = 3.0
+PLATEAU_NOISE_K = 4.0
 PLATEAU_RANGE_FRAC = 0.03
 PLATEAU_BUCKETS = 256
 
@@ -67,6 +68,9 @@ PLATEAU_BUCKETS = 256
 SHAPE_ROLES = frozenset({"train_loss", "val_loss", "loss_component", "metric", "grad_norm", "grad_norm_layer"})
 #: Roles judged on a log scale: gradient norms are multiplicative (a ×10 jump means the same at 0.1 and 100).
 LOG_ROLES = frozenset({"grad_norm", "grad_norm_layer"})
+#: Losses are judged on a log scale too when every value is positive: minibatch losses scatter in proportion
+#: to their size (lognormal-like), so a noisy loss's upper tail is long in linear units and ordinary in log.
+POSITIVE_LOG_ROLES = frozenset({"train_loss", "val_loss", "loss_component"})
 PLATEAU_ROLES = frozenset({"train_loss", "val_loss", "loss_component", "metric"})
 
 
@@ -215,23 +219,33 @@ def find_spikes(
 
 
 def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
-    """(start_step, end_step) of stretches of at least PLATEAU_MIN_FRAC of the run where the level is flat."""
+    """(start_step, end_step) of stretches of at least PLATEAU_MIN_FRAC of the run where the level is flat.
+
+    Flat: over every window of that length inside the stretch, the median of its first quarter and of its
+    last quarter differ by less than PLATEAU_NOISE_K sigmas of that difference's own noise, or than
+    PLATEAU_RANGE_FRAC of the run's range (whichever is larger). Net drift, not wiggle, is what makes a
+    curve not flat, and medians of quarters keep one odd bucket from breaking a plateau in two.
+    """
     if len(level) < 20:
         return ()
     y = level.medians
     if y.size > PLATEAU_BUCKETS:  # coarser still: flatness over ≥10 % of a run needs no finer view
-        y = bucket_medians(level.steps, y, PLATEAU_BUCKETS).medians
-        centres = bucket_medians(level.steps, level.steps, PLATEAU_BUCKETS).medians
+        coarse = bucket_medians(level.steps, y, PLATEAU_BUCKETS)
+        y, centres = coarse.medians, bucket_medians(level.steps, level.steps, PLATEAU_BUCKETS).medians
     else:
         centres = level.steps
     m = y.size
-    width = max(5, int(np.ceil(PLATEAU_MIN_FRAC * m)))
+    width = max(8, int(np.ceil(PLATEAU_MIN_FRAC * m)))
     if m < width + 2:
         return ()
+    quarter = max(2, width // 4)
+    quarter_medians = row_medians(np.lib.stride_tricks.sliding_window_view(y, quarter))
+    starts = np.arange(m - width + 1)
+    drift = np.abs(quarter_medians[starts + width - quarter] - quarter_medians[starts])
+    drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)
     lo, hi = np.percentile(y, [5, 95])
-    band = max(PLATEAU_NOISE_K * diff_noise(y), PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
-    windows = np.lib.stride_tricks.sliding_window_view(y, width)
-    flat = (windows.max(axis=1) - windows.min(axis=1)) <= band
+    band = max(PLATEAU_NOISE_K * drift_noise, PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
+    flat = drift <= band
     if not flat.any():
         return ()
     covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
@@ -299,11 +313,11 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
     )
     recent = steps >= steps[-1] - RECENT_FRAC * (steps[-1] - steps[0])
     extra["recent_median"] = median(finite[recent])
-    noise = float(diff_noise(finite)) if finite.size >= MIN_POINTS_NOISE else None
+    noise = float(scale_noise(finite)) if finite.size >= MIN_POINTS_NOISE else None
     outliers = empty
     spike_period = None
     if role in SHAPE_ROLES and finite.size >= 2 * MIN_POINTS_NOISE:
-        log_scale = role in LOG_ROLES
+        log_scale = role in LOG_ROLES or (role in POSITIVE_LOG_ROLES and bool(finite.min() > 0))
         judged_steps, judged = _judged(steps, finite, log_scale)
         if judged.size >= 2 * MIN_POINTS_NOISE:
             base = local_baseline(judged, baseline_block(judged.size))

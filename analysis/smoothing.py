@@ -123,6 +123,30 @@ def diff_noise(values: np.ndarray) -> float:
     return mad_sigma(residual) / np.sqrt(1.5)
 
 
+#: Lags (in points) at which `scale_noise` measures the noise: up to 32, beyond the windows loggers average
+#: over (detectron2's 20, HF's logging_steps), and never beyond a 16th of the series.
+NOISE_LAGS = (1, 2, 4, 8, 16, 32)
+
+
+def scale_noise(values: np.ndarray) -> float:
+    """Noise sigma that also sees noise averaged before logging: the largest second-difference estimate
+    over the lags in NOISE_LAGS (up to n/16).
+
+    A loss logged as a running mean hides its noise from neighbouring differences (consecutive points share
+    most of their window) but not from differences across the window; for white noise every lag gives the
+    same sigma. Second differences cancel straight trends at every lag, and medians ignore the curved
+    stretches (a fast initial fall) as long as they are a minority of the points.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    best = diff_noise(x)
+    for lag in NOISE_LAGS[1:]:
+        if lag > x.size // 16:
+            break
+        residual = x[lag:-lag] - 0.5 * (x[: -2 * lag] + x[2 * lag :])
+        best = max(best, mad_sigma(residual) / np.sqrt(1.5))
+    return best
+
+
 @dataclass(frozen=True, eq=False)
 class Buckets:
     """A long series cut into consecutive equal-count buckets: one robust point per bucket."""

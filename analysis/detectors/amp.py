@@ -3,9 +3,10 @@
 PyTorch's GradScaler starts at 2^16, halves the scale on every step whose gradients overflow (and skips
 that step), and doubles it after `growth_interval` (2000) clean steps. A healthy run drops a few octaves in
 its first steps and then hovers: about one halving per growth interval. Signatures:
-- collapse: after the first STARTUP_FRAC of the run, the scale ends at least COLLAPSE_OCTAVES (÷256) below
-  its post-startup maximum and never climbs back, or ends below MIN_SCALE (1.0: gradients overflow even
-  unscaled, i.e. real Inf/NaN). The onset is where the final descent begins.
+- collapse: after the scaler's calibration (its opening descent from 2^16 to the first clean step, and at
+  least the first STARTUP_FRAC of the run), the scale ends at least COLLAPSE_OCTAVES (÷256) below its
+  later maximum and never climbs back, or it ends below MIN_SCALE (1.0: gradients overflow even unscaled,
+  i.e. real Inf/NaN). The onset is where the final descent begins.
 - overflow skips: the global grad norm is Inf/NaN at OVERFLOW_WARN of its logged points or more (HF Trainer
   and most loops log the pre-clip norm, which is Inf on an overflow step) while the loss stayed finite.
 """
@@ -30,13 +31,17 @@ def _collapse(data: RunData, tag: str) -> dict | None:
     if values.size < 5:
         return None
     octaves = np.log2(values)
-    start = max(1, int(STARTUP_FRAC * values.size))
+    # The scaler's calibration: from its initial 2^16 it halves until the first clean step; that opening
+    # descent (everything up to the first point it stops falling) says nothing about the run.
+    holding = np.flatnonzero(np.diff(octaves) >= 0)
+    settled = int(holding[0]) if holding.size else values.size - 1
+    start = max(settled, int(STARTUP_FRAC * values.size))
     after = octaves[start:]
     if after.size < 3:
-        return None
+        after, start = octaves[-1:], values.size - 1
     peak = float(after.max())
     final = float(np.median(octaves[-3:]))
-    if final > peak - COLLAPSE_OCTAVES and values[-1] >= MIN_SCALE:
+    if values[-1] >= MIN_SCALE and (after.size < 3 or final > peak - COLLAPSE_OCTAVES):
         return None
     # The final descent: from the last time the scale was within one octave of its peak.
     suffix_max = np.maximum.accumulate(after[::-1])[::-1]

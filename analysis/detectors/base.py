@@ -9,6 +9,7 @@ quote (4 significant digits); every finding says where it starts (`step`) and, w
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -17,6 +18,10 @@ import numpy as np
 from ..features import context_tags, context_windows, finite_view
 from ..model import Finding, Run, Series, SeriesFeatures
 from ..roles import PrimaryTags
+
+#: Adversarial loss terms (GAN generator/discriminator/critic): they rise and fall against each other by
+#: design, so the shape rules for a loss (divergence by blow-up, oscillation, slow convergence) do not apply.
+ADVERSARIAL = re.compile(r"(^|[^a-z])(g|d|gen|disc|generator|discriminator|critic|adv|adversarial)([^a-z]|$)")
 
 #: Below this many finite points a series proves nothing strongly: findings on it are downgraded to info.
 MIN_CONFIDENT_POINTS = 20
@@ -59,6 +64,7 @@ class RunData:
     eval_interval: int | None  # steps between validation points
     context: LogdirContext = field(default_factory=LogdirContext)
     sibling_val: dict[str, ExternalSeries] = field(default_factory=dict)  # train tag -> validation series
+    has_train_sibling: bool = False  # this is a Keras `X/validation` run whose `X/train` sibling exists
 
     # ---- access ---------------------------------------------------------------------------------------
 
@@ -116,6 +122,11 @@ class RunData:
 
 
 # ---- phrasing ----------------------------------------------------------------------------------------
+
+
+def adversarial(tag: str) -> bool:
+    """A GAN-style term (`loss_G`, `disc_loss`, `critic/loss`)."""
+    return ADVERSARIAL.search(tag.lower()) is not None
 
 
 def num(value: float | None, digits: int = 4) -> float | None:

@@ -3,9 +3,11 @@
 slow_convergence (judged on the main training loss, else the main validation loss), two signatures:
 - no learning: over the whole run the loss moved less than NO_DROP of its start and never dipped by
   LEARNED of it: the model is not training (lr ≈ 0, frozen weights, a detached loss, bad init).
-- crawl: the loss fell less than SLOW_DROP of its start, the second half fell at least LINEAR_RATIO as much
-  as the first (a healthy curve decelerates, a crawl keeps the same slow pace), and that second-half fall
-  is real (above CRAWL_NOISE_K noise sigmas of the medians): the run is still far from converged.
+- crawl: the loss fell less than SLOW_DROP of its start, the second half fell about as much as the first
+  (least-squares lines through each half: at least LINEAR_RATIO as much, or MIN_RATIO as much when the
+  slowdown is within DECELERATION_K standard errors; a healthy curve decelerates, a crawl keeps the same
+  slow pace), and that second-half fall is real (above CRAWL_NOISE_K noise sigmas of the edge medians):
+  the run is still far from converged.
 Runs resumed from a checkpoint (first step beyond RESUMED_FRAC of the last) and runs still in their lr
 warmup are not judged: their curves are supposed to look like that.
 
@@ -14,8 +16,8 @@ by a real drop (PLATEAU_DROP of the level) that is *faster* than the curve moved
 (at least PLATEAU_ACCEL × its rate: a healthy curve only ever slows down, so a slowly falling loss whose
 flattish middle merely continues falling is not a plateau), when the lr schedule does not explain it (a
 step decay or the end of a warmup at the plateau's end makes exactly that shape). A plateau right at the start is a
-warning (the run sat at its initial loss before learning anything: init, normalisation, lr); elsewhere it
-is info (a saddle the optimizer eventually left).
+warning when it lasts START_WARN_FRAC of the run (the run sat at its initial loss before learning anything:
+init, normalisation, lr); elsewhere, or shorter, it is info (a saddle the optimizer eventually left).
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ import math
 import numpy as np
 
 from ..features import EDGE_FRAC
-from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt, level_at, pct, position, smoothed_level
+from ..smoothing import mad_sigma
+from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, level_at, pct, position, smoothed_level
 
 NO_DROP = 0.02
 LEARNED = 0.1
 SLOW_DROP = 0.12
-LINEAR_RATIO = 0.6
+LINEAR_RATIO = 0.75
+MIN_RATIO = 0.5
+#: The slowdown between the halves is real beyond this many standard errors of the slope difference.
+DECELERATION_K = 2.0
 CRAWL_NOISE_K = 3.0
 RESUMED_FRAC = 0.2
 PLATEAU_MIN_FRAC = 0.1
@@ -38,14 +44,17 @@ PLATEAU_DROP = 0.1
 PLATEAU_ACCEL = 3.0
 #: lr changing by this factor across a plateau's end means the schedule made (or ended) the plateau.
 LR_EXPLAINS = 1.5
-#: A plateau counts as "at the start" when it begins within this share of the run.
+#: A plateau counts as "at the start" when it begins within this share of the run; it is a warning when it
+#: lasts at least START_WARN_FRAC of the run (a shorter wait at the start is info, like any other plateau).
 START_FRAC = 0.03
+START_WARN_FRAC = 0.15
 #: How close to ln(k) a stuck loss must be to call it chance level for k classes.
 CHANCE_TOLERANCE = 0.02
 
 
 def _judged_tag(data: RunData) -> str | None:
-    return data.primary.train_loss or data.primary.val_loss
+    tag = data.primary.train_loss or data.primary.val_loss
+    return None if tag is None or adversarial(tag) else tag
 
 
 def _still_warming_up(data: RunData) -> bool:
@@ -81,13 +90,21 @@ def _slow(data: RunData, tag: str):
         return None
     edge = max(3, int(math.ceil(EDGE_FRAC * n)))
     start, end = float(np.median(values[:edge])), float(np.median(values[-edge:]))
-    middle = level_at(steps, values, 0.5 * (steps[0] + steps[-1]), 2 * edge)
+    middle_step = 0.5 * (steps[0] + steps[-1])
+    middle = level_at(steps, values, middle_step, 2 * edge)
     scale = abs(start) if start > 0 else feats.extra["scale"]
     drop = (start - end) / scale
     lowest = float(np.min(smoothed_level(feats)[1]))
     dipped = (start - lowest) / scale
     edge_noise = (feats.noise or 0.0) * 1.2533 / math.sqrt(edge)
-    first_half, second_half = start - middle, middle - end
+    # How far each half fell, from least-squares lines through the bucket medians of each half: far less
+    # noisy than differences of three local medians.
+    level = feats.extra["level"]
+    half_span = 0.5 * (steps[-1] - steps[0])
+    slope1, error1 = _slope(level.steps, level.medians, level.steps <= middle_step)
+    slope2, error2 = _slope(level.steps, level.medians, level.steps >= middle_step)
+    first_half, second_half = -slope1 * half_span, -slope2 * half_span
+    slowed_down = (first_half - second_half) > DECELERATION_K * half_span * math.hypot(error1, error2)
     evidence = {"tag": tag, "start_level": start, "middle_level": middle, "end_level": end,
                 "relative_drop": drop, "steps": int(steps[-1] - steps[0])}
     if data.primary.lr:
@@ -104,8 +121,10 @@ def _slow(data: RunData, tag: str):
                       "and input normalisation; then raise the lr ×10 with an lr range test")
         return finding(data, "slow_convergence", confident("warning", n, 2 * MIN_CONFIDENT_POINTS),
                        [tag], int(steps[0]), int(steps[-1]), evidence, message, suggestion)
-    crawling = (0 < drop < SLOW_DROP and first_half > 0 and second_half >= LINEAR_RATIO * first_half
-                and second_half > CRAWL_NOISE_K * edge_noise)
+    # Same pace in both halves: the second fell at least LINEAR_RATIO as much as the first, or at least
+    # MIN_RATIO as much with the difference within noise (a short, noisy crawl gives a ragged ratio).
+    same_pace = second_half >= LINEAR_RATIO * first_half or (second_half >= MIN_RATIO * first_half and not slowed_down)
+    crawling = (0 < drop < SLOW_DROP and first_half > 0 and same_pace and second_half > CRAWL_NOISE_K * edge_noise)
     if not crawling:
         return None
     evidence["summary"] = (f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}: "
@@ -121,6 +140,20 @@ def _slow(data: RunData, tag: str):
                    int(steps[0]), int(steps[-1]), evidence, message, suggestion)
 
 
+def _slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of y on x over `mask`, and its standard error (from the residuals' MAD)."""
+    x, y = x[mask].astype(np.float64), y[mask]
+    if x.size < 3:
+        return 0.0, float("inf")
+    x = x - x.mean()
+    denominator = float(np.dot(x, x))
+    if denominator <= 0:
+        return 0.0, float("inf")
+    slope = float(np.dot(x, y - y.mean())) / denominator
+    residual = y - y.mean() - slope * x
+    return slope, mad_sigma(residual) / np.sqrt(denominator)
+
+
 def _lr_explains(data: RunData, start: int, end: int) -> bool:
     if data.primary.lr is None:
         return False
@@ -134,12 +167,14 @@ def _lr_explains(data: RunData, start: int, end: int) -> bool:
         return False
     before, after = float(np.median(inside)), float(np.min(around_end))
     ramp = float(np.max(around_end))
-    return (before > 0 and (after <= before / LR_EXPLAINS or ramp >= before * LR_EXPLAINS)) or before <= 0
+    # A warmup inside the stretch: the loss sits still while the lr is still small.
+    warming = float(np.max(inside)) >= LR_EXPLAINS * max(float(inside[0]), 1e-30)
+    return warming or before <= 0 or after <= before / LR_EXPLAINS or ramp >= before * LR_EXPLAINS
 
 
 def _chance_level(level: float) -> int | None:
     """k when the loss sits at ln(k), the cross-entropy of a uniform guess over k classes."""
-    if level <= 0.5:
+    if not 0.5 < level < 12.0:  # ln(2) .. ln(160000): the class counts anyone trains on
         return None
     k = round(math.exp(level))
     if 2 <= k <= 100000 and abs(math.log(k) - level) <= CHANCE_TOLERANCE * level:
@@ -194,7 +229,7 @@ def _plateaus(data: RunData, tag: str) -> list:
             suggestion = ("Check the initialisation (no zero/constant init, Kaiming for ReLU), input normalisation "
                           "and the lr at the start (a warmup too long or too low); a loss stuck at chance level "
                           "often means labels and inputs are misaligned or the output layer is saturated")
-            severity = "warning"
+            severity = "warning" if fraction >= START_WARN_FRAC else "info"
         else:
             message = f"{tag} plateaued at {fmt(level)} from step {start} to {end}, then dropped again"
             suggestion = ("A saddle the optimizer left by itself; a cosine/one-cycle schedule or a short lr "

@@ -9,19 +9,17 @@ Two signatures, both judged on the series' own history:
   never made progress), by more than BLOWUP_NOISE_K noise sigmas of its bucket medians, and the whole final
   stretch stays up (it "never recovers"). Metrics are judged the same way, turned so that worse is up.
   A rise that starts right where the lr schedule jumps up (a warm restart) is the schedule, not divergence.
-Validation losses are judged for blow-up only when the run logs no training loss (otherwise a rising
-validation loss is `overfitting`'s business).
+Validation curves are judged for blow-up only when the run logs no training loss, here or in a Keras
+train sibling (otherwise a rising validation loss is `overfitting`'s business).
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..features import EDGE_FRAC
-from ..smoothing import diff_noise
-from .base import RunData, clip_advice, confident, finding, fmt, pct, sentence
+from ..smoothing import scale_noise
+from .base import RunData, adversarial, clip_advice, confident, finding, fmt, pct, sentence
 
 #: The end level must be back up by at least this share of the progress the curve had made (best vs start):
 #: half the learning undone is what "blew up" looks like; overfitting or noise undo far less.
@@ -36,14 +34,16 @@ BLOWUP_NOISE_K = 10.0
 SUSTAIN_FRAC = 0.03
 #: The onset is where the level first crosses best + ONSET_FRACTION × rise after the best point.
 ONSET_FRACTION = 0.25
+#: ...walking back from there to where the level last sat within ONSET_NOISE_K noise sigmas (or ONSET_CALM of
+#: the series' scale) of the best: the first step of the climb.
+ONSET_NOISE_K = 3.0
+ONSET_CALM = 0.05
 #: An lr increase of this factor within ±RESTART_WINDOW of the rise means a scheduled warm restart.
 LR_RESTART_FACTOR = 2.0
 #: Non-finite points are "persistent" when at least this share of the points after the first one are.
 PERSISTENT_SHARE = 0.5
 
 _ROLES = ("train_loss", "loss_component", "val_loss", "metric")
-#: Adversarial terms (GAN generator/discriminator losses) rise and fall against each other by design.
-_ADVERSARIAL = re.compile(r"(^|[^a-z])(g|d|gen|disc|generator|discriminator|critic|adv|adversarial)([^a-z]|$)")
 
 
 def _nonfinite(data: RunData, tag: str) -> dict | None:
@@ -91,7 +91,7 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     progress = start_level - best_level
     scale = feats.extra["scale"]
     needed = BLOWUP_FRACTION * progress if progress > NO_PROGRESS * scale else BLOWUP_SCALE_FRACTION * scale
-    level_noise = diff_noise(smooth) if smooth.size > 3 else 0.0
+    level_noise = max(scale_noise(level.medians), scale_noise(smooth)) if smooth.size > 3 else 0.0
     if rise <= max(needed, BLOWUP_NOISE_K * level_noise):
         return None
     # "Never recovers": every point of the final stretch stays in the upper part of the rise.
@@ -101,13 +101,13 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     after_best = np.flatnonzero(smooth[best_index:] > threshold)
     if after_best.size == 0:
         return None
-    bucket = best_index + int(after_best[0])
-    first_point = int(level.first[bucket])
-    # Refine inside the bucket: the first point from which the curve stays above the threshold.
-    window = worse_up[first_point : first_point + level.size]
-    above = window > threshold
-    offset = int(np.argmax(above)) if above.any() else 0
-    onset = int(steps[first_point + offset])
+    crossing = best_index + int(after_best[0])
+    # The climb began where the level last sat within noise of the best before that crossing.
+    calm_level = best_level + max(ONSET_NOISE_K * level_noise, ONSET_CALM * scale)
+    calm = np.flatnonzero(smooth[best_index:crossing] <= calm_level)
+    bucket = best_index + (int(calm[-1]) + 1 if calm.size else 0)
+    first_point = int(level.first[min(bucket, crossing)])
+    onset = int(steps[first_point])
     lr_pair = data.lr_values_near(onset, before=5, after=5)
     if lr_pair and lr_pair[0] > 0 and lr_pair[1] >= LR_RESTART_FACTOR * lr_pair[0]:
         return None  # the schedule restarted: a loss jump after an lr jump is expected
@@ -123,14 +123,17 @@ def _judge_blowup(data: RunData, tag: str) -> bool:
     """Whether a rise of this series can mean divergence (see the module docstring)."""
     role = data.features[tag].role
     phase = data.phases.get(tag)
-    if role == "val_loss":
-        return not data.tags("train_loss", "loss_component")
+    if role == "val_loss" or (role in ("metric", "loss_component") and phase == "val"):
+        # A validation curve rising while training improves is overfitting; judge it only in runs that
+        # log no training loss at all (here or in a Keras train sibling).
+        train_side = [t for t in data.tags("train_loss", "loss_component") if data.phases.get(t) != "val"]
+        return not train_side and not data.has_train_sibling
     if role == "loss_component":
         # With a total loss logged, one term rising while the total holds is a trade-off, not divergence;
         # adversarial terms rise by design.
         totals = [t for t in data.tags("train_loss", "val_loss") if data.phases.get(t) == phase]
-        return not totals and not _ADVERSARIAL.search(tag.lower())
-    return True
+        return not totals and not adversarial(tag)
+    return not adversarial(tag)
 
 
 def detect(data: RunData) -> list:

@@ -7,9 +7,10 @@ exploding_gradients:
 - spikes: an excursion that recovered (features' spikes, found on log10) reaching at least SPIKE_RATIO
   times the level before it (the seed articles' "5–10× the baseline"; we take the strict end), and at least
   SPIKE_Z local sigmas and SPIKE_TAIL_MULT × the series' own 95th-percentile deviation above it;
-- growth: the level (bucket medians) climbs to SPIKE_RATIO × its recent past and stays up to the end, or the
-  norm turns Inf/NaN for good. The onset is where the climb began: the last point within ONSET_RATIO of
-  the baseline before it.
+- growth: the level (bucket medians) climbs to SPIKE_RATIO × the calmest level it had held and stays up to
+  the end, or the norm turns Inf/NaN for good while the loss stays finite (when the loss is NaN too, that
+  is `divergence`, and the norm's NaN is its consequence). The onset is where the climb began: the last
+  point within the calm level's own scatter before it.
 Sustained growth, non-finite norms or a ratio beyond CRITICAL_RATIO are critical; recovered spikes warn.
 A total norm and its layers exploding together is one finding (the layers are listed in evidence).
 
@@ -26,13 +27,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..smoothing import diff_noise
 from .base import RunData, clip_advice, confident, finding, fmt, sentence
 
 SPIKE_RATIO = 10.0
 SPIKE_Z = 6.0
-SPIKE_TAIL_MULT = 4.0
+SPIKE_TAIL_MULT = 5.0
 CRITICAL_RATIO = 100.0
 ONSET_RATIO = 2.0
+#: The climb starts after the last point within ONSET_NOISE_K sigmas of the calm level's log scatter (at least
+#: ×ONSET_CALM): where it left its normal band, not where it had already doubled.
+ONSET_NOISE_K = 3.0
+ONSET_CALM = 1.2
 #: Buckets of recent past the growth is measured against.
 BASELINE_BUCKETS = 20
 LAYER_RATIO = 1e-3
@@ -57,8 +63,16 @@ def _spike_events(data: RunData, tag: str) -> list[dict]:
     return out
 
 
+def _loss_went_nonfinite(data: RunData) -> bool:
+    return any(data.features[t].first_nonfinite_step is not None for t in data.tags("train_loss", "loss_component"))
+
+
 def _growth_event(data: RunData, tag: str) -> dict | None:
-    """A climb to SPIKE_RATIO × the recent baseline that never comes back (or ends in Inf/NaN)."""
+    """A climb to SPIKE_RATIO × the calm level before it that never comes back (or ends in Inf/NaN).
+
+    The calm level is the lowest running median (over BASELINE_BUCKETS buckets) seen so far, so a slow,
+    steady explosion cannot drag its own baseline up with it.
+    """
     feats = data.features[tag]
     series = data.run.scalars[tag]
     steps, values = data.finite(tag)
@@ -66,40 +80,34 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     steps, values = steps[positive], values[positive]
     nonfinite_tail = feats.first_nonfinite_step is not None and not np.isfinite(series.values[-1])
     if values.size < 8:
-        if nonfinite_tail:
-            return {"step": feats.first_nonfinite_step, "peak_step": feats.first_nonfinite_step, "end_step": None,
-                    "before": None, "peak": float("inf"), "ratio": np.inf, "sustained": True, "nonfinite": True}
         return None
     logs = np.log10(values)
     level = feats.extra["level"]
     y = np.log10(np.maximum(level.medians, 1e-300))
     width = min(BASELINE_BUCKETS, max(3, y.size // 10))
-    if y.size <= width + 2:
-        return None
-    past = np.lib.stride_tricks.sliding_window_view(y, width)[:-1]  # past[i] = y[i : i + width]
-    baseline = np.median(past, axis=1)  # the median of the `width` buckets before bucket i + width
-    excess = y[width:] - baseline
-    above = excess >= np.log10(SPIKE_RATIO)
-    # Sustained: from the first crossing on, the level stays above ONSET_RATIO × that baseline to the end.
     crossing = None
-    for index in np.flatnonzero(above)[:1]:
-        base = baseline[index]
-        if np.all(y[width + index :] >= base + np.log10(ONSET_RATIO)):
-            crossing = width + int(index)
-            base_level = base
+    if y.size > width + 2:
+        rolling = np.median(np.lib.stride_tricks.sliding_window_view(y, width), axis=1)[:-1]
+        calm = np.minimum.accumulate(rolling)  # calm[i]: the calmest level before bucket i + width
+        above = np.flatnonzero(y[width:] - calm >= np.log10(SPIKE_RATIO))
+        if above.size:
+            index = int(above[0])
+            base_level = float(calm[index])
+            # Sustained: from the crossing on, the level stays above ONSET_RATIO × the calm level to the end.
+            if np.all(y[width + index :] >= base_level + np.log10(ONSET_RATIO)):
+                crossing = width + index
     if crossing is None:
-        if nonfinite_tail:
+        if nonfinite_tail and not _loss_went_nonfinite(data):
             at = int(np.searchsorted(steps, feats.first_nonfinite_step))
             before = float(np.median(values[max(0, at - 20) : at])) if at else None
             return {"step": feats.first_nonfinite_step, "peak_step": feats.first_nonfinite_step, "end_step": None,
                     "before": before, "peak": float("inf"), "ratio": np.inf, "sustained": True, "nonfinite": True}
         return None
-    # Walk back from the crossing to the last point still within ONSET_RATIO of the baseline.
+    # Walk back from the crossing to the last point still within the calm level's own scatter.
     first_point = int(level.first[crossing])
-    calm = np.flatnonzero(logs[:first_point + level.size] <= base_level + np.log10(ONSET_RATIO))
-    calm = calm[calm < first_point + level.size]
-    onset_index = int(calm[-1]) + 1 if calm.size else 0
-    onset_index = min(onset_index, values.size - 1)
+    scatter = diff_noise(logs[:first_point]) if first_point >= 8 else np.log10(ONSET_RATIO)
+    calm_points = np.flatnonzero(logs[:first_point] <= base_level + max(ONSET_NOISE_K * scatter, np.log10(ONSET_CALM)))
+    onset_index = min(int(calm_points[-1]) + 1 if calm_points.size else 0, values.size - 1)
     peak_index = int(np.argmax(values))
     return {"step": int(steps[onset_index]), "peak_step": int(steps[peak_index]), "end_step": int(steps[-1]),
             "before": float(10 ** base_level), "peak": float(values[peak_index]),

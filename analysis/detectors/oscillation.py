@@ -7,19 +7,25 @@ is back-and-forth motion shorter than its window. Two signatures:
 
 - swings: the residual's amplitude is at least SWING_REL of the loss level, at least SWING_RANGE of the
   run's whole range (a loss hovering near 0 has large relative wiggles that mean nothing), at least
-  SWING_NOISE_K times what bucket medians of this noise would show by chance, and the residual changes
-  sign (with hysteresis) at least MIN_REVERSALS times: several full cycles, not one bump.
+  SWING_NOISE_K times what bucket medians of this noise would show by chance, the residual changes sign
+  (with hysteresis) at least MIN_REVERSALS times (several full cycles, not one bump), and the motion is
+  coherent: at least PEAK_SHARE of the residual's power sits in one narrow band of frequencies and the
+  half-cycles are regular (interval spread at most RHYTHM_CV). Noise that was averaged before logging (a
+  running-mean loss) wanders too, but its power spreads over many frequencies and its reversals come at
+  random; an optimizer bouncing in a valley comes back at a rhythm.
 - bouncing: consecutive points alternate (lag-1 autocorrelation of the deviations from the local level
   below BOUNCE_RHO) with a spread of at least BOUNCE_REL of the level: the optimizer overshoots from one
   side of a valley to the other every step. White minibatch noise has no such correlation.
+Not judged: adversarial (GAN) losses, which oscillate by design, and runs whose lr itself cycles up and
+down (cyclic/triangular schedules, short warm restarts), whose loss follows the lr.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..smoothing import bucket_medians, local_baseline, mad_sigma, row_medians
-from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt
+from ..smoothing import bucket_medians, diff_noise, local_baseline, mad_sigma, row_medians
+from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt
 
 SKIP_FRAC = 0.1
 SWING_BUCKETS = 120
@@ -28,6 +34,12 @@ SWING_REL = 0.1
 SWING_RANGE = 0.05
 SWING_NOISE_K = 5.0
 MIN_REVERSALS = 6
+PEAK_SHARE = 0.55
+#: ...and the half-cycles are regular: the spread (std/mean) of the intervals between reversals at most this.
+RHYTHM_CV = 0.35
+#: Width (in frequency bins) of the band PEAK_SHARE is measured in: a slightly irregular rhythm spreads over
+#: neighbouring bins.
+PEAK_BINS = 3
 BOUNCE_RHO = -0.4
 BOUNCE_REL = 0.15
 #: Bucket medians of white noise with sigma s over b points scatter by about 1.2533·s/sqrt(b).
@@ -39,19 +51,51 @@ def _running_median(values: np.ndarray, width: int) -> np.ndarray:
     return row_medians(np.lib.stride_tricks.sliding_window_view(padded, width))[: values.size]
 
 
-def _reversals(residual: np.ndarray, amplitude: float) -> tuple[int, int | None]:
-    """Sign changes of the residual beyond ±amplitude/2, and the bucket index of the first one."""
+def _peak_share(residual: np.ndarray) -> float:
+    """Share of the residual's power (DC excluded) in the strongest band of PEAK_BINS adjacent frequencies."""
+    power = np.abs(np.fft.rfft(residual - residual.mean()))[1:] ** 2
+    total = float(power.sum())
+    if total <= 0 or power.size < PEAK_BINS:
+        return 0.0
+    band = np.convolve(power, np.ones(PEAK_BINS), mode="valid")
+    return float(band.max()) / total
+
+
+def _reversals(residual: np.ndarray, amplitude: float) -> tuple[int, int | None, float]:
+    """Sign changes of the residual beyond ±amplitude/2, the bucket index of the first swing that took
+    part in them (the oscillation's onset), and the spread (std/mean) of the intervals between changes."""
     state = np.where(residual > 0.5 * amplitude, 1, np.where(residual < -0.5 * amplitude, -1, 0))
     index = np.flatnonzero(state)
     if index.size < 2:
-        return 0, None
+        return 0, None, float("inf")
     changes = np.flatnonzero(np.diff(state[index]) != 0)
-    return int(changes.size), (int(index[changes[0]]) if changes.size else None)
+    if not changes.size:
+        return 0, None, float("inf")
+    intervals = np.diff(index[changes + 1])
+    spread = float(intervals.std() / intervals.mean()) if intervals.size > 1 and intervals.mean() > 0 else float("inf")
+    # The first swing: the first bucket of the run of equal states that ends at the first change.
+    first_change = int(changes[0])
+    same = np.flatnonzero(state[index[: first_change + 1]] != state[index[first_change]])
+    start = int(same[-1]) + 1 if same.size else 0
+    return int(changes.size), int(index[start]), spread
+
+
+def _lr_cycles(data: RunData) -> bool:
+    """The lr itself goes up and down repeatedly (cyclic / triangular / short warm restarts): loss swings that
+    follow it are the schedule's."""
+    if data.primary.lr is None:
+        return False
+    steps, lr = data.finite(data.primary.lr)
+    if lr.size < 10:
+        return False
+    buckets = bucket_medians(steps, lr, SWING_BUCKETS)
+    rises = np.diff(buckets.medians) > 1e-3 * max(float(np.max(np.abs(buckets.medians))), 1e-30)
+    return int(np.sum(np.diff(rises.astype(np.int8)) != 0)) >= 4
 
 
 def detect(data: RunData) -> list:
     tag = data.primary.train_loss
-    if tag is None:
+    if tag is None or adversarial(tag) or _lr_cycles(data):
         return []
     steps, values = data.finite(tag)
     feats = data.features[tag]
@@ -63,7 +107,9 @@ def detect(data: RunData) -> list:
     level = float(np.median(values))
     scale = max(abs(level), 1e-12)
     whole_range = float(np.percentile(data.finite(tag)[1], 98) - np.percentile(data.finite(tag)[1], 2))
-    noise = feats.noise or 0.0
+    # Point-to-point noise (lag 1): what bucket medians of white minibatch noise scatter by. Noise averaged
+    # before logging wanders more than this predicts; the rhythm test (PEAK_SHARE) is what tells it apart.
+    noise = diff_noise(values)
     found = _swings(steps, values, level, scale, whole_range, noise)
     if found is None:
         found = _bouncing(steps, values, scale, whole_range)
@@ -99,8 +145,11 @@ def _swings(steps, values, level, scale, whole_range, noise):
     if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range
             and amplitude >= SWING_NOISE_K * chance):
         return None
-    count, first = _reversals(residual, amplitude)
-    if count < MIN_REVERSALS or first is None:
+    count, first, spread = _reversals(residual, amplitude)
+    if count < MIN_REVERSALS or first is None or spread > RHYTHM_CV:
+        return None
+    share = _peak_share(residual)
+    if share < PEAK_SHARE:
         return None
     onset = int(steps[buckets.first[first]])
     cycles = count / 2
@@ -108,7 +157,7 @@ def _swings(steps, values, level, scale, whole_range, noise):
     return onset, {
         "pattern": "swings", "amplitude": float(amplitude), "level": level, "reversals": count,
         "period_steps": None if period is None else int(period),
-        "noise_expected": float(chance),
+        "noise_expected": float(chance), "rhythm_power_share": share,
         "summary": (f"swings of ±{fmt(amplitude)} around a level of {fmt(level)} ({amplitude / scale:.0%}), "
                     f"{count} reversals from step {onset}" + (f", every ~{int(period)} steps" if period else "")),
     }

@@ -1,10 +1,12 @@
 """input_bottleneck: data loading dominates the step time, or the accelerator sits idle.
 
 - data_time / step_time: the median share of each step spent waiting for the next batch, over the run
-  after its first STARTUP_FRAC (the first iterations build workers, caches and cuDNN plans). At DATA_WARN
+  after its first STARTUP_FRAC (the first iterations build workers, caches and cuDNN plans), or over its
+  last RECENT_FRAC when that is worse (a cache that stopped fitting in memory, a slower disk). At DATA_WARN
   (half the step, the seed article's "data time exceeds compute time") the GPU idles half the time: a
   warning; from DATA_INFO it is worth knowing.
-- gpu_util: the median utilisation after the start, read as percent (fractions ×100). Below UTIL_WARN the
+- gpu_util: the median utilisation after the start (or over the recent part, when lower), read as
+  percent (fractions ×100). Below UTIL_WARN the
   device is idle more than half the time; below UTIL_INFO it is worth knowing (the seed's 60 % rule sits in
   between).
 The onset is where the bad share starts and stays (per bucket of the aligned series), often the first step.
@@ -18,6 +20,7 @@ from ..smoothing import bucket_medians
 from .base import RunData, confident, finding, fmt, sentence
 
 STARTUP_FRAC = 0.05
+RECENT_FRAC = 0.25
 DATA_WARN = 0.5
 DATA_INFO = 0.3
 UTIL_WARN = 50.0
@@ -33,16 +36,26 @@ def _after_startup(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, n
     return steps[keep], values[keep]
 
 
-def _onset(steps: np.ndarray, bad: np.ndarray) -> int:
-    """First step from which most buckets are bad to the end."""
+def _onset(steps: np.ndarray, bad: np.ndarray, first_step: int) -> int:
+    """First step from which the buckets are mostly bad to the end (`first_step` when that is from the start)."""
     if steps.size == 0:
-        return 0
+        return first_step
     buckets = bucket_medians(steps.astype(np.float64), bad.astype(np.float64), ONSET_BUCKETS)
     good = np.flatnonzero(buckets.medians < 0.5)
     start = int(good[-1]) + 1 if good.size else 0
-    if start >= len(buckets):
-        start = 0
+    if start >= len(buckets) or start == 0:
+        return first_step
     return int(steps[buckets.first[start]])
+
+
+def _typical(steps: np.ndarray, values: np.ndarray, worse_is_higher: bool) -> float:
+    """The median over the run, or over its recent part when that is worse."""
+    overall = float(np.median(values))
+    recent = values[steps >= steps[0] + (1 - RECENT_FRAC) * (steps[-1] - steps[0])]
+    if recent.size < 3:
+        return overall
+    latest = float(np.median(recent))
+    return max(overall, latest) if worse_is_higher else min(overall, latest)
 
 
 def _most_points(data: RunData, role: str) -> str | None:
@@ -60,16 +73,18 @@ def _data_share(data: RunData) -> dict | None:
     if common.size < 5:
         return None
     steps, share = _after_startup(common, dv[di] / np.where(sv[si] > 0, sv[si], np.nan))
-    share_finite = share[np.isfinite(share)]
-    if share_finite.size < 3:
+    finite = np.isfinite(share)
+    steps, share = steps[finite], share[finite]
+    if share.size < 3:
         return None
-    median_share = float(np.median(share_finite))
-    if median_share < DATA_INFO:
+    typical_share = _typical(steps, share, worse_is_higher=True)
+    if typical_share < DATA_INFO:
         return None
-    _, data_after = _after_startup(ds, dv)
-    _, step_after = _after_startup(ss, sv)
-    return {"tags": [data_tag, step_tag], "share": median_share, "data_time": float(np.median(data_after)),
-            "step_time": float(np.median(step_after)), "onset": _onset(steps, share >= DATA_INFO),
+    onset = _onset(steps, share >= DATA_INFO, int(common[0]))
+    from_onset = steps >= onset
+    return {"tags": [data_tag, step_tag], "share": typical_share,
+            "data_time": float(np.median(dv[di][np.isin(common, steps[from_onset])])),
+            "step_time": float(np.median(sv[si][np.isin(common, steps[from_onset])])), "onset": onset,
             "end": int(steps[-1]), "points": int(common.size)}
 
 
@@ -85,9 +100,10 @@ def _utilisation(data: RunData) -> dict | None:
         if values.size < 5:
             continue
         percent = values * 100.0 if values.max() <= 1.0 else values
+        first = int(steps[0])
         steps, percent = _after_startup(steps, percent)
-        medians.append(float(np.median(percent)))
-        onsets.append(_onset(steps, percent < UTIL_INFO))
+        medians.append(_typical(steps, percent, worse_is_higher=False))
+        onsets.append(_onset(steps, percent < UTIL_INFO, first))
         ends.append(int(steps[-1]))
         points = max(points, values.size)
     if not medians:

@@ -12,18 +12,21 @@ Spikes in the first EARLY_FRAC of the run belong to `warmup_instability`; a spik
 jumps up is a scheduled warm restart, not a fault.
 
 Spikes recurring at a fixed period (gaps within 10 % of multiples of one period, at least
-PERIODIC_MIN_SPIKES of them) are reported once as `periodic_spikes`, with the epoch length when the
+PERIODIC_MIN_SPIKES of them, in at least PERIODIC_COVERAGE of the periods they span) are reported once as
+`periodic_spikes`, with the epoch length when the
 validation cadence or the epoch tag gives it: a bad shard or an unshuffled dataset shows once per epoch.
 Periodic spikes may be smaller (PERIODIC_Z, PERIODIC_REL): regularity itself is the evidence.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..features import Spike, periodicity
 from .base import MIN_CONFIDENT_POINTS, RunData, clip_advice, confident, finding, fmt, position, sentence
 
 SPIKE_Z = 8.0
-SPIKE_TAIL_MULT = 4.0
+SPIKE_TAIL_MULT = 5.0
 SPIKE_REL = 0.25
 #: A spike at least doubling the loss is a warning, and so are WARN_COUNT spikes of at least WARN_COUNT_RATIO;
 #: fewer or smaller ones are info (a heavy-tailed but healthy loss can throw a rare ×1.4).
@@ -37,6 +40,9 @@ LR_RESTART_FACTOR = 2.0
 PERIODIC_Z = 5.0
 PERIODIC_REL = 0.1
 PERIODIC_MIN_SPIKES = 4
+#: A pattern covers at least this share of the periods between its first and last spike: a bad shard hits
+#: every epoch, while chance (or a noisy first batch of a running-average logger) hits about half of them.
+PERIODIC_COVERAGE = 0.7
 #: A period within this share of the epoch length is "once per epoch".
 EPOCH_MATCH = 0.1
 
@@ -47,8 +53,20 @@ def _relative(spike: Spike, scale: float) -> float:
 
 
 def _lr_restart(data: RunData, spike: Spike) -> bool:
-    pair = data.lr_values_near(spike.start_step, before=3, after=2)
-    return bool(pair and pair[0] > 0 and pair[1] >= LR_RESTART_FACTOR * pair[0])
+    """The lr jumped up just before or during the excursion: a scheduled (warm) restart, not a fault."""
+    tag = data.primary.lr
+    if tag is None:
+        return False
+    steps, lr = data.finite(tag)
+    duration = max(spike.end_step - spike.start_step, 1)
+    before = lr[(steps < spike.start_step) & (steps >= spike.start_step - 2 * duration - 1)]
+    during = lr[(steps >= spike.start_step - duration) & (steps <= spike.peak_step)]
+    if before.size == 0:
+        at = int(np.searchsorted(steps, spike.start_step))
+        before = lr[max(at - 3, 0) : at]
+    if before.size == 0 or during.size == 0:
+        return False
+    return bool(np.median(before) > 0 and during.max() >= LR_RESTART_FACTOR * np.median(before))
 
 
 def _series(data: RunData) -> list[str]:
@@ -70,7 +88,8 @@ def detect(data: RunData) -> list:
         in_pattern: set[int] = set()
         if period:
             in_pattern = _pattern_members(periodic, period)
-            if len(in_pattern) >= PERIODIC_MIN_SPIKES:
+            periods = (max(in_pattern) - min(in_pattern)) / period + 1 if in_pattern else 0
+            if len(in_pattern) >= PERIODIC_MIN_SPIKES and len(in_pattern) >= PERIODIC_COVERAGE * periods:
                 findings.append(_periodic(data, tag, [s for s in periodic if s.peak_step in in_pattern], period))
             else:
                 in_pattern = set()

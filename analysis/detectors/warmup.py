@@ -1,8 +1,11 @@
 """warmup_instability: the training loss (or gradient norm) jumps up in the first steps of a run.
 
-In the first EARLY_FRAC of the run, the loss should only fall. It is unstable when its level (a 3-point
-running median, so one noisy batch is not enough) climbs at least RISE_REL above the best level reached so
-far and at least RISE_NOISE_K noise sigmas, or when the gradient norm spikes ×GRAD_RATIO above its early
+In the first EARLY_FRAC of the run, the loss should only fall. It is unstable when its level (a running
+median of SMOOTH_POINTS, so a noisy batch or two is not enough) climbs at least RISE_REL (RISE_REL_WARMUP
+when the lr already ramps up) above the best level reached so far, and at least RISE_NOISE_K noise sigmas.
+Positive losses are judged in log units (their noise is multiplicative, so the whole run's log noise,
+measured at lags that see noise averaged before logging, applies to the start); losses that cross zero
+are judged linearly, relative to their scale, or when the gradient norm spikes ×GRAD_RATIO above its early
 baseline. That is what large early updates from an optimizer with no second-moment statistics yet (Adam) or
 a peak lr applied to random weights do, and what a linear warmup prevents. The lr tag says which fix
 applies: add a warmup (lr starts at its peak) or lengthen it (lr was still ramping).
@@ -12,13 +15,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..smoothing import scale_noise
 from .base import RunData, clip_advice, confident, finding, fmt, sentence
 
 EARLY_FRAC = 0.1
-RISE_REL = 0.2
+RISE_REL = 0.3
+#: With a warmup in place the bar is higher: as the lr ramps up, a loss that starts near a minimum (a
+#: fine-tune) legitimately climbs a little to the noise floor of the larger lr before falling again.
+RISE_REL_WARMUP = 0.5
+#: While the lr is still ramping up, the loss tracking the growing lr is expected; only a doubling counts.
+RISE_REL_RAMP = 1.0
 RISE_NOISE_K = 6.0
 GRAD_RATIO = 10.0
 MIN_EARLY_POINTS = 10
+SMOOTH_POINTS = 5
 #: lr at the first point at least this share of its early maximum: there is no warmup.
 NO_WARMUP = 0.5
 #: A warmup of this share of the run is what we suggest (at least MIN_WARMUP_STEPS).
@@ -26,26 +36,51 @@ WARMUP_SHARE = 0.03
 MIN_WARMUP_STEPS = 100
 
 
+def _warmup_end(data: RunData, end_step: float) -> int | None:
+    """The step where the lr warmup reaches 90 % of its early peak (None: no warmup)."""
+    tag = data.primary.lr
+    if tag is None:
+        return None
+    steps, lr = data.finite(tag)
+    early = steps <= max(end_step, steps[min(2, steps.size - 1)]) if steps.size else steps
+    window = lr[early]
+    if window.size < 2 or window.max() <= 0 or lr[0] >= NO_WARMUP * window.max():
+        return None
+    return int(steps[early][int(np.argmax(window >= 0.9 * window.max()))])
+
+
 def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     steps, values = data.finite(tag)
     early = steps <= end_step
     if early.sum() < MIN_EARLY_POINTS:
         return None
-    s, v = steps[early], values[early]
-    padded = np.pad(v, 1, mode="edge")
-    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 3), axis=1)
+    # A positive loss is judged in log units: its minibatch noise is multiplicative, so the whole run's
+    # (log) noise, measured at lags long enough to see noise averaged before logging, applies to its start.
+    positive = bool(values.min() > 0)
+    judged = np.log(values) if positive else values
+    s, v = steps[early], judged[early]
+    padded = np.pad(v, SMOOTH_POINTS // 2, mode="edge")
+    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, SMOOTH_POINTS), axis=1)
     best_so_far = np.minimum.accumulate(smooth)
     rise = smooth - best_so_far
-    scale = np.maximum(np.abs(best_so_far), 1e-12)
-    noise = data.features[tag].noise or 0.0
-    bad = (rise >= RISE_REL * scale) & (rise >= RISE_NOISE_K * noise)
+    warmup_end = _warmup_end(data, end_step)
+    needed_rel = np.full(rise.size, RISE_REL if warmup_end is None else RISE_REL_WARMUP)
+    if warmup_end is not None:
+        needed_rel[s < warmup_end] = RISE_REL_RAMP
+    if positive:
+        needed = np.log1p(needed_rel)
+    else:
+        needed = needed_rel * np.maximum(np.abs(best_so_far), 0.5 * data.features[tag].extra["scale"])
+    noise = max(scale_noise(v), scale_noise(judged))
+    bad = (rise >= needed) & (rise >= RISE_NOISE_K * noise)
     if not bad.any():
         return None
     first = int(np.argmax(bad))
     peak = first + int(np.argmax(smooth[first:]))
     at_best = int(np.flatnonzero(smooth[: first + 1] == best_so_far[first])[-1])
-    return {"tag": tag, "onset": int(s[first]), "best": float(best_so_far[first]), "best_step": int(s[at_best]),
-            "peak": float(smooth[peak]), "peak_step": int(s[peak])}
+    back = np.exp if positive else (lambda x: x)
+    return {"tag": tag, "onset": int(s[first]), "best": float(back(best_so_far[first])), "best_step": int(s[at_best]),
+            "peak": float(back(smooth[peak])), "peak_step": int(s[peak])}
 
 
 def _early_grad_spike(data: RunData, end_step: float) -> dict | None:
