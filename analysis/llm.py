@@ -18,6 +18,7 @@ Facts measured with llama-cpp-python 0.3.36 that shape this module:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import importlib.metadata
@@ -47,9 +48,9 @@ DEFAULT_MAX_TOKENS_MD = 384
 DEFAULT_MAX_TOKENS_JSON = 1024
 #: Low temperature: a diagnosis should be the model's most likely reading, not a creative one.
 TEMPERATURE = 0.2
-#: Sampling around the most likely tokens (llama-cpp-python's chat defaults), no repetition penalty:
-#: a diagnosis repeats step numbers and tag names on purpose.
-TOP_P, MIN_P, REPEAT_PENALTY = 0.95, 0.05, 1.0
+#: Sampling around the most likely tokens (llama-cpp-python's chat defaults) with llama.cpp's own default
+#: repetition penalty: without it a 135M model loops on one line until max_tokens (measured on the demo).
+TOP_P, MIN_P, REPEAT_PENALTY = 0.95, 0.05, 1.1
 #: Used when a model file carries no chat template: ChatML, the format of most small instruct models.
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
@@ -259,6 +260,14 @@ class Runner:
         self._formatter: Any = None  # the model's chat template, compiled once
         self.info: GGUFInfo | None = None
         self.stats = GenerationStats(model=settings.model.label)
+
+    def close(self) -> None:
+        """Free the model now (waits for a running generation to end)."""
+        with self._lock:
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None
+                self._formatter = None
 
     @property
     def loaded(self) -> bool:
@@ -476,6 +485,21 @@ def get_runner(settings: Settings) -> Runner:
         if runner is None:
             runner = _RUNNERS[key] = Runner(settings)
         return runner
+
+
+@atexit.register
+def _close_all() -> None:
+    """Free loaded models before interpreter shutdown tears down what llama-cpp-python's __del__ needs."""
+    with _RUNNERS_LOCK:
+        runners = list(_RUNNERS.values())
+    for runner in runners:
+        if runner._lock.acquire(timeout=1.0):  # a generation stuck in a daemon thread: leave it
+            try:
+                if runner._llama is not None:
+                    runner._llama.close()
+                    runner._llama = None
+            finally:
+                runner._lock.release()
 
 
 __all__ = [

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from .model import Finding, RunReport, SeriesFeatures
 
 LANGS = ("en", "zh")
@@ -42,6 +44,9 @@ WINDOW_POINTS = 5
 MAX_CRITICAL_POINTS = 3
 #: Roles whose windows are shown around critical points, in order of importance.
 WINDOW_ROLES = ("grad_norm", "lr", "gpu_mem")
+#: A window whose consecutive points never move more than this fraction (and only one way) is shown as
+#: its two ends: an lr schedule gliding along says nothing the ends do not, and costs 60 tokens in full.
+SMOOTH_STEP = 0.05
 #: A single line never exceeds this, so one verbose finding cannot starve the rest of the budget.
 MAX_LINE_CHARS = 240
 #: Numbers are shown with this many significant digits: enough to reason with, cheap in tokens.
@@ -400,6 +405,14 @@ def critical_steps(findings: list[Finding]) -> list[int]:
     return []
 
 
+def _smooth(values: np.ndarray) -> bool:
+    """Monotone with no step larger than SMOOTH_STEP of the values' size: a schedule, not an event."""
+    diffs = np.diff(values)
+    scale = np.abs(values).max()
+    monotone = (diffs >= 0).all() or (diffs <= 0).all()
+    return bool(monotone and scale > 0 and (np.abs(diffs) <= SMOOTH_STEP * scale).all())
+
+
 def _window_text(points: list[tuple[int, float]]) -> str:
     """The points of a window as cheaply as the model can still read them.
 
@@ -410,6 +423,9 @@ def _window_text(points: list[tuple[int, float]]) -> str:
     steps = [s for s, _ in points]
     if len(set(shown)) == 1:
         return f"{shown[0]} (flat, steps {steps[0]}..{steps[-1]})" if len(steps) > 1 else f"{steps[0]}:{shown[0]}"
+    values = np.array([v for _, v in points], dtype=np.float64)
+    if np.isfinite(values).all() and _smooth(values):
+        return f"{shown[0]} to {shown[-1]} (smooth, steps {steps[0]}..{steps[-1]})"
     strides = {b - a for a, b in zip(steps, steps[1:])}
     if len(strides) == 1:
         return f"steps {steps[0]}..{steps[-1]} every {strides.pop()}: " + " ".join(shown)

@@ -144,3 +144,15 @@ def test_an_oversized_config_file_is_ignored(tmp_path):
 
 def test_flat_yaml_reader_handles_lightning_style_files():
     assert parse_flat_yaml("a: 1\nb:\n  c: x\n  d: 2.5e-4\ne: null\n") == {"a": 1, "b.c": "x", "b.d": 2.5e-4, "e": None}
+
+
+def test_a_gliding_lr_schedule_is_shown_by_its_two_ends_and_a_jump_in_full():
+    report = blowup_report(n_findings=2)
+    steps = list(range(1130, 1240, 10))
+    windows = {
+        "lr": [(s, 1e-3 * (1 - (s - 1130) / 2000)) for s in steps],  # cosine-like decay: a schedule
+        "grad_norm": [(s, 1.2 if s < 1180 else 1.2 * 2 ** ((s - 1170) / 10)) for s in steps],
+    }
+    p = build_prompt(report, budget=1200, windows_for=lambda step: windows)
+    assert "lr: 0.001 to 0.00095 (smooth, steps 1130..1230)" in p.user
+    assert "grad_norm: steps 1130..1230 every 10: 1.2 1.2 1.2 1.2 1.2 2.4 4.8 9.6 19.2 38.4 76.8" in p.user
