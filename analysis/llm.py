@@ -313,7 +313,7 @@ class Runner:
             self._load_locked()
             return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
-    def _chat_tokens(self, prompt: Prompt) -> tuple[list[int], Any, Any]:
+    def _chat_tokens(self, messages: list[dict[str, str]]) -> tuple[list[int], Any, Any]:
         """The prompt as tokens through the model's chat template, with the template's stop rules.
 
         We format the chat ourselves (with llama-cpp-python's own Jinja2 formatter) and call
@@ -339,18 +339,25 @@ class Runner:
                 stop_token_ids=[llama.token_eos()],
             )
         try:
-            result = self._formatter(messages=prompt.messages())
+            result = self._formatter(messages=messages)
         except Exception as exc:  # a broken template inside the model file (jinja2 errors of all kinds)
             raise LLMError(f"{self.settings.model.path}: its chat template fails ({exc})") from None
         tokens = llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
         del llama_cpp
         return tokens, result.stop, result.stopping_criteria
 
+    def count_chat(self, system: str, user: str) -> int:
+        """Exact tokens of a system + user prompt after the chat template (for `build_prompt(count_chat=...)`)."""
+        with self._lock:
+            self._load_locked()
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            return len(self._chat_tokens(messages)[0])
+
     def prompt_tokens(self, prompt: Prompt) -> int:
         """Exact tokens of `prompt` after the chat template (loads the model if needed)."""
         with self._lock:
             self._load_locked()
-            return len(self._chat_tokens(prompt)[0])
+            return len(self._chat_tokens(prompt.messages())[0])
 
     def stream(
         self,
@@ -377,7 +384,7 @@ class Runner:
             llama_cpp = import_llama()
             stats = GenerationStats(model=self.name, load_s=load_s)
             self.stats = stats
-            tokens, stop, template_criteria = self._chat_tokens(prompt)
+            tokens, stop, template_criteria = self._chat_tokens(prompt.messages())
             stats.prompt_tokens = len(tokens)
             if len(tokens) + max_tokens > self.settings.n_ctx:
                 raise LLMError(

@@ -517,10 +517,13 @@ def build_prompt(
     count_tokens: Callable[[str], int] | None = None,
     hparams: Mapping[str, Any] | None = None,
     windows_for: Callable[[int], Mapping[str, Any]] | None = None,
+    count_chat: Callable[[str, str], int] | None = None,
 ) -> Prompt:
     """The system and user messages for diagnosing `report`, within `budget` tokens.
 
     `count_tokens` should be the loaded model's tokenizer; without it a conservative estimate is used.
+    `count_chat(system, user)`, when given, counts the whole prompt through the model's chat template
+    and is what the final check uses (the template's own tokens and merges at its seams included).
     `hparams` defaults to the hparams plugin's values (pass `run_config.run_hparams(run)` to add config
     files); `windows_for(step)` defaults to `features.context_windows` around that step.
     """
@@ -563,7 +566,10 @@ def build_prompt(
     # Per-line counts ignore merges across line breaks; confirm on the real text and trim if needed.
     while True:
         user = _render(header, kept, lang)
-        total = count(system) + count(user) + CHAT_TEMPLATE_OVERHEAD
+        if count_chat is not None:
+            total = count_chat(system, user)
+        else:
+            total = count(system) + count(user) + CHAT_TEMPLATE_OVERHEAD
         if total <= budget or not kept:
             break
         kept.pop()

@@ -46,7 +46,9 @@ def runner_for(path: Path, **kw) -> llm.Runner:
 
 def prompt_for(runner: llm.Runner | None = None, lang: str = "en", mode: str = "md"):
     report = blowup_report()
-    return build_prompt(report, lang=lang, mode=mode, count_tokens=runner.count_tokens if runner else None)
+    if runner is None:
+        return build_prompt(report, lang=lang, mode=mode)
+    return build_prompt(report, lang=lang, mode=mode, count_tokens=runner.count_tokens, count_chat=runner.count_chat)
 
 
 # ---- model files ------------------------------------------------------------------------------------
@@ -199,8 +201,7 @@ def test_the_prompt_fits_the_budget_by_the_models_own_count(tiny_model):
     pytest.importorskip("llama_cpp")
     runner = runner_for(tiny_model)
     prompt = prompt_for(runner)
-    exact = runner.count_tokens(prompt.system) + runner.count_tokens(prompt.user)
-    assert exact + 16 <= prompt.budget
+    assert runner.prompt_tokens(prompt) == prompt.tokens <= prompt.budget  # chat template included
 
 
 def test_cancelling_stops_the_stream_mid_answer_and_frees_the_model(tiny_model):

@@ -173,6 +173,7 @@ class Diagnosis:
             mode=mode,
             budget=default_budget(runner.settings.n_ctx),
             count_tokens=runner.count_tokens,
+            count_chat=runner.count_chat,
             hparams=hparams_of(self.report)[0],
         )
 

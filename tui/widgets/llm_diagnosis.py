@@ -256,6 +256,7 @@ class LLMDiagnosis(Widget, can_focus=True):
                 lang=lang,
                 budget=default_budget(runner.settings.n_ctx),
                 count_tokens=runner.count_tokens,
+                count_chat=runner.count_chat,
                 hparams=hparams_of(self.report)[0],
             )
             note = ""
