@@ -8,10 +8,13 @@ written with the project's event writer at fixed wall times, and read by `analys
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+
+from textual.worker import WorkerState
 
 from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
 from analysis.model import Finding, Health, Run, RunReport, Series
@@ -107,7 +110,17 @@ def drive(app, scenario, size: tuple[int, int] = (160, 48), wait: bool = True) -
     asyncio.run(main())
 
 
-async def settle(app, pilot) -> None:
-    """Wait until every worker is done and the messages they posted are handled."""
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+async def settle(app, pilot, timeout: float = 30.0) -> None:
+    """Wait until no worker is pending or running, after the messages they posted are handled too.
+
+    (Not `workers.wait_for_complete()`: an exclusive worker cancelled before it started makes that raise.)
+    """
+    deadline = time.monotonic() + timeout
+    quiet_passes = 0
+    while quiet_passes < 2:  # handled messages may start new workers (a chart redraw after an analysis)
+        await pilot.pause()
+        busy = any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers)
+        quiet_passes = 0 if busy else quiet_passes + 1
+        if busy:
+            assert time.monotonic() < deadline, "workers still busy"
+            await asyncio.sleep(0.01)

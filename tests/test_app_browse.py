@@ -44,7 +44,7 @@ def test_opening_a_logdir_lists_every_run_worst_health_first(logdir):
 
         assert _names(table) == ["big_lr3e-2", "small_batch", "baseline_lr1e-3"]
         first_row = [cell.plain if isinstance(cell, Text) else str(cell) for cell in table.get_row_at(0)]
-        assert first_row[1] == "✖" and first_row[3] == "12" and first_row[4] == "divergence@40"
+        assert first_row[1] == "✖" and first_row[3] == "12" and first_row[-1] == "divergence@40"
         assert app.current_tag == "train/loss"  # the headline loss is charted without asking
 
     drive(app, scenario)

@@ -7,7 +7,7 @@ import csv
 import numpy as np
 import pytest
 
-from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, write_run
+from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
 from tests._report_data import finding
 from tui.app import make_app
 from tui.chart_data import SMOOTHING_WEIGHTS
@@ -111,8 +111,7 @@ def test_e_exports_raw_and_smoothed_series_of_the_selected_runs_to_the_current_d
 
     async def scenario(app, pilot):
         await pilot.press("space", "j", "space", "e")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)
         notes.extend(n.message for n in app._notifications)
 
     drive(app, scenario)

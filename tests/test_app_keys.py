@@ -127,3 +127,27 @@ def test_the_cli_refuses_a_missing_logdir_or_theme_with_one_line(tmp_path, capsy
 def make(logdir, **kwargs):
     kwargs.setdefault("config", Config())  # never the developer's own config file
     return make_app(logdir, follow=False, clock=fixed_clock, analyzer=HandAnalyzer(), **kwargs)
+
+
+def test_d_puts_the_local_models_diagnosis_under_the_rule_based_one_or_says_it_is_not_installed(logdir, monkeypatch):
+    from tui.widgets import diagnosis
+
+    app = make(logdir)
+
+    async def scenario(app, pilot):
+        monkeypatch.setattr(diagnosis, "llm_available", lambda: False)
+        await pilot.press("d")
+        pane = app.screen.query_one(diagnosis.DiagnosisPane)
+        note = pane.query_one("#llm-note")
+        assert "not installed" in str(note.render()) and not note.has_class("-empty")
+        assert pane.query_one("#rule-based") is not None and not pane.query("LLMDiagnosis")
+        assert pane.has_class("-show")
+
+        monkeypatch.setattr(diagnosis, "llm_available", lambda: True)
+        await pilot.press("d")
+        await pilot.pause()
+        (widget,) = pane.query("LLMDiagnosis")
+        assert widget.report is app.reports[app.current_run] and note.has_class("-empty")
+        widget.cancel()
+
+    drive(app, scenario, size=(80, 24))  # narrow: the folded-away pane unfolds for the answer

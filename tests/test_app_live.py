@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, write_run
+from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
 from tests._report_data import finding
 from tui.app import make_app
 from tui.screens.dashboard import RunDashboard
@@ -53,8 +53,7 @@ def test_a_finding_that_appears_while_following_is_highlighted_once(tmp_path):
 
     async def live_pass(pilot):
         await pilot.press("r")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)
 
     async def scenario(app, pilot):
         write_run(tmp_path, "training", {"train/loss": np.full(30, np.nan)}, first_step=50)

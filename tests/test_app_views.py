@@ -38,7 +38,7 @@ def test_a_million_point_series_prepares_for_a_100_column_chart_with_its_spike_a
     chart = prepare_chart([request], ChartOptions(smoothing=0.0), 100, _smoother)
 
     line = chart.lines[0]
-    assert len(line.raw) <= 2 * 2 * 100 and line.smooth is None  # two dots per cell, min and max each
+    assert len(line.raw) <= 2 * 100 and line.smooth is None  # a min and a max per cell
     assert line.raw.y.max() == 90.0 and line.raw.nan_x.tolist() == [4_500_000.0]
     assert chart.y_range[1] > 90.0  # NaN markers sit at the top edge, above every point
 

@@ -301,6 +301,11 @@ class TriageApp(App[int]):
             self._refreshing = True
             self.refresh_logdir()
 
+    @property
+    def separator(self) -> str:
+        """Between parts of a title or status line: a middle dot, or a bar on `--ascii` terminals."""
+        return " | " if self.ascii_only else " · "
+
     # Keys -------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

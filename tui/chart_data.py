@@ -34,8 +34,10 @@ OUTLIER_PERCENTILES = (5.0, 95.0)
 #: Fraction of the y span added above and below, so extremes and markers do not sit on the frame.
 Y_MARGIN = 0.05
 
-#: Braille packs two dots per cell across, so a chart of W cells resolves 2*W x positions.
-DOTS_PER_CELL = 2
+#: Min/max buckets per chart cell. One: each cell still spans its bucket's lowest to highest point
+#: (so no spike is lost), and plotext, whose build time grows with the points it connects, draws
+#: half as many as with one bucket per braille dot column (measured: 134 -> 70 ms for 5 runs).
+BUCKETS_PER_CELL = 1
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class ChartOptions:
         # The zoom window is in the old axis' units, so it cannot carry over.
         return replace(self, x_axis=X_AXES[(X_AXES.index(self.x_axis) + 1) % len(X_AXES)], window=None)
 
-    def describe(self) -> str:
+    def describe(self, sep: str = " · ") -> str:
         parts = [f"smooth {self.smoothing:g}" if self.smoothing else "raw", X_AXIS_TITLES[self.x_axis]]
         if self.log_y:
             parts.append("log-y")
@@ -65,7 +67,7 @@ class ChartOptions:
             parts.append("5-95%")
         if self.window is not None:
             parts.append("zoomed")
-        return " · ".join(parts)
+        return sep.join(parts)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def prepare_chart(
     requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother
 ) -> PreparedChart:
     """Downsample, smooth, window and scale `requests` for a chart `width` cells wide."""
-    buckets = max(width, 1) * DOTS_PER_CELL
+    buckets = max(width, 1) * BUCKETS_PER_CELL
     lines, onsets, window_values = [], [], []
     for request in requests:
         x = x_column(request.series, options.x_axis)

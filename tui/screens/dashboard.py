@@ -58,7 +58,7 @@ class RunDashboard(Screen):
                         yield GradHeatmap({}, ascii_only=ascii_only, id="grad-heatmap")
                     for chart_id, _roles in charts:
                         yield TagChart(ascii_only=ascii_only, id=chart_id, empty_message="", legend=True)
-        yield Footer()
+        yield Footer(show_command_palette=not ascii_only)
 
     def on_mount(self) -> None:
         if self.app.ascii_only:
@@ -96,8 +96,9 @@ class RunDashboard(Screen):
         if run is None:
             return
         report = app.reports.get(self.run_name)
-        health = f" · health {report.health.score}" if report is not None else " · analysing…"
-        self.query_one("#dashboard-title", Static).update(Text(f"Run {plain(self.run_name)}{health}  ·  esc: back", style="bold"))
+        sep = app.separator
+        health = f"health {report.health.score}" if report is not None else "analysing"
+        self.query_one("#dashboard-title", Static).update(Text(sep.join([f"Run {plain(self.run_name)}", health, "esc: back"]), style="bold"))
         scalars = dict(run.scalars)
         by_role = self.tags_by_role()
         options = replace(app.options, window=None)  # zoom belongs to the main chart

@@ -52,4 +52,4 @@ class HelpScreen(ModalScreen):
             apply_ascii(self)
         box = self.query_one("#help-box")
         box.border_title = "Keys"
-        box.border_subtitle = "esc to close · remap any action under [keys] in config.toml"
+        box.border_subtitle = f"esc to close{self.app.separator}remap any action under [keys] in config.toml"

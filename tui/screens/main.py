@@ -67,7 +67,7 @@ class MainScreen(Screen):
                 with Horizontal(id="bottom"):
                     yield FindingsList(ascii_only=ascii_only, id="findings", classes="pane")
                     yield DiagnosisPane(id="diagnosis", classes="pane")
-        yield Footer()
+        yield Footer(show_command_palette=not ascii_only)
 
     def on_mount(self) -> None:
         if self.app.ascii_only:
@@ -101,7 +101,7 @@ class MainScreen(Screen):
         table = self.query_one(RunTable)
         table.show_rows(sort_rows(rows, app.sort_key), swatches, keep=app.current_run)
         shown = f"{len(rows)}/{len(app.runs)}" if app.run_filter else str(len(app.runs))
-        self.query_one("#runs-pane").border_title = f"Runs ({shown}) · sort: {app.sort_key}"
+        self.query_one("#runs-pane").border_title = f"Runs ({shown}){app.separator}sort: {app.sort_key}"
 
     def refresh_tags(self) -> None:
         app = self.app
@@ -116,7 +116,7 @@ class MainScreen(Screen):
         requests = app.chart_requests()
         chart.set_data(requests, app.options)
         title = Text(plain(app.current_tag) if app.current_tag else "Chart")
-        title.append(f"  {app.options.describe()}", style="dim")
+        title.append(f"  {app.options.describe(app.separator)}", style="dim")
         self.query_one("#chart-pane").border_title = title
         self.query_one("#legend", Static).update(self._legend(requests))
 
@@ -134,7 +134,7 @@ class MainScreen(Screen):
         app = self.app
         if app.all_findings:
             findings = [f for report in app.reports.values() for f in report.findings]
-            empty, title = "No findings in any run.", "Findings · all runs"
+            empty, title = "No findings in any run.", f"Findings{app.separator}all runs"
         else:
             report = app.reports.get(app.current_run) if app.current_run else None
             findings = list(report.findings) if report else []
@@ -150,7 +150,7 @@ class MainScreen(Screen):
         if app.current_run is None:
             return
         pane.show_report(report)
-        pane.border_title = Text(f"Diagnosis · {plain(app.current_run)}")
+        pane.border_title = Text(f"Diagnosis{app.separator}{plain(app.current_run)}")
 
     def refresh_status(self) -> None:
         app = self.app
@@ -161,7 +161,7 @@ class MainScreen(Screen):
             parts.append(f"{stage} {done}/{total}" if total else f"{stage}…")
         elif app.load_error:
             parts.append(app.load_error)
-        self.query_one("#status", Static).update(Text("  ·  ".join(parts)))
+        self.query_one("#status", Static).update(Text(f" {app.separator} ".join(parts)))
         bar = self.query_one(ProgressBar)
         bar.display = app.progress is not None and not app.ascii_only
         if app.progress is not None:

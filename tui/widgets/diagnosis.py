@@ -35,7 +35,7 @@ class DiagnosisPane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Markdown("Select a run to read its diagnosis.", id="rule-based")
-        yield Static("", id="llm-status", classes="-empty")
+        yield Static("", id="llm-note", classes="-empty")
 
     def show_report(self, report: RunReport | None) -> None:
         """Explain `report`'s findings (None: the run is still being analysed)."""
@@ -59,12 +59,12 @@ class DiagnosisPane(VerticalScroll):
         widget.start()
 
     def _say(self, line: str) -> None:
-        status = self.query_one("#llm-status", Static)
+        status = self.query_one("#llm-note", Static)
         status.update(Text(line))
         status.set_class(False, "-empty")
 
     def _clear_llm(self) -> None:
-        status = self.query_one("#llm-status", Static)
+        status = self.query_one("#llm-note", Static)
         status.update("")
         status.set_class(True, "-empty")
         for widget in self.query("LLMDiagnosis"):

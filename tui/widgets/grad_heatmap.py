@@ -114,7 +114,8 @@ class GradHeatmap(Widget):
                     out.append(shade, style=low.blend(high, float(level)).hex)
             out.append("\n")
         hidden = len(grid.labels) - shown
-        more = f"  (+{hidden} layers)" if hidden > 0 else ""
-        out.append(f"{'':>{label_cells}} steps {grid.first_step}-{grid.last_step} · |grad| 1e{grid.low:.1f} "
-                   f"{shades[1:]} 1e{grid.high:.1f}{more}", style="dim")
+        more = f" (+{hidden} layers)" if hidden > 0 else ""
+        scale = (f"{'':>{label_cells}} steps {grid.first_step}-{grid.last_step} "
+                 f"{10 ** grid.low:.0e}{shades[1:]}{10 ** grid.high:.0e}{more}")
+        out.append(scale[: self.size.width], style="dim")
         return out

@@ -11,12 +11,12 @@ from tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_ag
 from tui.safe_text import literal
 
 #: (key, header, width or None for the content's width). Long run names are cut with an ellipsis at
-#: RUN_CELLS so the health and finding columns stay in view at 80 columns; the full name is in the
-#: chart legend and the diagnosis title.
+#: RUN_CELLS so health, step and liveness stay in view; the full name is in the chart legend and the
+#: diagnosis title. The worst finding, the widest cell, comes last.
 RUN_CELLS = 26
 COLUMNS = (
     ("sel", " ", 1), ("status", " ", 1), ("run", "run", RUN_CELLS), ("health", "health", None),
-    ("worst", "worst finding", None), ("step", "step", None), ("live", "live", None),
+    ("step", "step", None), ("live", "live", None), ("worst", "worst finding", None),
 )  # fmt: skip
 
 SWATCH, ASCII_SWATCH = "■", "#"
@@ -80,9 +80,9 @@ class RunTable(DataTable):
             Text(glyphs[row.status], style=status_colour),
             literal(row.name),
             Text(glyphs["pending"] if row.health is None else str(row.health), justify="right"),
-            Text(row.worst, style=status_colour if row.worst else ""),
             Text("-" if row.last_step is None else str(row.last_step), justify="right"),
             live,
+            Text(row.worst, style=status_colour if row.worst else ""),
         ]
 
     # Actions (keys from the binding table) ---------------------------------------------------

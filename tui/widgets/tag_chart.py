@@ -8,14 +8,17 @@ build and never re-reads or re-smooths the data.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Sequence
 
 import numpy as np
 from rich.text import Text
 from textual.app import RenderResult
 from textual.color import Color
+from textual.message import Message
 from textual_plotext import PlotextPlot
 
+from analysis.model import Series
 from analysis.smoothing import ema
 from tui.chart_data import ChartOptions, PreparedChart, SeriesRequest, full_x_range, prepare_chart
 from tui.safe_text import plain
@@ -49,15 +52,17 @@ class TagChart(PlotextPlot):
         self.requests: tuple[SeriesRequest, ...] = ()
         self.options = ChartOptions()
         self._prepared: tuple[tuple, PreparedChart] | None = None
-        self._smoothed: dict[tuple, np.ndarray] = {}
+        self._smoothed: dict[tuple, tuple[Series, np.ndarray]] = {}
 
     # What to draw --------------------------------------------------------------------------
 
     def set_data(self, requests: Sequence[SeriesRequest], options: ChartOptions) -> None:
         self.requests = tuple(requests)
         self.options = options
-        self._prepared = None
-        self.refresh()
+        self._schedule()
+
+    def on_resize(self) -> None:
+        self._schedule()
 
     def full_x_range(self) -> tuple[float, float] | None:
         return full_x_range(self.requests, self.options.x_axis)
@@ -86,26 +91,62 @@ class TagChart(PlotextPlot):
 
     # Drawing -------------------------------------------------------------------------------
 
-    def _smooth(self, request: SeriesRequest, weight: float) -> np.ndarray:
-        key = (request.run, id(request.series), len(request.series), weight)
-        cached = self._smoothed.get(key)
-        if cached is None:
-            if len(self._smoothed) >= SMOOTH_CACHE_SIZE:
-                self._smoothed.pop(next(iter(self._smoothed)))
-            cached = self._smoothed[key] = ema(request.series.values, weight)
-        return cached
+    class Prepared(Message):
+        """A worker finished preparing the chart for `key` (width, options, requests)."""
+
+        def __init__(self, key: tuple, chart: PreparedChart) -> None:
+            super().__init__()
+            self.key = key
+            self.chart = chart
+
+    def _key(self) -> tuple:
+        """What a prepared chart depends on: plot width, options, and each request by identity (findings
+        are compared by count: their evidence may hold arrays, which have no plain equality)."""
+        fingerprint = tuple((r.run, r.slot, id(r.series), len(r.series), len(r.findings)) for r in self.requests)
+        return (max(self.size.width - Y_LABEL_CELLS, 1), self.options, fingerprint)
+
+    def _schedule(self) -> None:
+        """Prepare what is now asked for in a thread (smoothing a million points must not freeze the keys)."""
+        if not self.size.width:
+            return  # not laid out yet: the first resize schedules it
+        key = self._key()
+        if self._prepared is not None and self._prepared[0] == key:
+            self.refresh()
+            return
+        self.run_worker(partial(self._prepare_in_thread, key, self.requests), thread=True, exclusive=True, group=f"prepare-{id(self)}", exit_on_error=False)
+
+    def _prepare_in_thread(self, key: tuple, requests: tuple[SeriesRequest, ...]) -> None:
+        self.post_message(self.Prepared(key, prepare_chart(requests, key[1], key[0], self._smooth)))
+
+    def on_tag_chart_prepared(self, message: Prepared) -> None:
+        message.stop()
+        if message.key == self._key():  # an older request's result is dropped
+            self._prepared = (message.key, message.chart)
+            self.refresh()
 
     def prepared(self) -> PreparedChart:
-        plot_width = max(self.size.width - Y_LABEL_CELLS, 1)
-        key = (plot_width, self.options)
+        """The chart for what is asked now, prepared here and now if no worker has done it yet."""
+        key = self._key()
         if self._prepared is None or self._prepared[0] != key:
-            self._prepared = (key, prepare_chart(self.requests, self.options, plot_width, self._smooth))
+            self._prepared = (key, prepare_chart(self.requests, self.options, key[0], self._smooth))
         return self._prepared[1]
+
+    def _smooth(self, request: SeriesRequest, weight: float) -> np.ndarray:
+        key = (request.run, id(request.series), weight)
+        cached = self._smoothed.get(key)
+        if cached is None or cached[0] is not request.series:
+            if len(self._smoothed) >= SMOOTH_CACHE_SIZE:
+                self._smoothed.pop(next(iter(self._smoothed)), None)
+            # The series is kept with its curve, so its id cannot be reused by another series meanwhile.
+            cached = self._smoothed[key] = (request.series, ema(request.series.values, weight))
+        return cached[1]
 
     def render(self) -> RenderResult:
         if not self.requests:
             return Text(self.empty_message, style="dim")
-        chart = self.prepared()
+        if self._prepared is None:
+            return Text("Drawing…", style="dim")
+        chart = self._prepared[1]  # possibly the previous view, until the worker delivers the new one
         if chart.empty:
             return Text("No finite points in this range." if self.options.window else "No points yet.", style="dim")
         self._draw(chart)
@@ -121,7 +162,10 @@ class TagChart(PlotextPlot):
             style = series_style(line.slot, variables, self.ascii_only)
             label = plain(line.run) if self.legend else None
             if line.smooth is not None:
-                _plot(plt, line.raw, style.faint, style.marker)
+                # Raw points as a faint cloud (each cell's min and max) under the smoothed line: joining
+                # them costs plotext ~3x the time of the smoothed line itself, and the envelope reads the same.
+                if len(line.raw):
+                    plt.scatter(line.raw.x.tolist(), line.raw.y.tolist(), color=style.faint, marker=style.marker)
                 _plot(plt, line.smooth, style.colour, style.marker, label)
             else:
                 _plot(plt, line.raw, style.colour, style.marker, label)

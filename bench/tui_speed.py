@@ -1,0 +1,167 @@
+"""How fast the app is on a large logdir: time to first frame, loading milestones, keypress-to-redraw.
+
+    python bench/tui_speed.py                           # 50 runs x 1M points of one tag, in a temp dir
+    python bench/tui_speed.py --runs 10 --points 200000 # smaller
+    python bench/tui_speed.py --logdir runs/            # your own logdir
+
+The app runs headless (Textual's `run_test`) at 160x48 with the real reader and engine. Redraw is
+timed from the key press to the end of the first `render()` that draws the chart prepared for the
+new view (preparation runs in a thread worker), with five runs overlaid.
+The baseline, measured in the same run, is plotext drawing one raw series without min/max
+bucketing (what a naive chart does). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TAG = "train/loss"
+SIZE = (160, 48)
+#: Keys timed after loading, in this order (smoothing, log-y, the three x axes, outliers, zoom, pan, reset, next run).
+KEYS = ("s", "l", "x", "x", "x", "o", "plus", "right_square_bracket", "0", "s", "l", "o")
+OVERLAID_RUNS = 5
+
+
+def generate(root: Path, runs: int, points: int) -> None:
+    """`runs` runs with one loss tag of `points` points each; every fifth run goes NaN for its last 10 %."""
+    from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
+
+    rng = np.random.default_rng(0)
+    t0 = 1.7e9
+    chunk = 250_000  # written in slices so memory stays flat
+    for r in range(runs):
+        directory = root / f"run_{r:02d}"
+        directory.mkdir(parents=True)
+        with open(directory / event_file_name(t0), "wb") as out:
+            out.write(frame_records([file_version_event(t0)]))
+            for lo in range(0, points, chunk):
+                steps = np.arange(lo, min(lo + chunk, points), dtype=np.int64)
+                values = 0.3 + 2.0 * np.exp(-steps / (points / 4)) + 0.05 * rng.standard_normal(steps.size)
+                if r % 5 == 4:
+                    values[steps > points * 0.9] = np.nan
+                out.write(encode_scalar_block([TAG], steps, t0 + steps * 0.05, values[None, :]))
+
+
+async def measure(logdir: Path) -> dict[str, object]:
+    from analysis.config import Config
+    from tui.app import make_app
+    from tui.widgets.tag_chart import TagChart
+
+    renders: list[float] = []
+    original = TagChart.render
+
+    def timed_render(self):
+        result = original(self)
+        # Only a render of the chart prepared for what is asked now counts (a stale one is drawn meanwhile).
+        if self.id == "chart" and self._prepared is not None and self._prepared[0] == self._key():
+            renders.append(time.perf_counter())
+        return result
+
+    TagChart.render = timed_render
+    figures: dict[str, object] = {}
+    start = time.perf_counter()
+    app = make_app(logdir, config=Config(), follow=False)
+    async with app.run_test(size=SIZE) as pilot:
+        figures["first frame"] = time.perf_counter() - start
+        milestones = {"runs listed": lambda: bool(app.runs), "events read": lambda: app.logdir is not None,
+                      "all analysed": lambda: app._loaded}
+        while milestones:
+            for name, reached in list(milestones.items()):
+                if reached():
+                    figures[name] = time.perf_counter() - start
+                    del milestones[name]
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        figures["runs"] = len(app.runs)
+        figures["points"] = sum(len(s) for run in app.runs.values() for s in run.scalars.values())
+
+        for _ in range(OVERLAID_RUNS):
+            await pilot.press("space", "j")
+        await pilot.pause()
+        redraws: dict[str, list[float]] = {}
+        for key in KEYS:
+            pressed = time.perf_counter()
+            await pilot.press(key)
+            while not renders or renders[-1] < pressed:
+                await asyncio.sleep(0.001)
+            redraws.setdefault(key, []).append(renders[-1] - pressed)
+        figures["redraw"] = redraws
+        chart = app.screen.query_one("#chart", TagChart)
+        figures["chart cells"] = (chart.size.width, chart.size.height)
+        figures["series"] = [(r.run, len(r.series)) for r in chart.requests]
+        await pilot.press("q")
+    TagChart.render = original
+    return figures
+
+
+def baseline(logdir: Path, width: int, height: int) -> tuple[float, float]:
+    """Seconds for plotext to draw one whole raw series, and for ours (prepare + draw) on the same series."""
+    import analysis
+    from textual_plotext import Plot
+
+    from analysis.smoothing import ema
+    from tui.chart_data import ChartOptions, SeriesRequest, prepare_chart
+
+    first = next(iter(sorted(analysis.load(logdir).runs.items())))[1]
+    series = first.scalars[TAG]
+    plot = Plot()
+    plot.plotsize(width, height)
+    start = time.perf_counter()
+    plot.plot(series.steps.tolist(), series.values.tolist(), marker="braille")
+    plot.build()
+    naive = time.perf_counter() - start
+
+    plot.clear_figure()
+    plot.plotsize(width, height)
+    start = time.perf_counter()
+    chart = prepare_chart([SeriesRequest("r", 0, series)], ChartOptions(), width, lambda r, w: ema(r.series.values, w))
+    for line in chart.lines:
+        for d in (line.raw, line.smooth):
+            plot.plot(d.x.tolist(), d.y.tolist(), marker="braille")
+    plot.build()
+    return naive, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--logdir", type=Path)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--points", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tbtriage-bench-") as tmp:
+        logdir = args.logdir
+        if logdir is None:
+            logdir = Path(tmp)
+            start = time.perf_counter()
+            generate(logdir, args.runs, args.points)
+            size = sum(f.stat().st_size for f in logdir.rglob("*") if f.is_file())
+            print(f"generated {args.runs} runs x {args.points:,} points ({size / 1e6:.0f} MB) in {time.perf_counter() - start:.1f} s")
+        figures = asyncio.run(measure(logdir))
+        print(f"logdir: {logdir} ({figures['runs']} runs, {figures['points']:,} points), terminal {SIZE[0]}x{SIZE[1]}")
+        for name in ("first frame", "runs listed", "events read", "all analysed"):
+            print(f"  {name:<13} {figures[name] * 1000:9.0f} ms after start")
+        width, height = figures["chart cells"]
+        print(f"keypress to chart redrawn ({len(figures['series'])} runs overlaid, {sum(n for _, n in figures['series']):,} points, chart {width}x{height}):")
+        all_times = []
+        for key, times in figures["redraw"].items():
+            all_times += times
+            print(f"  {key:<22} median {statistics.median(times) * 1000:7.1f} ms   max {max(times) * 1000:7.1f} ms")
+        print(f"  all keys               median {statistics.median(all_times) * 1000:7.1f} ms   max {max(all_times) * 1000:7.1f} ms")
+        naive, ours = baseline(logdir, width, height)
+        print(f"baseline: plotext drawing one raw {figures['series'][0][1]:,}-point series: {naive * 1000:.0f} ms; "
+              f"ours (bucketing + EMA + draw, raw and smoothed): {ours * 1000:.0f} ms; {naive / ours:.0f}x faster")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Snapshots of the main screen and the run dashboard at 80x24 and 160x48.
+
+Deterministic: the runs are built in memory from fixed numbers, reports are planted by hand,
+the clock is fixed (so liveness ages never change) and live follow is off. Update them with
+`pytest tests/test_snapshots.py --snapshot-update` after a deliberate change, and look at the SVGs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.config import Config
+from analysis.model import Run, Series
+from tests._app_data import NOW, HandAnalyzer, fixed_clock, settle
+from tests._report_data import finding
+from tui.app import make_app
+
+POINTS = 400
+STEPS = np.arange(POINTS, dtype=np.int64) * 10
+
+
+def _series(values: np.ndarray, minutes_ago: float) -> Series:
+    """Points ten seconds apart, the last one `minutes_ago` before the fixed clock."""
+    walls = NOW - minutes_ago * 60 - 10.0 * (POINTS - 1 - np.arange(POINTS))
+    return Series(STEPS, walls, np.asarray(values, dtype=np.float64))
+
+
+def _run(name: str, scalars: dict[str, np.ndarray], minutes_ago: float) -> Run:
+    series = {tag: _series(values, minutes_ago) for tag, values in scalars.items()}
+    return Run(name=name, path=Path("runs") / name, scalars=series, last_step=int(STEPS[-1]),
+               last_wall_time=float(NOW - minutes_ago * 60))
+
+
+def _runs() -> dict[str, Run]:
+    rng = np.random.default_rng(7)
+    t = np.arange(POINTS) / POINTS
+    base = 0.4 + 2.0 * np.exp(-6 * t)
+    noisy = base * (1 + 0.04 * rng.standard_normal(POINTS))
+    diverged = noisy.copy()
+    diverged[240:] = np.nan
+    diverged[230:240] = np.linspace(1.0, 30.0, 10)
+    lr = np.minimum(t / 0.1, 1.0) * 3e-3 * 0.5 * (1 + np.cos(np.pi * t))
+    layers = {f"grad_norm/layer{i}": np.abs(1.0 * 10.0 ** -i * (1 + 0.2 * rng.standard_normal(POINTS))) for i in range(4)}
+    layers["grad_norm/layer0"][225:240] *= 1e3
+    overfit_val = 0.8 + 0.6 * (t - 0.5) ** 2 * 4
+    return {
+        "bert_base": _run("bert_base", {"train/loss": noisy, "val/loss": noisy + 0.1, "lr": lr,
+                                        "gpu/util": 90 + rng.standard_normal(POINTS), "time/step": 0.3 + 0.01 * rng.random(POINTS),
+                                        "time/data": 0.02 + 0.01 * rng.random(POINTS)}, 0.5),
+        "gpt_lr3e-3": _run("gpt_lr3e-3", {"train/loss": diverged, "val/loss": diverged + 0.2, "lr": lr * 10,
+                                          "optim/momentum": np.full(POINTS, 0.9), **layers}, 42.0),
+        "resnet_bs32": _run("resnet_bs32", {"train/loss": noisy * 0.8, "val/loss": overfit_val}, 200.0),
+    }
+
+
+class FixedLogdir:
+    """A loaded logdir that never changes (live follow finds nothing)."""
+
+    def __init__(self, runs: dict[str, Run]) -> None:
+        self.path = Path("runs")
+        self.runs = runs
+        self.warnings: list[str] = []
+
+    def refresh(self) -> list[str]:
+        return []
+
+
+def _app():
+    analyzer = HandAnalyzer({
+        "gpt_lr3e-3": (18, [finding("gpt_lr3e-3", "divergence", "critical", 2400, tags=("train/loss",)),
+                            finding("gpt_lr3e-3", "exploding_gradients", "critical", 2250, tags=("grad_norm/layer0",))]),
+        "resnet_bs32": (64, [finding("resnet_bs32", "overfitting", "warning", 2000, tags=("val/loss",))]),
+    })  # fmt: skip
+    return make_app("runs", config=Config(), follow=False, clock=fixed_clock, analyzer=analyzer,
+                    loader=lambda path: FixedLogdir(_runs()))
+
+
+async def _loaded(pilot) -> None:
+    await settle(pilot.app, pilot)
+
+
+async def _dashboard(pilot) -> None:
+    await _loaded(pilot)
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_main_screen(snap_compare, size):
+    assert snap_compare(_app(), terminal_size=size, run_before=_loaded)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_run_dashboard(snap_compare, size):
+    assert snap_compare(_app(), terminal_size=size, run_before=_dashboard)
