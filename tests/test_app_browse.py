@@ -103,3 +103,36 @@ def test_markup_and_escape_sequences_in_names_show_literally(tmp_path):
         assert "red]evil" in screen and "\x1b" not in screen
 
     drive(app, scenario)
+
+
+def test_vim_keys_move_through_the_lists_and_shift_s_cycles_the_sort(logdir):
+    app = make_app(logdir, follow=False, clock=fixed_clock, analyzer=_analyzer())
+
+    async def scenario(app, pilot):
+        table = app.screen.query_one(RunTable)
+        await pilot.press("G")
+        assert app.current_run == "baseline_lr1e-3"
+        await pilot.press("g")
+        assert app.current_run == "big_lr3e-2"
+        await pilot.press("k", "j")
+        assert app.current_run == "small_batch"
+
+        await pilot.press("S")
+        assert app.sort_key == "name" and _names(table) == ["baseline_lr1e-3", "big_lr3e-2", "small_batch"]
+        assert app.current_run == "small_batch"  # the cursor stays with its run
+
+    drive(app, scenario)
+
+
+def test_slash_in_the_tags_pane_filters_the_tags(logdir):
+    app = make_app(logdir, follow=False, clock=fixed_clock, analyzer=_analyzer())
+
+    async def scenario(app, pilot):
+        tree = app.screen.query_one(TagTree)
+        tree.focus()
+        await pilot.press("slash", *"^val", "enter")
+        leaves = [node.data for node in tree.root.children[0].children]
+        assert leaves == ["val/loss"] and len(tree.root.children) == 1
+        assert len(_names(app.screen.query_one(RunTable))) == 3  # the runs are not filtered
+
+    drive(app, scenario)
