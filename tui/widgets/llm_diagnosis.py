@@ -201,6 +201,9 @@ class LLMDiagnosis(Widget, can_focus=True):
         grounding.set_class(True, "-empty")
         self._set_status("Finding the model…")
         self.focus()
+        # The user asked for this answer: bring it into view (in a pane that puts them at the bottom,
+        # so the answer is followed as it streams, until they scroll away).
+        self.call_after_refresh(self.scroll_visible, animate=False)
         self._generate(self._cancel)
 
     def cancel(self) -> None:
@@ -342,8 +345,8 @@ class LLMDiagnosis(Widget, can_focus=True):
         else:
             text.append(f"Grounding: {len(bad)} of {checked} cited steps and values are not in the evidence\n",
                         style="bold yellow")
-            for claim in bad:
-                text.append(f"  ⚠ {plain(claim.text)}: {plain(claim.reason)}\n", style="yellow")
+            lines = [f"  ⚠ {plain(claim.text)}: {plain(claim.reason)}" for claim in bad]
+            text.append("\n".join(lines), style="yellow")
         widget.update(text)
         widget.set_class(False, "-empty")
 
