@@ -27,6 +27,7 @@ import io
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,6 +261,7 @@ class Runner:
         self._formatter: Any = None  # the model's chat template, compiled once
         self.info: GGUFInfo | None = None
         self.stats = GenerationStats(model=settings.model.label)
+        _LIVE_RUNNERS.add(self)
 
     def close(self) -> None:
         """Free the model now (waits for a running generation to end)."""
@@ -480,6 +482,8 @@ def strip_control(text: str) -> str:
 # ------------------------------------------------------------------------------------------ sharing
 
 _RUNNERS: dict[tuple, Runner] = {}
+#: Every Runner alive, shared or not, so none is left for interpreter shutdown to free.
+_LIVE_RUNNERS: "weakref.WeakSet[Runner]" = weakref.WeakSet()
 _RUNNERS_LOCK = threading.Lock()
 
 
@@ -497,9 +501,7 @@ def get_runner(settings: Settings) -> Runner:
 @atexit.register
 def _close_all() -> None:
     """Free loaded models before interpreter shutdown tears down what llama-cpp-python's __del__ needs."""
-    with _RUNNERS_LOCK:
-        runners = list(_RUNNERS.values())
-    for runner in runners:
+    for runner in list(_LIVE_RUNNERS):
         if runner._lock.acquire(timeout=1.0):  # a generation stuck in a daemon thread: leave it
             try:
                 if runner._llama is not None:
