@@ -45,15 +45,21 @@ class AnalysisContext(LogdirContext):
 def logdir_context(logdir: Any, now: float | None = None) -> AnalysisContext:
     """What single-run analysis needs to know about the other runs of `logdir` (a Logdir)."""
     spans = []
-    latest = None
     for name, run in logdir.runs.items():
-        if run.last_wall_time is None:
-            continue
-        firsts = [float(s.wall_times[0]) for s in run.scalars.values() if len(s)]
-        first = min(firsts) if firsts else float(run.last_wall_time)
-        spans.append((name, first, float(run.last_wall_time)))
-        latest = float(run.last_wall_time) if latest is None else max(latest, float(run.last_wall_time))
+        span = scalar_span(run)
+        if span is not None:
+            spans.append((name, *span))
+    latest = max((end for _, _, end in spans), default=None)
     return AnalysisContext(latest_wall_time=latest, now=now, spans=tuple(spans), runs=logdir.runs)
+
+
+def scalar_span(run: Run) -> tuple[float, float] | None:
+    """(first, last) wall time of the run's scalar points: when it trained, not when its files were opened
+    (a writer stamps its file-version record with the wall clock at creation)."""
+    series = [s for s in run.scalars.values() if len(s)]
+    if not series:
+        return None
+    return min(float(s.wall_times[0]) for s in series), max(float(s.wall_times[-1]) for s in series)
 
 
 def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:

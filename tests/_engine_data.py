@@ -42,7 +42,7 @@ class RunSpec:
     tf2: bool = False  # tensor scalars (Keras / tf.summary) instead of simple_value
     restart_from: int | None = None  # resumed from this step after crashing at the run's `crash_at`
     crash_at: int | None = None
-    truncate_tail: bool = False  # cut the last record in half (a copy interrupted mid-write)
+    corrupt: bool = False  # one byte flipped two thirds into the file (a bad CRC: a damaged copy or disk)
     stop_at: int | None = None  # the process hung: nothing written after this step
     hparams: dict = field(default_factory=dict)
 
@@ -388,9 +388,9 @@ def restarted(rng):
                          crash_at=2000, restart_from=1500)}
 
 
-def truncated(rng):
+def corrupted(rng):
     steps, lr, clean, loss = _hf(rng)
-    return {".": RunSpec({"train/loss": (steps, loss), "train/learning_rate": (steps, lr)}, truncate_tail=True)}
+    return {".": RunSpec({"train/loss": (steps, loss), "train/learning_rate": (steps, lr)}, corrupt=True)}
 
 
 def stalled(rng):
@@ -439,7 +439,7 @@ def healthy_step_decay(rng):
            "time/step": (steps, scatter(rng, np.full(steps.size, 0.4), 0.05)),
            "time/data": (steps, scatter(rng, np.full(steps.size, 0.03), 0.2)),
            "gpu/util": (steps, np.clip(rng.normal(94, 3, steps.size), 0, 100))}
-    for name, share in (("conv1", 0.3), ("layer4", 0.6), ("fc", 0.8)):
+    for name, share in (("conv1", 0.3), ("fc", 0.8)):
         out[f"grad_norm/{name}"] = (steps, scatter(rng, grad * share, 0.05))
     return {".": RunSpec(out, 0.4)}
 
@@ -529,7 +529,7 @@ def healthy_multitask_amp(rng):
 
 
 def healthy_llm_long(rng):
-    steps = steps_every(20000, 10)
+    steps = steps_every(20000, 25)
     lr = lr_warmup_cosine(steps, 6e-4, 400, 20000, floor=6e-5)
     clean = loss_from_lr(steps, lr, 10.9, 2.9, 2500)
     grad = scatter(rng, 0.25 + 2.0 * np.exp(-steps / 800.0), 0.25)
@@ -635,7 +635,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("lr_blip", lr_blip, (Expected("lr_anomaly", 1700),)),
     Scenario("lr_dead_tail", lr_dead_tail, (Expected("lr_anomaly", 1900),)),
     Scenario("restarted", restarted, (Expected("run_restart", 1500, severity="info"),)),
-    Scenario("truncated", truncated, (Expected("data_integrity", None),)),
+    Scenario("corrupted", corrupted, (Expected("data_integrity", None),)),
     Scenario("stalled", stalled, (Expected("stalled", 1200, run="seed1"),), now_offset=60.0),
     Scenario("healthy_noisy", healthy_noisy),
     Scenario("healthy_hf_cosine", healthy_hf_cosine),
@@ -704,8 +704,8 @@ def to_run(name: str, spec: RunSpec) -> Run:
         run.notes.append(Note("run_restart", f"{name}/events.2", f"steps go back from {spec.crash_at} to "
                               f"{spec.restart_from} (a restart from a checkpoint)", step=spec.restart_from,
                               severity="info"))
-    if spec.truncate_tail:
-        run.notes.append(Note("data_integrity", f"{name}/events.1", "truncated record at the end of the file"))
+    if spec.corrupt:
+        run.notes.append(Note("data_integrity", f"{name}/events.1", "bad CRC in a record; intact records before it kept"))
     series = [s for s in run.scalars.values() if len(s)]
     run.last_step = max(int(s.steps[-1]) for s in series) if series else None
     run.last_wall_time = max(float(s.wall_times[-1]) for s in series) if series else None
@@ -775,10 +775,11 @@ def write_scenario(root: Path, scenario: Scenario, seed: int = 0) -> Path:
             _write_tensorboardx(directory, _points(spec, lo=spec.restart_from), wall_shift=shift, suffix=".2")
         else:
             _write_tensorboardx(directory, _points(spec))
-        if spec.truncate_tail:
+        if spec.corrupt:
             files = sorted(directory.glob("*tfevents*"))
-            data = files[-1].read_bytes()
-            files[-1].write_bytes(data[:-7])
+            data = bytearray(files[-1].read_bytes())
+            data[2 * len(data) // 3] ^= 0xFF
+            files[-1].write_bytes(bytes(data))
     return base
 
 
@@ -873,3 +874,33 @@ def random_healthy(seed: int) -> tuple[dict[str, RunSpec], dict]:
     description = {"points": points, "every": every, "schedule": str(kind), "noise": str(noise_kind), "rel": rel,
                    "start": start, "offset": offset}
     return {".": RunSpec(tags, float(rng.uniform(0.05, 2.0)))}, description
+
+
+# ---- analysing scenarios in memory ----------------------------------------------------------------------
+
+
+def analyze_scenario(scenario: Scenario | str, seed: int = 0) -> dict:
+    """{run name: RunReport} for the scenario's runs, analysed in memory with their logdir context."""
+    from types import SimpleNamespace
+
+    from analysis.engine import analyze_run, logdir_context
+
+    scenario = BY_NAME[scenario] if isinstance(scenario, str) else scenario
+    runs = runs_in_memory(scenario, seed)
+    context = logdir_context(SimpleNamespace(runs=runs))
+    if scenario.now_offset is not None:
+        context = logdir_context(SimpleNamespace(runs=runs), now=context.latest_wall_time + scenario.now_offset)
+    return {name: analyze_run(run, None, context) for name, run in runs.items()}
+
+
+def analyze_tags(tags: dict[str, tuple], name: str = "run", **spec) -> object:
+    """The RunReport of one hand-built run: `tags` maps tag -> (steps, values)."""
+    from analysis.engine import analyze_run
+
+    scalars = {t: (np.asarray(s, dtype=np.int64), np.asarray(v, dtype=np.float64)) for t, (s, v) in tags.items()}
+    return analyze_run(to_run(name, RunSpec(scalars, **spec)))
+
+
+def kinds(report, severities=("critical", "warning")) -> list[str]:
+    """The kinds a report found at the given severities."""
+    return [f.kind for f in report.findings if f.severity in severities]

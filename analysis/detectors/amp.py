@@ -61,8 +61,9 @@ def _overflow_skips(data: RunData) -> dict | None:
     series = data.run.scalars[tag]
     bad = ~np.isfinite(series.values)
     share = float(bad.mean()) if bad.size else 0.0
-    if share < OVERFLOW_INFO or not np.isfinite(series.values[-1]):
-        return None  # a norm that ends Inf/NaN exploded; exploding_gradients reports that
+    first = int(np.argmax(bad)) if bad.any() else 0
+    if share < OVERFLOW_INFO or (~np.isfinite(series.values[first:])).mean() >= 0.5:
+        return None  # a norm that stays Inf/NaN exploded; exploding_gradients reports that
     loss = data.primary.train_loss
     if loss is not None and data.features[loss].first_nonfinite_step is not None:
         return None

@@ -29,7 +29,7 @@ BLOWUP_SCALE_FRACTION = 0.5
 #: "Never made progress": the best level is within this share of the scale of the start level.
 NO_PROGRESS = 0.1
 #: ...and exceed this many noise sigmas of the bucket medians (a rise must be far outside the wiggle).
-BLOWUP_NOISE_K = 10.0
+BLOWUP_NOISE_K = 6.0
 #: The final stretch that must stay up: the last 3 % of the run's points (at least 3).
 SUSTAIN_FRAC = 0.03
 #: The onset is where the level first crosses best + ONSET_FRACTION × rise after the best point.

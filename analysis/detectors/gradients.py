@@ -78,7 +78,11 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     steps, values = data.finite(tag)
     positive = values > 0
     steps, values = steps[positive], values[positive]
-    nonfinite_tail = feats.first_nonfinite_step is not None and not np.isfinite(series.values[-1])
+    # Inf/NaN "for good": the norm ends non-finite and at least half its points from the first one on are.
+    nonfinite_tail = False
+    if feats.first_nonfinite_step is not None and not np.isfinite(series.values[-1]):
+        tail = series.values[int(np.searchsorted(series.steps, feats.first_nonfinite_step)):]
+        nonfinite_tail = bool((~np.isfinite(tail)).mean() >= 0.5)
     if values.size < 8:
         return None
     logs = np.log10(values)

@@ -88,23 +88,25 @@ def _jumps(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, peak:
     running_max = np.maximum.accumulate(values)
     out = []
     previous = values[:-1]
-    ratio = np.where(previous > 0, values[1:] / np.where(previous > 0, previous, 1.0), np.inf)
+    # Jumps out of a zero stretch are that stretch's end (reported above), not a jump.
+    alive = previous > ZERO_REL * peak
+    ratio = np.where(alive, values[1:] / np.where(alive, previous, 1.0), 1.0)
     index = np.arange(1, n)
     after_warmup = index > warm_end
-    new_high = after_warmup & (values[1:] > NEW_HIGH * running_max[:-1])
-    # A blip: up ×JUMP, then back within TRANSIENT points to ≤ 1.5 × where it came from.
-    jump = after_warmup & (ratio >= JUMP) & ~new_high
-    blips = []
-    for i in index[jump][:50]:
-        later = values[i + 1 : i + 1 + TRANSIENT]
-        if later.size and later.min() <= 1.5 * values[i - 1]:
-            blips.append(int(i))
-    events = sorted(set(index[new_high][:50].tolist()) | set(blips))
+    new_high = after_warmup & alive & (values[1:] > NEW_HIGH * running_max[:-1])
+    jump = after_warmup & (ratio >= JUMP)
+    candidates = index[new_high | jump][:50]
+    # A blip comes back within TRANSIENT points to ≤ 1.5 × where it came from (a restart stays up and decays
+    # over many points, so it is neither a blip nor, at ≤ its old peak, a new high).
+    returned = {int(i) for i in candidates
+                if values[i + 1 : i + 1 + TRANSIENT].size and values[i + 1 : i + 1 + TRANSIENT].min() <= 1.5 * values[i - 1]}
+    highs = set(index[new_high].tolist())
+    events = sorted(i for i in map(int, candidates) if i in returned or i in highs)
     if not events:
         return []
     first = events[0]
     before, after = float(values[first - 1]), float(values[first])
-    kind = "new high" if first in set(index[new_high].tolist()) else "blip"
+    kind = "blip" if first in returned else "new high"
     summary = (f"{tag} {fmt(before)} → {fmt(after)} between steps {int(steps[first - 1])} and {int(steps[first])} "
                f"(×{after / before:.0f})" if before > 0 else f"{tag} 0 → {fmt(after)} at step {int(steps[first])}")
     if kind == "new high":

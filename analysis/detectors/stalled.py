@@ -46,9 +46,10 @@ def _finished(data: RunData) -> bool:
 
 def detect(data: RunData) -> list:
     context = data.context
-    last = data.run.last_wall_time
-    if last is None or context.latest_wall_time is None:
+    walls = [float(s.wall_times[-1]) for s in data.run.scalars.values() if len(s)]
+    if not walls or context.latest_wall_time is None:
         return []
+    last = max(walls)
     silence = context.latest_wall_time - last
     interval = _median_interval(data) or 0.0
     threshold = max(MIN_SILENCE_S, SILENCE_INTERVALS * interval)

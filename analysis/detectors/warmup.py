@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..smoothing import scale_noise
-from .base import RunData, clip_advice, confident, finding, fmt, sentence
+from .base import RunData, adversarial, clip_advice, confident, finding, fmt, sentence
 
 EARLY_FRAC = 0.1
 RISE_REL = 0.3
@@ -125,7 +125,7 @@ def detect(data: RunData) -> list:
     if first is None:
         return []
     end_step = first + EARLY_FRAC * data.span
-    loss_event = _early_loss_rise(data, tag, end_step) if tag else None
+    loss_event = _early_loss_rise(data, tag, end_step) if tag and not adversarial(tag) else None
     grad_event = _early_grad_spike(data, end_step)
     if loss_event is None and grad_event is None:
         return []

@@ -1,0 +1,93 @@
+"""Gradient, weight, activation and mixed-precision detectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests._engine_data import analyze_scenario, analyze_tags, kinds, scatter, steps_every
+
+
+def _one(report, kind):
+    found = [f for f in report.findings if f.kind == kind]
+    assert found, f"no {kind} in {[(f.kind, f.severity, f.step) for f in report.findings]}"
+    return found[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grad_norm_spiking_60x_at_1400_is_exploding_gradients_quoted_like_a_person_would(seed):
+    finding = _one(analyze_scenario("exploding_spikes", seed)["."], "exploding_gradients")
+    assert finding.severity == "warning" and finding.step == 1400 and finding.evidence["events"] == 2
+    summary = finding.evidence["summary"]
+    assert summary.startswith("train/grad_norm ") and "→" in summary
+    assert "between steps 1390 and 1400" in summary or "between steps 2290 and 2300" in summary  # the worst one
+    assert "max_norm=" in finding.suggestion
+
+
+def test_a_grad_norm_growing_until_the_loss_blows_up_is_critical_from_where_it_left_its_band():
+    report = analyze_scenario("exploding_growth")["."]
+    exploding = _one(report, "exploding_gradients")
+    assert exploding.severity == "critical" and abs(exploding.step - 1500) <= 40 and exploding.evidence["sustained"]
+    assert abs(_one(report, "divergence").step - 1700) <= 40
+
+
+def test_a_healthy_lognormal_grad_norm_that_falls_then_drifts_up_is_fine():
+    steps = steps_every(20000, 10)
+    grad = scatter(np.random.default_rng(1), 0.3 + 3.0 * np.exp(-steps / 500) + 0.4 * steps / 20000, 0.3)
+    report = analyze_tags({"train/grad_norm": (steps, grad), "train/loss": (steps, 2 + np.exp(-steps / 3000))})
+    assert not kinds(report)
+
+
+def test_a_first_layer_whose_gradient_fades_below_a_thousandth_of_the_others_is_vanishing():
+    finding = _one(analyze_scenario("vanishing")["."], "vanishing_gradients")
+    assert finding.severity == "warning" and abs(finding.step - 1500) <= 60
+    assert finding.tags[0] == "grad_norm/conv1.weight"
+
+
+def test_a_layer_with_no_gradient_at_all_is_reported_as_frozen_info():
+    steps = steps_every(1000, 10)
+    tags = {"grad_norm/embed": (steps, np.zeros(steps.size)), "grad_norm/fc": (steps, np.full(steps.size, 0.1)),
+            "grad_norm/conv": (steps, np.full(steps.size, 0.2))}
+    finding = _one(analyze_tags(tags), "vanishing_gradients")
+    assert finding.severity == "info" and "frozen" in finding.message
+
+
+def test_relu_layers_going_from_half_to_93_percent_zeros_at_1600_are_dead_units():
+    finding = _one(analyze_scenario("dead_relu")["."], "dead_units")
+    assert finding.severity == "warning" and abs(finding.step - 1600) <= 60
+    assert set(finding.tags) == {"activations/relu2_zero_frac", "activations/relu3_zero_frac"}
+
+
+def test_weight_norm_accelerating_from_2000_is_weight_growth():
+    finding = _one(analyze_scenario("weight_growth")["."], "weight_growth")
+    assert finding.severity == "warning" and abs(finding.step - 2000) <= 60
+    assert finding.tags == ("weight_norm/fc",) and "weight decay" in finding.suggestion
+
+
+def test_weight_norm_growing_like_sqrt_of_the_steps_is_normal():
+    steps = steps_every(10000, 20)
+    norm = scatter(np.random.default_rng(2), 20 + 15 * np.sqrt(steps / 10000), 0.003)
+    assert not kinds(analyze_tags({"weight_norm/fc": (steps, norm)}))
+
+
+def test_a_loss_scale_falling_from_2_12_to_below_1_from_2000_is_a_critical_amp_overflow():
+    finding = _one(analyze_scenario("amp_collapse")["."], "amp_overflow")
+    assert finding.severity == "critical" and abs(finding.step - 2000) <= 60
+    assert "bf16" in finding.suggestion
+
+
+def test_a_grad_scaler_that_calibrates_then_hovers_is_healthy():
+    steps = steps_every(20000, 10)
+    octave = np.maximum(16 - 3 * np.arange(steps.size), 13) + (steps // 2000) % 2
+    assert not kinds(analyze_tags({"grad_scaler/scale": (steps, 2.0 ** octave)}), ("critical", "warning", "info"))
+
+
+def test_grad_norm_inf_on_many_steps_while_the_loss_stays_finite_is_amp_overflow():
+    steps = steps_every(3000, 10)
+    rng = np.random.default_rng(3)
+    grad = scatter(rng, np.full(steps.size, 1.0), 0.1)
+    grad[rng.choice(steps.size, 12, replace=False)] = np.inf
+    finding = _one(analyze_tags({"train/grad_norm": (steps, grad), "train/loss": (steps, 2 - steps / 3000)}),
+                   "amp_overflow")
+    assert finding.severity == "warning" and finding.evidence["overflow_points"] == 12
+    assert "exploding_gradients" not in kinds(analyze_tags({"train/grad_norm": (steps, grad)}))

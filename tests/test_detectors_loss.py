@@ -1,0 +1,149 @@
+"""Loss-shape detectors: divergence, spikes, oscillation, slow convergence, plateaus, unstable starts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests._engine_data import (analyze_scenario, analyze_tags, kinds, loss_from_lr, lr_sgdr, lr_step,
+                                lr_warmup_cosine, scatter, steps_every)
+
+
+def _one(report, kind):
+    found = [f for f in report.findings if f.kind == kind]
+    assert found, f"no {kind} in {[(f.kind, f.severity, f.step) for f in report.findings]}"
+    return found[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_run_that_goes_nan_at_step_1800_gets_a_critical_divergence_at_1800(seed):
+    report = analyze_scenario("divergence_nan", seed)["."]
+    finding = _one(report, "divergence")
+    assert (finding.severity, finding.step) == ("critical", 1800)
+    assert "train/loss" in finding.tags and "eval/loss" in finding.tags
+    assert "NaN from step 1800" in finding.evidence["summary"]
+    assert finding.evidence["context"]["lr"] and "grad_norm" in finding.evidence["context_tags"]
+    # The NaN gradient norm is the divergence's consequence, not a second story.
+    assert "exploding_gradients" not in kinds(report)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_loss_that_blows_up_at_2100_and_never_recovers_diverges_from_there(seed):
+    finding = _one(analyze_scenario("divergence_blowup", seed)["."], "divergence")
+    assert finding.severity == "critical" and abs(finding.step - 2100) <= 60
+    assert "rose from step" in finding.evidence["summary"] and finding.evidence["best"] < 0.6
+
+
+def test_nan_points_the_run_recovered_from_are_a_warning_not_a_critical_divergence():
+    steps = steps_every(2000, 10)
+    loss = scatter(np.random.default_rng(0), 2.0 * np.exp(-steps / 500) + 0.5, 0.03)
+    loss[[50, 120]] = np.nan
+    finding = _one(analyze_tags({"train/loss": (steps, loss)}), "divergence")
+    assert (finding.severity, finding.step) == ("warning", 510)
+    assert "recovered" in finding.message
+
+
+def test_a_warm_restart_raising_the_loss_is_the_schedule_not_divergence():
+    steps = steps_every(4000, 10)
+    lr = np.where(steps < 3000, lr_warmup_cosine(steps, 0.05, 0, 3000), 0.05)
+    loss = scatter(np.random.default_rng(1), 0.3 + 1.5 * np.exp(-steps / 400) + 0.6 * lr / 0.05, 0.03)
+    assert not kinds(analyze_tags({"train_loss": (steps, loss), "lr-SGD": (steps, lr)}))
+
+
+def test_gan_losses_rising_against_each_other_are_not_divergence():
+    steps = steps_every(3000, 10)
+    rng = np.random.default_rng(2)
+    d_loss = scatter(rng, 1.2 - 0.9 * (1 - np.exp(-steps / 600)), 0.05)
+    g_loss = scatter(rng, 0.8 + 2.5 * (1 - np.exp(-steps / 600)), 0.05)
+    assert not kinds(analyze_tags({"loss_D": (steps, d_loss), "loss_G": (steps, g_loss)}))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_three_loss_spikes_that_recover_are_one_loss_spike_finding_from_the_first(seed):
+    finding = _one(analyze_scenario("loss_spikes", seed)["."], "loss_spike")
+    assert finding.severity == "warning" and abs(finding.step - 900) <= 60
+    assert finding.evidence["count"] == 3 and finding.evidence["largest_ratio"] > 2.5
+    assert "→" in finding.evidence["summary"] and "between steps" in finding.evidence["summary"]
+
+
+def test_step_decay_drops_are_not_spikes_and_a_noisy_healthy_loss_has_none():
+    steps = steps_every(6000, 10)
+    lr = lr_step(steps, 0.1, (2000, 4000))
+    loss = scatter(np.random.default_rng(3), loss_from_lr(steps, lr, 4.0, 0.6, 500, lr_floor=0.8), 0.12)
+    report = analyze_tags({"Loss/train": (steps, loss), "LR": (steps, lr)})
+    assert not kinds(report, ("critical", "warning", "info"))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_spike_every_epoch_is_periodic_and_says_where_in_the_epoch(seed):
+    finding = _one(analyze_scenario("periodic_spikes", seed)["."], "periodic_spikes")
+    assert finding.severity == "warning" and finding.step == 70
+    assert finding.evidence["period"] == 300 and finding.evidence["per_epoch"] and finding.evidence["offset_in_epoch"] == 70
+    assert "loss_spike" not in kinds(analyze_scenario("periodic_spikes", seed)["."])
+
+
+@pytest.mark.parametrize("scenario,onset", [("oscillation", 900), ("bouncing", 600)])
+def test_a_loss_bouncing_after_the_lr_rose_is_an_oscillation_from_there(scenario, onset):
+    finding = _one(analyze_scenario(scenario)["."], "oscillation")
+    assert finding.severity == "warning" and abs(finding.step - onset) <= 60
+    assert "learning rate" in finding.suggestion
+
+
+def test_a_loss_logged_as_a_running_mean_wanders_but_does_not_oscillate():
+    rng = np.random.default_rng(4)
+    steps = np.arange(3000)
+    raw = scatter(rng, 0.5 + 2.0 * np.exp(-steps / 800), 0.6)
+    smooth = np.convolve(raw, np.ones(20) / 20, mode="valid")
+    assert not kinds(analyze_tags({"loss": (steps[19:], smooth)}))
+
+
+@pytest.mark.parametrize("scenario", ["slow_convergence", "no_learning"])
+def test_a_loss_that_crawls_or_does_not_move_is_slow_convergence_over_the_whole_run(scenario):
+    finding = _one(analyze_scenario(scenario)["."], "slow_convergence")
+    assert finding.severity == "warning" and finding.step == 10
+    assert "×" in finding.suggestion or "lr" in finding.suggestion
+
+
+def test_a_fine_tune_that_improves_a_little_and_levels_off_is_not_slow():
+    steps = steps_every(2000, 10)
+    lr = lr_warmup_cosine(steps, 2e-5, 100, 2000)
+    loss = scatter(np.random.default_rng(5), loss_from_lr(steps, lr, 0.52, 0.44, 300), 0.05)
+    assert not kinds(analyze_tags({"train/loss": (steps, loss), "train/learning_rate": (steps, lr)}))
+
+
+def test_a_resumed_run_is_not_judged_for_slow_convergence():
+    steps = np.arange(50_000, 60_000, 10)
+    loss = scatter(np.random.default_rng(6), 1.10 - 0.05 * (steps - 50_000) / 10_000, 0.01)
+    assert not kinds(analyze_tags({"train/loss": (steps, loss)}))
+
+
+def test_a_loss_stuck_at_chance_level_before_learning_is_a_plateau_from_the_start():
+    finding = _one(analyze_scenario("plateau_start")["."], "plateau")
+    assert finding.severity == "warning" and finding.step <= 70 and 800 <= finding.end_step <= 950
+    assert finding.evidence["chance_level_classes"] == 10
+
+
+def test_a_loss_flat_during_the_lr_warmup_is_not_a_plateau():
+    steps = steps_every(3000, 10)
+    lr = lr_warmup_cosine(steps, 1e-3, 600, 3000)
+    loss = scatter(np.random.default_rng(7), loss_from_lr(steps, lr, 3.0, 0.8, 200), 0.02)
+    assert "plateau" not in kinds(analyze_tags({"train/loss": (steps, loss), "train/lr": (steps, lr)}))
+
+
+def test_a_loss_jumping_up_in_the_first_steps_without_warmup_is_warmup_instability():
+    finding = _one(analyze_scenario("warmup_missing")["."], "warmup_instability")
+    assert finding.severity == "warning" and abs(finding.step - 60) <= 60
+    assert "no warmup" in finding.evidence["summary"] and "warmup of ~" in finding.suggestion
+
+
+def test_a_short_run_proves_nothing_strongly():
+    steps = np.arange(0, 12) * 50
+    loss = np.array([2.0, 1.8, 1.7, 5.0, 1.5, 1.4, np.nan, 1.3, 1.2, 1.2, 1.1, 1.1])
+    assert not kinds(analyze_tags({"train/loss": (steps, loss)}), ("critical",))
+
+
+def test_sgdr_restarts_are_not_spikes_or_oscillation():
+    steps = steps_every(8000, 10)
+    lr = lr_sgdr(steps, 0.05, 1000)
+    loss = scatter(np.random.default_rng(8), 0.4 + 1.6 * np.exp(-steps / 900) + 0.4 * lr / 0.05, 0.04)
+    assert not kinds(analyze_tags({"train_loss": (steps, loss), "lr-SGD": (steps, lr)}))

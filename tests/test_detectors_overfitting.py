@@ -1,0 +1,68 @@
+"""Overfitting: training keeps improving while validation turns worse, in one run or across Keras siblings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests._engine_data import analyze_scenario, analyze_tags, kinds, scatter, steps_every
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_validation_loss_turning_up_at_1200_while_train_falls_is_overfitting_from_1200(seed):
+    report = analyze_scenario("overfitting", seed)["."]
+    finding = next(f for f in report.findings if f.kind == "overfitting")
+    assert finding.severity == "warning" and abs(finding.step - 1200) <= 150  # one validation interval
+    summary = finding.evidence["summary"]
+    assert summary.startswith("val_loss best ") and "while train_loss fell" in summary
+    assert finding.evidence["relative_change"] > 0.1 and finding.evidence["train_improvement"] > 0.1
+    assert f"step {finding.step}" in finding.suggestion and "weight decay" in finding.suggestion
+    assert "val_acc" in finding.evidence["also"]
+
+
+def test_keras_overfitting_is_reported_on_the_train_run_naming_its_validation_sibling():
+    reports = analyze_scenario("keras_overfit")
+    finding = next(f for f in reports["train"].findings if f.kind == "overfitting")
+    assert abs(finding.step - 14) <= 1 and finding.tags == ("epoch_loss",)
+    assert finding.evidence["val_run"] == "validation" and finding.evidence["val_tag"] == "epoch_loss"
+    # The validation run alone shows a rising loss: that is the sibling's overfitting, not divergence.
+    assert not kinds(reports["validation"])
+
+
+def test_a_noisy_validation_loss_that_levels_off_is_not_overfitting():
+    steps = steps_every(3000, 10)
+    rng = np.random.default_rng(1)
+    clean = 0.5 + 1.5 * np.exp(-steps / 500)
+    val_steps = steps_every(3000, 100)
+    val = np.interp(val_steps, steps, clean) * 1.15 + rng.normal(0, 0.02, val_steps.size)
+    report = analyze_tags({"train_loss": (steps, scatter(rng, clean, 0.05)), "val_loss": (val_steps, val)})
+    assert "overfitting" not in kinds(report, ("critical", "warning", "info"))
+
+
+def test_validation_rising_while_training_rises_too_is_not_overfitting():
+    steps = steps_every(3000, 10)
+    rng = np.random.default_rng(2)
+    clean = 1.0 + 0.3 * np.maximum(steps - 1500, 0) / 1500
+    val_steps = steps_every(3000, 150)
+    val = np.interp(val_steps, steps, clean) * 1.1 + rng.normal(0, 0.005, val_steps.size)
+    report = analyze_tags({"train_loss": (steps, scatter(rng, clean, 0.02)), "val_loss": (val_steps, val)})
+    assert "overfitting" not in kinds(report, ("critical", "warning", "info"))
+
+
+def test_validation_accuracy_falling_while_train_loss_falls_is_overfitting():
+    steps = steps_every(4000, 10)
+    rng = np.random.default_rng(3)
+    train = scatter(rng, 0.05 + 2.0 * np.exp(-steps / 600), 0.04)
+    val_steps = steps_every(4000, 200)
+    acc = 0.85 - 0.4 * np.exp(-val_steps / 500) - np.where(val_steps > 2000, (val_steps - 2000) / 2000 * 0.08, 0)
+    report = analyze_tags({"train/loss": (steps, train), "eval/accuracy": (val_steps, acc + rng.normal(0, 0.002, acc.size))})
+    finding = next(f for f in report.findings if f.kind == "overfitting")
+    assert abs(finding.step - 2000) <= 200 and finding.evidence["val_tag"] == "eval/accuracy"
+
+
+def test_five_evaluations_are_not_enough_to_warn():
+    steps = steps_every(500, 10)
+    val_steps = np.array([100, 200, 300, 400, 500])
+    report = analyze_tags({"train_loss": (steps, 2.0 * np.exp(-steps / 100) + 0.1),
+                           "val_loss": (val_steps, np.array([1.0, 0.6, 0.7, 0.8, 0.9]))})
+    assert "overfitting" not in kinds(report)

@@ -1,0 +1,158 @@
+"""The engine end to end on real event files: the labelled suite, the JSON contract, ranking.
+
+Every labelled scenario of `_engine_data` is written with real writers (tensorboardX's SummaryWriter for
+PyTorch-style runs, tensorboard's protos for TF2/Keras tensor scalars) into one logdir, read back with
+`analysis.load` and diagnosed: every planted pathology must be found at its onset (2 % of the run or one
+validation interval), and no healthy run may get a warning or a critical finding.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import analysis
+from analysis.engine import Report, analyze_run, diagnose, scalar_span
+from analysis.model import FINDING_KINDS, ROLES, SEVERITIES
+from tests._engine_data import (HEALTHY, PATHOLOGIES, SCENARIOS, RunSpec, random_healthy, to_run, tolerance,
+                                write_scenario)
+
+#: Analyse as if the morning after: the logdir is not live, so a stopped run is worth an info at most.
+MORNING_AFTER = 86400.0
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("labelled")
+    for scenario in SCENARIOS:
+        if scenario.now_offset is None:
+            write_scenario(root, scenario)
+    return analysis.load(root)
+
+
+@pytest.fixture(scope="module")
+def report(logdir) -> Report:
+    latest = max(scalar_span(run)[1] for run in logdir.runs.values())
+    return diagnose(logdir, now=latest + MORNING_AFTER)
+
+
+def _run_name(scenario, run):
+    return scenario.name if run == "." else f"{scenario.name}/{run}"
+
+
+def test_every_finding_kind_is_covered_by_the_labelled_suite():
+    planted = {e.kind for s in PATHOLOGIES for e in s.expected}
+    assert planted == set(FINDING_KINDS)
+    assert len(HEALTHY) >= 10
+
+
+@pytest.mark.parametrize("scenario", [s for s in PATHOLOGIES if s.now_offset is None], ids=lambda s: s.name)
+def test_each_planted_pathology_is_found_at_its_onset(report, scenario):
+    by_name = {r.name: r for r in report.runs}
+    for expected in scenario.expected:
+        run = by_name[_run_name(scenario, expected.run)]
+        hits = [f for f in run.findings if f.kind == expected.kind
+                and SEVERITIES.index(f.severity) <= SEVERITIES.index(expected.severity)]
+        assert hits, f"{expected.kind} not found: {[(f.kind, f.severity, f.step) for f in run.findings]}"
+        if expected.step is not None:
+            allowed = tolerance(scenario, expected, {expected.run: run.run})
+            assert min(abs(f.step - expected.step) for f in hits) <= allowed, [f.step for f in hits]
+
+
+@pytest.mark.parametrize("scenario", HEALTHY, ids=lambda s: s.name)
+def test_healthy_runs_get_no_warning_or_critical_finding(report, scenario):
+    for run in report.runs:
+        if run.name == scenario.name or run.name.startswith(scenario.name + "/"):
+            loud = [(f.kind, f.severity, f.step, f.message) for f in run.findings if f.severity != "info"]
+            assert not loud
+
+
+def test_a_run_that_stops_writing_while_its_siblings_go_on_is_stalled_in_a_live_logdir(tmp_path):
+    scenario = next(s for s in SCENARIOS if s.now_offset is not None)
+    directory = write_scenario(tmp_path, scenario)
+    logdir = analysis.load(directory)
+    latest = max(scalar_span(run)[1] for run in logdir.runs.values())
+    live = {r.name: r for r in diagnose(logdir, now=latest + scenario.now_offset).runs}
+    stalled = [f for f in live["seed1"].findings if f.kind == "stalled"]
+    assert stalled and stalled[0].severity == "warning" and stalled[0].step == 1200
+    assert not [f for f in live["seed0"].findings + live["seed2"].findings if f.severity != "info"]
+
+
+def test_runs_are_ranked_worst_first(report):
+    scores = [r.health.score for r in report.runs]
+    assert scores == sorted(scores)
+    position = {r.name: i for i, r in enumerate(report.runs)}
+    critical = [r.name for r in report.runs if any(f.severity == "critical" for f in r.findings)]
+    quiet = [r.name for r in report.runs if all(f.severity == "info" for f in r.findings)]
+    assert critical and quiet and max(position[n] for n in critical) < min(position[n] for n in quiet)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def test_the_json_report_follows_the_contract(report, logdir):
+    text = report.to_json()
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert set(data) == {"tool", "version", "logdir", "runs"}
+    assert data["tool"] == "tbtriage" and data["version"] == analysis.__version__
+    assert data["logdir"] == str(logdir.path)
+    assert [r["run"] for r in data["runs"]] == [r.name for r in report.runs]
+    for run in data["runs"]:
+        assert set(run) == {"run", "files", "last_step", "last_wall_time", "tags", "health", "findings"}
+        assert isinstance(run["files"], list) and run["files"] and all(isinstance(f, str) for f in run["files"])
+        assert isinstance(run["last_step"], int) and _is_number(run["last_wall_time"])
+        for tag, info in run["tags"].items():
+            assert set(info) == {"role", "points"} and (info["role"] is None or info["role"] in ROLES)
+            assert isinstance(info["points"], int) and info["points"] > 0
+        assert set(run["health"]) == {"score", "components"} and 0 <= run["health"]["score"] <= 100
+        assert set(run["health"]["components"]) == {"convergence", "stability", "gradient_health",
+                                                    "resource_efficiency", "overfitting_risk"}
+        assert all(v is None or 0 <= v <= 100 for v in run["health"]["components"].values())
+        for finding in run["findings"]:
+            assert set(finding) == {"kind", "severity", "tags", "step", "end_step", "evidence", "message",
+                                    "suggestion"}
+            assert finding["kind"] in FINDING_KINDS and finding["severity"] in SEVERITIES
+            assert isinstance(finding["tags"], list) and isinstance(finding["evidence"], dict)
+            assert finding["step"] is None or isinstance(finding["step"], int)
+            assert finding["end_step"] is None or isinstance(finding["end_step"], int)
+            assert finding["message"] and "\n" not in finding["message"] and finding["suggestion"]
+            assert finding["evidence"]["summary"]
+
+
+def test_nan_evidence_is_written_as_strict_json(report):
+    diverged = next(r for r in report.runs if r.name == "divergence_nan")
+    data = json.loads(Report(report.logdir, [diverged], "x").to_json())
+    context = data["runs"][0]["findings"][0]["evidence"]["context"]
+    assert "NaN" in [v for _, v in context["grad_norm"]]
+
+
+def test_diagnose_reads_a_path_and_keeps_only_the_runs_asked_for(tmp_path):
+    scenario = next(s for s in SCENARIOS if s.name == "keras_overfit")
+    directory = write_scenario(tmp_path, scenario)
+    report = diagnose(str(directory), runs="train")
+    assert [r.name for r in report.runs] == ["train"] and report.to_dict()["logdir"] == str(directory)
+    assert [f.kind for f in report.runs[0].findings] == []  # without its validation sibling, nothing to compare
+    both = diagnose(directory)
+    assert {r.name for r in both.runs} == {"train", "validation"}
+    assert [f.kind for f in next(r for r in both.runs if r.name == "train").findings] == ["overfitting"]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_randomised_healthy_runs_get_no_warning(seed):
+    specs, description = random_healthy(10_000 + seed)
+    report = analyze_run(to_run("r", specs["."]))
+    loud = [(f.kind, f.severity, f.message) for f in report.findings if f.severity != "info"]
+    assert not loud, description
+
+
+def test_a_run_of_a_million_points_is_analysed(tmp_path):
+    steps = np.arange(1_000_000, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    loss = (0.5 + 2.0 * np.exp(-steps / 200_000)) * np.exp(rng.normal(0, 0.05, steps.size))
+    loss[700_000] *= 5
+    report = analyze_run(to_run("big", RunSpec({"train/loss": (steps, loss)})))
+    spike = next(f for f in report.findings if f.kind == "loss_spike")
+    assert spike.step == 700_000
