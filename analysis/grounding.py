@@ -134,7 +134,10 @@ def _value_supported(value: float, num: str, suffix: str, approx: bool, shown: l
 
 
 def _ratio_supported(value: float, shown: list[float]) -> bool:
+    """A quoted ratio ("124x") or one that follows from two shown values (149 / 1.2)."""
     finite = sorted({abs(v) for v in shown if v and math.isfinite(v)})
+    if any(abs(v - value) <= RATIO_REL_TOL * value for v in finite):
+        return True
     for i, small in enumerate(finite):
         for big in finite[i + 1 :]:
             if abs(big / small - value) <= RATIO_REL_TOL * value:

@@ -72,6 +72,8 @@ KEY_HPARAMS = re.compile(
     re.IGNORECASE,
 )
 
+_NUMBER_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_STEP_IN_TEXT = re.compile(r"\bsteps? (\d+)\b")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
 
 _SYSTEM_MD = (
@@ -365,9 +367,14 @@ def _finding_lines(findings: list[Finding], lang: str) -> list[_Line]:
             where = f" @{f.step}" + (f"-{f.end_step}" if f.end_step is not None and f.end_step != f.step else "")
             steps = [f.step] + ([f.end_step] if f.end_step is not None else [])
         tags = ",".join(clean_text(t, 60) for t in f.tags[:3])
-        head = f"{i + 1}. [{sev}] {f.kind}{where} ({tags}): {clean_text(f.message)}"
+        message = clean_text(f.message)
+        head = f"{i + 1}. [{sev}] {f.kind}{where} ({tags}): {message}"
+        # The message's own numbers ("exploded from step 2500 (×152)") are shown too, so they are evidence.
+        said_steps = [int(m) for m in _STEP_IN_TEXT.findall(message)]
+        said_values = [float(m.replace(",", "")) for m in _NUMBER_IN_TEXT.findall(message)]
         lines.append(
-            _Line("findings", (i, 0), _P_FINDING[sev] + i * 0.01, f"finding {f.kind}", head, tuple(steps))
+            _Line("findings", (i, 0), _P_FINDING[sev] + i * 0.01, f"finding {f.kind}", head,
+                  tuple(steps + said_steps), tuple(said_values))
         )
         facts = _Facts()
         items = _evidence_items(f.evidence, facts)

@@ -95,3 +95,11 @@ def test_the_evidence_is_exactly_what_the_prompt_showed():
     # A step the prompt showed is supported, one it never showed is not, even inside the run.
     assert unsupported_texts(f"NaN from step {BLOWUP_STEP}", prompt.evidence) == []
     assert unsupported_texts("NaN from step 1215", prompt.evidence) == ["1215"]
+
+
+def test_numbers_in_a_finding_message_the_model_was_shown_are_evidence():
+    report = blowup_report(n_findings=2)
+    prompt = build_prompt(report, budget=400, windows_for=lambda step: {})
+    assert "grad_norm rose 124x above its baseline" in prompt.user
+    # "124x" is quoted from the message itself; 1180 and 1210 come from the headline's steps.
+    assert unsupported_texts("grad_norm rose 124x between step 1180 and step 1210", prompt.evidence) == []
