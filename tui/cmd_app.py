@@ -26,9 +26,6 @@ def run(args: argparse.Namespace) -> int:
     if not logdir.exists():
         print(f"tbtriage: {args.logdir}: no such directory", file=sys.stderr)
         return EXIT_USAGE
-    if args.theme is not None and args.theme not in THEME_ORDER:
-        print(f"tbtriage: unknown theme {args.theme!r} (choose from {', '.join(THEME_ORDER)})", file=sys.stderr)
-        return EXIT_USAGE
     from tui.app import make_app
 
     try:

@@ -7,7 +7,6 @@ get fixed ages from a fixed clock.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from analysis.compare import worst_finding
@@ -74,17 +73,6 @@ def sort_rows(rows: list[RunRow], key: str) -> list[RunRow]:
     if key == "liveness":
         return sorted(rows, key=lambda r: (r.age is None, r.age or 0.0, r.name))
     return sorted(rows, key=lambda r: (r.health is None, r.health or 0, r.name))
-
-
-def filter_rows(rows: list[RunRow], pattern: str) -> tuple[list[RunRow], str | None]:
-    """Rows whose name matches `pattern` (a case-insensitive regex); an invalid one keeps all and says why."""
-    if not pattern:
-        return rows, None
-    try:
-        regex = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        return rows, f"not a valid regex: {exc}"
-    return [r for r in rows if regex.search(r.name)], None
 
 
 def format_age(age: float | None) -> str:

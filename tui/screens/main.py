@@ -18,14 +18,15 @@ from textual.widgets import Footer, Input, ProgressBar, Static, Tree
 from tui.ascii_mode import apply_ascii
 from tui.bindings import bindings
 from tui.chart_data import SeriesRequest
-from tui.run_rows import SORTS, filter_rows, run_row, sort_rows
+from tui.regex_filter import regex_filter
+from tui.run_rows import SORTS, run_row, sort_rows
 from tui.safe_text import plain
 from tui.widgets.diagnosis import DiagnosisPane
 from tui.widgets.findings_list import FindingsList
 from tui.widgets.run_table import RunTable
 from tui.widgets.series_style import series_style
 from tui.widgets.tag_chart import TagChart
-from tui.widgets.tag_tree import TagTree, filter_tags
+from tui.widgets.tag_tree import TagTree
 
 if TYPE_CHECKING:
     from tui.app import TriageApp
@@ -95,7 +96,7 @@ class MainScreen(Screen):
         app = self.app
         now = app.clock()
         rows = [run_row(run, app.reports.get(name), now) for name, run in app.runs.items()]
-        rows, error = filter_rows(rows, app.run_filter)
+        rows, error = regex_filter(rows, app.run_filter, lambda row: row.name)
         self.query_one("#run-filter").set_class(error is not None, "-invalid")
         swatches = {name: series_style(app.slots.slot(name), app.theme_variables, app.ascii_only).swatch for name in app.selected}
         table = self.query_one(RunTable)
@@ -106,7 +107,7 @@ class MainScreen(Screen):
     def refresh_tags(self) -> None:
         app = self.app
         tags, roles = app.charted_tags()
-        tags, error = filter_tags(tags, app.tag_filter)
+        tags, error = regex_filter(tags, app.tag_filter)
         self.query_one("#tag-filter").set_class(error is not None, "-invalid")
         self.query_one(TagTree).show_tags(tags, roles, keep=app.current_tag)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from rich.text import Text
@@ -19,17 +18,6 @@ def group_tags(tags: list[str]) -> dict[str, list[str]]:
         prefix, sep, _ = tag.partition("/")
         groups[prefix if sep else ""].append(tag)
     return dict(sorted(groups.items(), key=lambda item: (item[0] == "", item[0])))
-
-
-def filter_tags(tags: list[str], pattern: str) -> tuple[list[str], str | None]:
-    """Tags matching `pattern` (case-insensitive regex); an invalid pattern keeps all and says why."""
-    if not pattern:
-        return tags, None
-    try:
-        regex = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        return tags, f"not a valid regex: {exc}"
-    return [t for t in tags if regex.search(t)], None
 
 
 class TagTree(Tree[str]):
