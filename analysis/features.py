@@ -64,6 +64,9 @@ PLATEAU_NOISE_K = 4.0
 PLATEAU_RANGE_FRAC = 0.03
 PLATEAU_BUCKETS = 256
 
+#: Roles whose wide bumps (coarse spike scales) matter: a loss that rises for 300 steps and comes back is a
+#: spike worth reporting; gradient norms explode point by point, so their single-point scale is enough.
+SPIKE_BUMP_ROLES = frozenset({"train_loss", "val_loss", "loss_component"})
 #: Roles whose shape matters (spikes, outliers); the others get the cheap features only.
 SHAPE_ROLES = frozenset({"train_loss", "val_loss", "loss_component", "metric", "grad_norm", "grad_norm_layer"})
 #: Roles judged on a log scale: gradient norms are multiplicative (a ×10 jump means the same at 0.1 and 100).
@@ -98,12 +101,13 @@ def finite_view(series: Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def series_scale(values: np.ndarray) -> float:
-    """The magnitude "relative" means for this series: its typical |value|, or its spread when it hovers at 0."""
+    """The magnitude "relative" means for this series: its typical |value|, or its spread when it hovers at 0.
+
+    Pass the bucket medians of a long series: the same answer for a fraction of the cost.
+    """
     if values.size == 0:
         return 0.0
-    n = values.size
-    kth = sorted({int(0.05 * (n - 1)), (n - 1) // 2, int(0.95 * (n - 1))})
-    lo, mid, hi = np.partition(values, kth)[[kth[0], kth[len(kth) // 2], kth[-1]]]
+    lo, mid, hi = np.percentile(values, [5, 50, 95])
     return float(max(abs(mid), 0.5 * (hi - lo), 1e-12))
 
 
@@ -179,16 +183,18 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
 
 
 def find_spikes(
-    steps: np.ndarray, values: np.ndarray, log_scale: bool = False, base: Baseline | None = None
+    steps: np.ndarray, values: np.ndarray, log_scale: bool = False, base: Baseline | None = None,
+    judged: tuple[np.ndarray, np.ndarray] | None = None, scales: tuple[int, ...] = SPIKE_SCALES,
 ) -> tuple[Spike, ...]:
     """Upward excursions that recover, at every resolution of SPIKE_SCALES, overlaps merged, worst first.
 
-    `base`: the local baseline of the judged values (log10 for `log_scale`), when the caller has it.
+    `base` and `judged`: the local baseline of the judged values and those (steps, values) themselves
+    (log10 of the positive points for `log_scale`), when the caller has them already.
     """
-    steps, y = _judged(steps, values, log_scale)
-    values = np.power(10.0, y) if log_scale else y
+    steps, y = judged if judged is not None else _judged(steps, values, log_scale)
+    value_at = (lambda i: float(10.0 ** y[i])) if log_scale else (lambda i: float(y[i]))
     found: list[Spike] = []
-    for scale in SPIKE_SCALES:
+    for scale in scales:
         if scale == 1:
             found.extend(_spikes_at(steps, y, log_scale, base))
             continue
@@ -201,12 +207,12 @@ def find_spikes(
             i0 = int(np.searchsorted(buckets.steps, spike.start_step))
             i1 = int(np.searchsorted(buckets.steps, spike.end_step))
             first = buckets.first[i0]
-            last = min(buckets.first[i1] + buckets.size - 1, values.size - 1)
-            peak_at = first + int(np.argmax(values[first : last + 1]))
+            last = min(buckets.first[i1] + buckets.size - 1, y.size - 1)
+            peak_at = first + int(np.argmax(y[first : last + 1]))
             found.append(Spike(
                 start_step=int(steps[first]), peak_step=int(steps[peak_at]), end_step=int(steps[last]),
-                before=spike.before, peak=float(values[peak_at]), after=spike.after, z=spike.z,
-                prev_step=int(steps[max(first - 1, 0)]), prev_value=float(values[max(first - 1, 0)]),
+                before=spike.before, peak=value_at(peak_at), after=spike.after, z=spike.z,
+                prev_step=int(steps[max(first - 1, 0)]), prev_value=value_at(max(first - 1, 0)),
             ))
     if not found:
         return ()
@@ -268,10 +274,10 @@ def _trend(level: Buckets, scale: float) -> float | None:
         recent[-3:] = True
     x, y = level.steps[recent], level.medians[recent]
     x = x - x.mean()
-    denominator = float(np.dot(x, x))
+    denominator = float(((x * x).sum()))
     if denominator <= 0:
         return None
-    slope = float(np.dot(x, y - y.mean())) / denominator
+    slope = float(((x * (y - y.mean())).sum())) / denominator
     return slope * (span / 100.0) / scale
 
 
@@ -303,8 +309,8 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
     if direction != 0:
         k = int(np.argmax(finite) if direction > 0 else np.argmin(finite))
         best, best_step = float(finite[k]), int(steps[k])
-    scale = series_scale(finite)
     level = bucket_medians(steps, finite, LEVEL_BUCKETS)
+    scale = series_scale(level.medians)
     extra.update(
         start_level=_edge_median(finite, last=False),
         end_level=_edge_median(finite, last=True),
@@ -327,7 +333,8 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
             # 95th percentile, not the 99th: in a 400-point run the few spike points would be the top 1 %.
             at = int(0.95 * (z.size - 1))
             extra["tail_z95"] = float(np.partition(z, at)[at])
-            spikes = find_spikes(steps, finite, log_scale=log_scale, base=base)
+            spikes = find_spikes(steps, finite, log_scale=log_scale, base=base, judged=(judged_steps, judged),
+                                 scales=SPIKE_SCALES if role in SPIKE_BUMP_ROLES else SPIKE_SCALES[:1])
             extra["spikes"] = spikes
             extra["max_jump"] = _max_jump(judged_steps, judged, base.sigma, log_scale)
             spike_period = periodicity([s.peak_step for s in spikes])

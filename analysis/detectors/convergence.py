@@ -146,10 +146,10 @@ def _slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float
     if x.size < 3:
         return 0.0, float("inf")
     x = x - x.mean()
-    denominator = float(np.dot(x, x))
+    denominator = float(((x * x).sum()))
     if denominator <= 0:
         return 0.0, float("inf")
-    slope = float(np.dot(x, y - y.mean())) / denominator
+    slope = float(((x * (y - y.mean())).sum())) / denominator
     residual = y - y.mean() - slope * x
     return slope, mad_sigma(residual) / np.sqrt(denominator)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..smoothing import bucket_medians, diff_noise, local_baseline, mad_sigma, row_medians
+from ..smoothing import bucket_medians, diff_noise, mad_sigma, row_medians
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt
 
 SKIP_FRAC = 0.1
@@ -164,17 +164,20 @@ def _swings(steps, values, level, scale, whole_range, noise):
 
 
 def _bouncing(steps, values, scale, whole_range):
-    block = int(np.clip(values.size // 40, 5, 32))
-    base = local_baseline(values, block)
-    deviation = values - base.level
+    # Deviations from the bucket-median level: alternation lives between neighbouring points, far below a
+    # bucket's width, so a coarse level (buckets of at least 5 points, at most SWING_BUCKETS × 8 of them) is
+    # all the baseline it needs.
+    buckets = bucket_medians(steps, values, min(8 * SWING_BUCKETS, max(1, values.size // 5)))
+    deviation = values - np.interp(steps, buckets.steps, buckets.medians)
+    block = max(5, buckets.size)
     if deviation.size < 3 or not np.any(deviation):
         return None
     spread = mad_sigma(deviation)
     a, b = deviation[:-1], deviation[1:]
-    denominator = float(np.sqrt(np.dot(a, a) * np.dot(b, b)))
+    denominator = float(np.sqrt(float((a * a).sum()) * float((b * b).sum())))
     if denominator <= 0:
         return None
-    rho = float(np.dot(a, b) / denominator)
+    rho = float(((a * b).sum()) / denominator)
     if rho > BOUNCE_RHO or spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range:
         return None
     # Onset: the first block where the alternation (deviation × next deviation < 0, large) is sustained.

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..smoothing import diff_noise
+from ..features import LEVEL_BUCKETS
+from ..smoothing import diff_noise, row_medians
 from .base import RunData, finding, fmt, pct, sentence
 
 MIN_EVALS = 5
@@ -36,7 +37,7 @@ def _running_median3(values: np.ndarray) -> np.ndarray:
     if values.size < 5:
         return values
     padded = np.pad(values, 1, mode="edge")
-    return np.median(np.lib.stride_tricks.sliding_window_view(padded, 3), axis=1)
+    return row_medians(np.lib.stride_tricks.sliding_window_view(padded, 3))
 
 
 def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: bool) -> dict | None:
@@ -62,7 +63,7 @@ def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: 
     x = steps[best_index:].astype(np.float64)
     y = worse_up[best_index:]
     x = x - x.mean()
-    if float(np.dot(x, y - y.mean())) <= 0:
+    if float(((x * (y - y.mean())).sum())) <= 0:
         return None
     return {"best_index": best_index, "best_step": int(steps[best_index]), "best": -direction * best,
             "final": -direction * final, "rel": rel, "noise": noise, "evals": int(values.size),
@@ -90,6 +91,9 @@ def _candidates(data: RunData) -> list[tuple[str, str, np.ndarray, np.ndarray, i
     for train_tag, val_tag in data.pairs:
         role = data.features[val_tag].role
         steps, values = data.finite(val_tag)
+        if values.size > LEVEL_BUCKETS:  # evaluated every step: judge its bucket medians
+            level = data.features[val_tag].extra["level"]
+            steps, values = level.steps.astype(np.int64), level.medians
         out.append((train_tag, val_tag, steps, values, data.features[val_tag].direction or -1, role == "metric", None))
         paired_val.add(val_tag)
     for train_tag, external in data.sibling_val.items():

@@ -69,7 +69,10 @@ def _data_share(data: RunData) -> dict | None:
         return None
     ds, dv = data.finite(data_tag)
     ss, sv = data.finite(step_tag)
-    common, di, si = np.intersect1d(ds, ss, return_indices=True)
+    if ds.size == ss.size and np.array_equal(ds, ss):  # the usual case: both logged at every step
+        common, di, si = ds, np.arange(ds.size), np.arange(ss.size)
+    else:
+        common, di, si = np.intersect1d(ds, ss, return_indices=True)
     if common.size < 5:
         return None
     steps, share = _after_startup(common, dv[di] / np.where(sv[si] > 0, sv[si], np.nan))
