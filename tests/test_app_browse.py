@@ -135,4 +135,10 @@ def test_slash_in_the_tags_pane_filters_the_tags(logdir):
         assert leaves == ["val/loss"] and len(tree.root.children) == 1
         assert len(_names(app.screen.query_one(RunTable))) == 3  # the runs are not filtered
 
+        assert tree.current_tag is None  # the charted tag is filtered out: no leaf pretends to be charted
+        await pilot.press("G")  # onto the val/loss leaf: the chart follows the highlighted tag
+        await pilot.pause()
+        assert app.current_tag == "val/loss"
+        assert app.screen.query_one(TagChart).prepared().lines[0].raw.y.min() > 0.2  # val = train + 0.1..0.4
+
     drive(app, scenario)

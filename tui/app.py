@@ -201,8 +201,8 @@ class TriageApp(App[int]):
             self.slots.slot(name)
             self.runs.setdefault(name, Run(name=name, path=self.logdir_path / name))
         self.progress = ("reading", 0, 0)  # one read for all runs: no count to show
-        self._main().refresh_runs()
-        self._main().refresh_status()
+        self.main_screen.refresh_runs()
+        self.main_screen.refresh_status()
 
     @_while_shown
     def on_logdir_read(self, message: LogdirRead) -> None:
@@ -233,18 +233,18 @@ class TriageApp(App[int]):
         self.progress = None if finished else (message.stage, message.done, message.total)
         if finished and not self._loaded:
             self._loaded = True
-            first = self._main().first_run_shown()
+            first = self.main_screen.first_run_shown()
             if not self._user_chose_run and first is not None:
                 self.set_current_run(first, by_user=False)
-                self._main().refresh_runs()
-        self._main().refresh_status()
+                self.main_screen.refresh_runs()
+        self.main_screen.refresh_status()
 
     @_while_shown
     def on_load_failed(self, message: LoadFailed) -> None:
         self.progress = None
         self.load_error = message.message
         self.notify(message.message, title="Cannot read the logdir", severity="error", markup=False)
-        self._main().refresh_status()
+        self.main_screen.refresh_status()
 
     @_while_shown
     def on_refreshed(self, message: Refreshed) -> None:
@@ -252,7 +252,7 @@ class TriageApp(App[int]):
         if message.changed:
             self._adopt_runs()
         elif shown_once:
-            self._main().refresh_findings()
+            self.main_screen.refresh_findings()
 
     @_while_shown
     def on_exported(self, message: Exported) -> None:
@@ -279,7 +279,7 @@ class TriageApp(App[int]):
         self._refresh_screens(None)
 
     def _refresh_screens(self, changed_run: str | None) -> None:
-        main = self._main()
+        main = self.main_screen
         main.refresh_runs()
         if changed_run is None or changed_run == self.current_run or changed_run in self.selected:
             if self.current_tag is None or self.current_tag not in self.charted_tags()[0]:
@@ -292,12 +292,13 @@ class TriageApp(App[int]):
         if isinstance(self.screen, RunDashboard) and changed_run in (None, self.screen.run_name):
             self.screen.refresh_panels()
 
-    def _main(self) -> MainScreen:
-        return self.main_screen
-
     def _follow_tick(self) -> None:
-        """Start a live-follow pass unless one is running (passes never overlap) or loading isn't done."""
-        if self.follow and self._loaded and self.logdir is not None and not self._refreshing:
+        if self.follow:
+            self._start_refresh()
+
+    def _start_refresh(self) -> None:
+        """Read what was appended, unless a pass is running (passes never overlap) or loading isn't done."""
+        if self._loaded and self.logdir is not None and not self._refreshing:
             self._refreshing = True
             self.refresh_logdir()
 
@@ -375,7 +376,7 @@ class TriageApp(App[int]):
             return
         self.current_run = name
         self._user_chose_run |= by_user
-        main = self._main()
+        main = self.main_screen
         if not self.selected:
             if self.current_tag not in self.charted_tags()[0]:
                 self.current_tag = self.default_tag()
@@ -388,14 +389,16 @@ class TriageApp(App[int]):
     def set_current_tag(self, tag: str) -> None:
         if tag != self.current_tag:
             self.current_tag = tag
-            self.options = replace(self.options, window=None)
+            # A zoom window belongs to the old tag; set without the watcher, then redraw once.
+            self.set_reactive(TriageApp.options, replace(self.options, window=None))
+            self.main_screen.refresh_chart()
 
     def toggle_selected(self, name: str) -> None:
         if name in self.selected:
             self.selected.remove(name)
         else:
             self.selected.append(name)
-        main = self._main()
+        main = self.main_screen
         main.refresh_runs()
         main.refresh_tags()
         main.refresh_chart()
@@ -415,7 +418,7 @@ class TriageApp(App[int]):
             end = finding.end_step if finding.end_step is not None else finding.step
             pad = max((last - first) * JUMP_CONTEXT, MIN_JUMP_STEPS)
             window = (max(first, finding.step - pad), min(last, end + pad))
-        main = self._main()
+        main = self.main_screen
         main.refresh_runs()
         main.refresh_tags()
         main.refresh_diagnosis()
@@ -449,10 +452,10 @@ class TriageApp(App[int]):
         self.options = replace(self.options, ignore_outliers=not self.options.ignore_outliers)
 
     def action_zoom(self, factor: float) -> None:
-        self.options = self._main().query_one("#chart").zoomed(factor)
+        self.options = self.main_screen.query_one("#chart").zoomed(factor)
 
     def action_pan(self, fraction: float) -> None:
-        self.options = self._main().query_one("#chart").panned(fraction)
+        self.options = self.main_screen.query_one("#chart").panned(fraction)
 
     def action_reset_view(self) -> None:
         self.options = replace(self.options, window=None)
@@ -460,16 +463,14 @@ class TriageApp(App[int]):
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
         self.notify("Live follow on" if self.follow else "Live follow paused", markup=False)
-        self._main().refresh_status()
+        self.main_screen.refresh_status()
 
     def action_refresh(self) -> None:
-        if self._loaded and self.logdir is not None and not self._refreshing:
-            self._refreshing = True
-            self.refresh_logdir()
+        self._start_refresh()
 
     def action_toggle_all_findings(self) -> None:
         self.all_findings = not self.all_findings
-        self._main().refresh_findings()
+        self.main_screen.refresh_findings()
 
     def action_cycle_theme(self) -> None:
         index = THEME_ORDER.index(self.theme) if self.theme in THEME_ORDER else -1
@@ -496,7 +497,7 @@ class TriageApp(App[int]):
         if report is None:
             self.notify("Select an analysed run to diagnose.", severity="warning", markup=False)
             return
-        self._main().show_diagnosis().diagnose(report)
+        self.main_screen.show_diagnosis().diagnose(report)
 
     def action_quit(self) -> None:
         self.workers.cancel_all()

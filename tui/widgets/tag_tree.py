@@ -54,8 +54,8 @@ class TagTree(Tree[str]):
                 node = parent.add_leaf(label, data=tag)
                 if tag == keep:
                     target = node
-        if target is not None:
-            self.call_after_refresh(self.move_cursor, target, animate=False)
+        # With the charted tag filtered out, no line is highlighted (rather than some other tag the chart is not showing).
+        self.call_after_refresh(self.move_cursor, target, animate=False)
 
     def action_first(self) -> None:
         self.cursor_line = 0
