@@ -4,9 +4,9 @@
     report.runs[0]                          # the unhealthiest run's RunReport
     report.to_json()                        # the JSON contract of shared/DESIGN.md
 
-Keras writes `X/train` and `X/validation` as sibling runs. The validation sibling's series are paired
-with the train run's (same quantity: `epoch_loss` with `epoch_loss`), and overfitting across the two is
-reported on the **train** run (`X/train`), whose training curve is the one that keeps improving; the
+Keras writes `X/train` and `X/validation` as sibling runs (a TF Estimator writes `X` and `X/eval`). The
+validation run's series are paired with the train run's (same quantity: `epoch_loss` with `epoch_loss`),
+and overfitting across the two is reported on the **train** run (`X/train`, or `X`), whose training curve is the one that keeps improving; the
 finding's evidence names the validation run and tag (`val_run`, `val_tag`). The validation run is still
 analysed on its own (divergence, health), so nothing it shows is lost.
 """
@@ -84,12 +84,17 @@ def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
 
 
 def _sibling(run: Run, context: LogdirContext | None) -> tuple[str, Run] | None:
+    """The validation run belonging to this training run: Keras's `X/validation` beside `X/train`, or a TF
+    Estimator's `X/eval` inside the model directory `X`."""
     runs = getattr(context, "runs", None)
-    if not runs or not _TRAIN_SIBLING.search(run.name):
+    if not runs:
         return None
-    stem = _TRAIN_SIBLING.sub("", run.name)
-    for ending in _VAL_SIBLINGS:
-        name = f"{stem}/{ending}" if stem else ending
+    if _TRAIN_SIBLING.search(run.name):
+        stem = _TRAIN_SIBLING.sub("", run.name)
+        names = [f"{stem}/{ending}" if stem else ending for ending in _VAL_SIBLINGS]
+    else:
+        names = [ending if run.name == "." else f"{run.name}/{ending}" for ending in _VAL_SIBLINGS]
+    for name in names:
         if name in runs and name != run.name:
             return name, runs[name]
     return None
@@ -101,7 +106,8 @@ def _has_train_sibling(run: Run, context: LogdirContext | None) -> bool:
     if not runs or parts[-1].lower() not in _VAL_SIBLINGS:
         return False
     stem = parts[0] if len(parts) == 2 else ""
-    return any((f"{stem}/{t}" if stem else t) in runs for t in ("train", "training"))
+    # Keras: `X/train` beside it; TF Estimator: the model directory `X` (or the logdir itself) above it.
+    return any((f"{stem}/{t}" if stem else t) in runs for t in ("train", "training")) or (stem or ".") in runs
 
 
 def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Config | None) -> dict[str, ExternalSeries]:

@@ -23,9 +23,9 @@ component is not a penalty: a run without a GPU-utilisation tag is not inefficie
 
     score = Σ w_c · component_c / Σ w_c over the components that are not None
             w: convergence .3, stability .2, gradient_health .2, resource_efficiency .1, overfitting_risk .2
-    then capped by the worst finding: ≤ 40 with a critical, ≤ 80 with a warning (a flagged run never
-    outranks a clean one); findings outside every component (run_restart, data_integrity) act only
-    through the caps. No component and no finding: 100.
+    then capped by the worst finding: ≤ 40 with a critical, ≤ 80 with a warning, so a run with a critical
+    finding always ranks below one without; findings outside every component (run_restart,
+    data_integrity) act only through the caps. No component and no finding: 100.
 """
 
 from __future__ import annotations

@@ -208,9 +208,10 @@ def _weight_role(t: _Tag) -> str | None:
 
 
 def _activation_role(t: _Tag) -> str | None:
+    # Bare "sparsity" is left out on purpose: pruning logs weight sparsity, which is meant to reach 90 %.
     if re.search(r"zero_?frac|frac(tion)?_?(of_)?zeros?|percent_?zeros?|pct_?zeros?|zeros?_?(ratio|pct|percent|rate|frac)|"
-                 r"dead_?(relu|units?|neurons?|frac|ratio)|(relu|activation|act|acts|activations)\w*/?.*(zero|dead|sparsity)|"
-                 r"sparsity|saturat", t.text):
+                 r"dead_?(relu|units?|neurons?|frac|ratio)|(relu|activation|act|acts|activations|hidden)\w*/?.*(zero|dead|sparsity)|"
+                 r"saturat", t.text) and not re.search(r"weight|param|prun", t.text):
         return "activation_zero_frac"
     return None
 

@@ -108,3 +108,9 @@ def test_an_old_logdir_analysed_days_later_reports_a_stall_only_as_info():
     runs = {name: to_run(name, spec) for name, spec in build(BY_NAME["stalled"]).items()}
     context = logdir_context(SimpleNamespace(runs=runs), now=max(r.last_wall_time for r in runs.values()) + 5 * 86400)
     assert _one(analyze_run(runs["seed1"], None, context), "stalled").severity == "info"
+
+
+def test_a_warmup_from_zero_logged_sparsely_is_not_an_lr_stuck_at_zero():
+    steps = np.arange(0, 1001, 50)
+    lr = lr_warmup_cosine(steps, 1e-3, 200, 1000)  # 0 at step 0, the only point before the ramp shows
+    assert "lr_anomaly" not in kinds(analyze_tags({"lr-AdamW": (steps, lr)}), ("critical", "warning", "info"))

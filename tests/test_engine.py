@@ -156,3 +156,25 @@ def test_a_run_of_a_million_points_is_analysed(tmp_path):
     report = analyze_run(to_run("big", RunSpec({"train/loss": (steps, loss)})))
     spike = next(f for f in report.findings if f.kind == "loss_spike")
     assert spike.step == 700_000
+
+
+def test_any_float32_data_is_analysed_without_an_error_or_a_numpy_warning():
+    import warnings
+
+    from analysis.engine import run_report_dict
+    from analysis.model import Run, Series
+
+    rng = np.random.default_rng(7)
+    tags = ["train/loss", "eval/loss", "train/learning_rate", "train/grad_norm", "grad_norm/layer1", "weight_norm/fc",
+            "act/relu_zero_frac", "loss_scale", "data_time", "time", "gpu/util", "eval/accuracy", "loss_cls", "epoch"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(150):
+            run = Run("r", path=None)
+            for tag in rng.choice(tags, size=int(rng.integers(1, 6)), replace=False):
+                n = int(rng.choice([0, 1, 2, 5, 30, 400]))
+                steps = np.sort(rng.integers(0, 3 * n + 1, n)).astype(np.int64)  # repeats and zeros included
+                values = rng.normal(0, 10 ** rng.uniform(-38, 37.5), n)
+                values[rng.random(n) < rng.choice([0.0, 0.3])] = rng.choice([np.nan, np.inf, -np.inf])
+                run.scalars[str(tag)] = Series(steps, steps.astype(np.float64), values)
+            json.dumps(run_report_dict(analyze_run(run)), allow_nan=False)

@@ -20,6 +20,8 @@ from .base import RunData, confident, finding, fmt, sentence
 
 ZERO_REL = 1e-8
 ZERO_FRAC = 0.05
+#: ...and over at least this many logged points: a warmup logged sparsely shows one 0 at its first point.
+ZERO_POINTS = 3
 NEW_HIGH = 1.5
 JUMP = 3.0
 TRANSIENT = 3
@@ -64,7 +66,7 @@ def detect(data: RunData) -> list:
     for lo, hi in _zero_stretches(steps, zero):
         stretch_end = int(steps[min(hi + 1, n - 1)]) if hi + 1 < n else int(steps[-1])
         length = stretch_end - int(steps[lo])
-        if length < ZERO_FRAC * span:
+        if length < ZERO_FRAC * span or hi - lo + 1 < ZERO_POINTS:
             continue
         at_end = hi == n - 1
         where = "from the start" if lo == 0 else ("to the end" if at_end else "in the middle of the run")
