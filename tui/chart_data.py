@@ -104,7 +104,6 @@ class PreparedChart:
     x_label: str
     x_ticks: tuple[tuple[float, ...], tuple[str, ...]] | None = None
     y_ticks: tuple[tuple[float, ...], tuple[str, ...]] | None = None
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def empty(self) -> bool:
@@ -134,10 +133,35 @@ def full_x_range(requests: Sequence[SeriesRequest], axis: str) -> tuple[float, f
     return (min(lows), max(highs)) if lows else None
 
 
-def prepare_chart(
-    requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother
-) -> PreparedChart:
-    """Downsample, smooth, window and scale `requests` for a chart `width` cells wide."""
+@dataclass(frozen=True, eq=False)
+class BucketedLines:
+    """The expensive half of a chart: windowed, smoothed, min/max-bucketed lines on a linear y axis.
+
+    It depends on the x axis, zoom window, smoothing and width only, so toggling log-y or the outlier
+    range reuses it (a widget keeps a few); the percentiles the outlier range needs are kept too.
+    """
+
+    lines: tuple[ChartLine, ...]
+    window_values: tuple[np.ndarray, ...]  # raw values inside the window, per line
+    onsets: tuple[Onset, ...]
+    x_range: tuple[float, float] | None
+    _percentiles: dict[bool, tuple[float, float] | None] = field(default_factory=dict, repr=False)
+
+    def percentile_range(self, log_y: bool) -> tuple[float, float] | None:
+        """The OUTLIER_PERCENTILES of every finite raw value in the window (of log10 of the positive ones)."""
+        if log_y not in self._percentiles:
+            values = np.concatenate(self.window_values) if self.window_values else np.empty(0)
+            values = values[np.isfinite(values)]
+            if log_y:
+                values = np.log10(values[values > 0])
+            self._percentiles[log_y] = (
+                tuple(float(v) for v in np.percentile(values, OUTLIER_PERCENTILES)) if values.size else None
+            )
+        return self._percentiles[log_y]
+
+
+def bucket_lines(requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother) -> BucketedLines:
+    """Window, smooth and min/max-bucket `requests` for a chart `width` cells wide (log-y and range not applied)."""
     buckets = max(width, 1) * BUCKETS_PER_CELL
     lines, onsets, window_values = [], [], []
     for request in requests:
@@ -149,25 +173,26 @@ def prepare_chart(
             x, raw = x[inside], raw[inside]
             smooth = smooth[inside] if smooth is not None else None
         window_values.append(raw)
-        lines.append(
-            ChartLine(
-                request.run,
-                request.slot,
-                _scaled(minmax_downsample(x, raw, buckets), options.log_y),
-                _scaled(minmax_downsample(x, smooth, buckets), options.log_y) if smooth is not None else None,
-            )
-        )
+        smoothed = minmax_downsample(x, smooth, buckets) if smooth is not None else None
+        lines.append(ChartLine(request.run, request.slot, minmax_downsample(x, raw, buckets), smoothed))
         onsets.extend(_onsets(request, options))
-
     x_range = options.window or full_x_range(requests, options.x_axis)
     onsets = [o for o in onsets if x_range is None or x_range[0] <= o.x <= x_range[1]]
-    y_range = _y_range(lines, window_values, options)
+    return BucketedLines(tuple(lines), tuple(window_values), tuple(onsets), x_range)
+
+
+def finish_chart(bucketed: BucketedLines, options: ChartOptions) -> PreparedChart:
+    """The cheap half: log-y, the y range, axis units and ticks."""
+    lines = [ChartLine(line.run, line.slot, _scaled(line.raw, options.log_y),
+                       _scaled(line.smooth, options.log_y) if line.smooth is not None else None)
+             for line in bucketed.lines]  # fmt: skip
+    onsets, x_range = list(bucketed.onsets), bucketed.x_range
+    y_range = _padded(bucketed.percentile_range(options.log_y) if options.ignore_outliers else _extent(lines))
     x_label, divisor, x_ticks = _x_presentation(x_range, options.x_axis)
     if divisor != 1.0 and x_range is not None:
         lines = [_rescale_x(line, divisor) for line in lines]
         onsets = [replace(o, x=o.x / divisor) for o in onsets]
         x_range = (x_range[0] / divisor, x_range[1] / divisor)
-    notes = ("no positive values to draw on a log scale",) if options.log_y and y_range is None and lines else ()
     return PreparedChart(
         lines=tuple(lines),
         onsets=tuple(onsets),
@@ -176,8 +201,12 @@ def prepare_chart(
         x_label=x_label,
         x_ticks=x_ticks,
         y_ticks=log_ticks(*y_range) if options.log_y and y_range is not None else None,
-        notes=notes,
     )
+
+
+def prepare_chart(requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother) -> PreparedChart:
+    """Everything a chart `width` cells wide draws for `requests` under `options`."""
+    return finish_chart(bucket_lines(requests, options, width, smoother), options)
 
 
 def _scaled(d: Downsampled, log_y: bool) -> Downsampled:
@@ -204,20 +233,19 @@ def _onsets(request: SeriesRequest, options: ChartOptions) -> list[Onset]:
     return found
 
 
-def _y_range(lines: list[ChartLine], window_values: list[np.ndarray], options: ChartOptions) -> tuple[float, float] | None:
-    if options.ignore_outliers:
-        values = np.concatenate(window_values) if window_values else np.empty(0)
-        values = values[np.isfinite(values)]
-        if options.log_y:
-            values = np.log10(values[values > 0])
-        if values.size == 0:
-            return None
-        lo, hi = (float(v) for v in np.percentile(values, OUTLIER_PERCENTILES))
-    else:
-        ys = [d.y for line in lines for d in (line.raw, line.smooth) if d is not None and len(d)]
-        if not ys:
-            return None
-        lo, hi = min(float(y.min()) for y in ys), max(float(y.max()) for y in ys)
+def _extent(lines: list[ChartLine]) -> tuple[float, float] | None:
+    """Lowest and highest point drawn (raw or smoothed)."""
+    ys = [d.y for line in lines for d in (line.raw, line.smooth) if d is not None and len(d)]
+    if not ys:
+        return None
+    return min(float(y.min()) for y in ys), max(float(y.max()) for y in ys)
+
+
+def _padded(extent: tuple[float, float] | None) -> tuple[float, float] | None:
+    """`extent` with Y_MARGIN on each side (a flat line gets a band around it)."""
+    if extent is None:
+        return None
+    lo, hi = extent
     if hi <= lo:
         pad = abs(lo) * 0.1 or 0.5
         return lo - pad, hi + pad

@@ -20,7 +20,7 @@ from textual_plotext import PlotextPlot
 
 from analysis.model import Series
 from analysis.smoothing import ema
-from tui.chart_data import ChartOptions, PreparedChart, SeriesRequest, full_x_range, prepare_chart
+from tui.chart_data import BucketedLines, ChartOptions, PreparedChart, SeriesRequest, bucket_lines, finish_chart, full_x_range
 from tui.safe_text import plain
 from tui.widgets.series_style import series_style
 
@@ -32,6 +32,10 @@ MIN_ZOOM_FRACTION = 1e-4
 
 #: How many smoothed curves the chart keeps (run x tag x weight); a few selections' worth.
 SMOOTH_CACHE_SIZE = 64
+#: Bucketed line sets kept (least recently used dropped first): the current view and recent ones, so
+#: toggling log-y or the outlier range, or zooming back out, reuses them instead of re-bucketing
+#: millions of points. A windowed set holds a copy of the raw points in its window (for percentiles).
+BUCKETED_CACHE_SIZE = 6
 
 #: Severity -> theme variable for finding-onset markers.
 SEVERITY_COLOURS = {"critical": "error", "warning": "warning", "info": "primary"}
@@ -53,6 +57,7 @@ class TagChart(PlotextPlot):
         self.options = ChartOptions()
         self._prepared: tuple[tuple, PreparedChart] | None = None
         self._smoothed: dict[tuple, tuple[Series, np.ndarray]] = {}
+        self._bucketed: dict[tuple, tuple[tuple[SeriesRequest, ...], BucketedLines]] = {}
 
     # What to draw --------------------------------------------------------------------------
 
@@ -116,7 +121,20 @@ class TagChart(PlotextPlot):
         self.run_worker(partial(self._prepare_in_thread, key, self.requests), thread=True, exclusive=True, group=f"prepare-{id(self)}", exit_on_error=False)
 
     def _prepare_in_thread(self, key: tuple, requests: tuple[SeriesRequest, ...]) -> None:
-        self.post_message(self.Prepared(key, prepare_chart(requests, key[1], key[0], self._smooth)))
+        self.post_message(self.Prepared(key, self._compute(key, requests)))
+
+    def _compute(self, key: tuple, requests: tuple[SeriesRequest, ...]) -> PreparedChart:
+        """The chart for `key`, re-bucketing only when the x axis, window, smoothing, width or data changed."""
+        width, options, fingerprint = key
+        bucket_key = (width, fingerprint, options.x_axis, options.window, options.smoothing)
+        cached = self._bucketed.pop(bucket_key, None)  # re-inserted below: least recently used goes first
+        # The requests are kept with their lines: ids in the key cannot then be reused by other series.
+        if cached is None or any(a.series is not b.series for a, b in zip(cached[0], requests)):
+            cached = (requests, bucket_lines(requests, options, width, self._smooth))
+        while len(self._bucketed) >= BUCKETED_CACHE_SIZE:
+            self._bucketed.pop(next(iter(self._bucketed)), None)
+        self._bucketed[bucket_key] = cached
+        return finish_chart(cached[1], options)
 
     def on_tag_chart_prepared(self, message: Prepared) -> None:
         message.stop()
@@ -128,7 +146,7 @@ class TagChart(PlotextPlot):
         """The chart for what is asked now, prepared here and now if no worker has done it yet."""
         key = self._key()
         if self._prepared is None or self._prepared[0] != key:
-            self._prepared = (key, prepare_chart(self.requests, self.options, key[0], self._smooth))
+            self._prepared = (key, self._compute(key, self.requests))
         return self._prepared[1]
 
     def _smooth(self, request: SeriesRequest, weight: float) -> np.ndarray:
@@ -148,6 +166,8 @@ class TagChart(PlotextPlot):
             return Text("Drawing…", style="dim")
         chart = self._prepared[1]  # possibly the previous view, until the worker delivers the new one
         if chart.empty:
+            if self.options.log_y:
+                return Text("No positive values to draw on a log scale.", style="dim")
             return Text("No finite points in this range." if self.options.window else "No points yet.", style="dim")
         self._draw(chart)
         return super().render()
