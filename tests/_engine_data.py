@@ -904,3 +904,73 @@ def analyze_tags(tags: dict[str, tuple], name: str = "run", **spec) -> object:
 def kinds(report, severities=("critical", "warning")) -> list[str]:
     """The kinds a report found at the given severities."""
     return [f.kind for f in report.findings if f.severity in severities]
+
+
+# ---- runs from real training ------------------------------------------------------------------------------
+
+
+def train_mlp(seed: int, lr: float = 0.05, epochs: int = 8, n_train: int = 20000, batch: int = 64,
+              hidden: int = 128, schedule: str = "cosine", weight_decay: float = 1e-3, label_noise: float = 0.0,
+              noise: float = 3.0) -> Run:
+    """A real network really trained: a one-hidden-layer ReLU MLP on 10 noisy Gaussian classes, SGD with
+    momentum 0.9, logged the way a PyTorch loop logs (per step: loss, grad norm, lr, ReLU zero fraction;
+    per epoch: validation loss and accuracy). Its noise, curvature and failures are the optimizer's own."""
+    rng = np.random.default_rng(seed)
+    dims, classes = 20, 10
+    centres = rng.normal(0, 1.5, (classes, dims))
+    labels = rng.integers(0, classes, n_train + 2000)
+    inputs = centres[labels] + rng.normal(0, noise, (labels.size, dims))
+    x_train, y_train, x_val, y_val = inputs[:n_train], labels[:n_train].copy(), inputs[n_train:], labels[n_train:]
+    flipped = rng.random(n_train) < label_noise
+    y_train[flipped] = rng.integers(0, classes, int(flipped.sum()))
+    params = [rng.normal(0, np.sqrt(2 / dims), (dims, hidden)), np.zeros(hidden),
+              rng.normal(0, np.sqrt(1 / hidden), (hidden, classes)), np.zeros(classes)]
+    velocity = [np.zeros_like(p) for p in params]
+    per_epoch = n_train // batch
+    total = epochs * per_epoch
+    log: dict[str, tuple[list, list]] = {t: ([], []) for t in (
+        "train/loss", "train/grad_norm", "train/lr", "act/relu_zero_frac", "val/loss", "val/acc")}
+
+    def forward(x):
+        hidden_out = np.maximum(x @ params[0] + params[1], 0)
+        logits = hidden_out @ params[2] + params[3]
+        logits = logits - logits.max(1, keepdims=True)
+        probs = np.exp(logits)
+        return hidden_out, probs / probs.sum(1, keepdims=True)
+
+    step = 0
+    with np.errstate(all="ignore"):  # the failing configurations overflow on purpose
+        for _ in range(epochs):
+            order = rng.permutation(n_train)
+            for i in range(per_epoch):
+                idx = order[i * batch : (i + 1) * batch]
+                hidden_out, probs = forward(x_train[idx])
+                rows = np.arange(idx.size)
+                loss = -np.mean(np.log(probs[rows, y_train[idx]] + 1e-12))
+                d_logits = probs.copy()
+                d_logits[rows, y_train[idx]] -= 1
+                d_logits /= idx.size
+                d_hidden = d_logits @ params[2].T
+                d_hidden[hidden_out <= 0] = 0
+                grads = [x_train[idx].T @ d_hidden + weight_decay * params[0], d_hidden.sum(0),
+                         hidden_out.T @ d_logits + weight_decay * params[2], d_logits.sum(0)]
+                norm = np.sqrt(sum(float((g * g).sum()) for g in grads))
+                rate = lr * (0.5 * (1 + np.cos(np.pi * step / total)) if schedule == "cosine" else 1.0)
+                for p, v, g in zip(params, velocity, grads):
+                    v *= 0.9
+                    v += g
+                    p -= rate * v
+                step += 1
+                for tag, value in (("train/loss", loss), ("train/grad_norm", norm), ("train/lr", rate),
+                                   ("act/relu_zero_frac", float((hidden_out <= 0).mean()))):
+                    log[tag][0].append(step)
+                    log[tag][1].append(value)
+            hidden_out, probs = forward(x_val)
+            log["val/loss"][0].append(step)
+            log["val/loss"][1].append(-np.mean(np.log(probs[np.arange(y_val.size), y_val] + 1e-12)))
+            log["val/acc"][0].append(step)
+            log["val/acc"][1].append(float((probs.argmax(1) == y_val).mean()))
+    with np.errstate(over="ignore"):  # float32, as event files store them: a 1e140 norm becomes Inf
+        scalars = {t: (np.array(s, dtype=np.int64), np.array(v, dtype=np.float64).astype(np.float32).astype(np.float64))
+                   for t, (s, v) in log.items()}
+    return to_run("mlp", RunSpec(scalars, 0.01))

@@ -178,3 +178,23 @@ def test_any_float32_data_is_analysed_without_an_error_or_a_numpy_warning():
                 values[rng.random(n) < rng.choice([0.0, 0.3])] = rng.choice([np.nan, np.inf, -np.inf])
                 run.scalars[str(tag)] = Series(steps, steps.astype(np.float64), values)
             json.dumps(run_report_dict(analyze_run(run)), allow_nan=False)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_really_trained_network_with_sane_settings_gets_no_warning(seed):
+    from tests._engine_data import train_mlp
+
+    report = analyze_run(train_mlp(seed, epochs=4, n_train=8000))
+    assert not [f for f in report.findings if f.severity != "info"] and report.health.score >= 90
+
+
+@pytest.mark.parametrize("settings,kind", [
+    ({"lr": 8.0, "schedule": "constant", "epochs": 2, "n_train": 4000}, "divergence"),
+    ({"lr": 1e-6, "schedule": "constant", "epochs": 6, "n_train": 4000}, "slow_convergence"),
+    ({"n_train": 300, "epochs": 120, "batch": 32, "hidden": 256, "label_noise": 0.3, "weight_decay": 0.0}, "overfitting"),
+], ids=["lr_too_high", "lr_too_low", "small_data_no_regularisation"])
+def test_a_really_trained_network_with_a_bad_setting_gets_the_right_diagnosis(settings, kind):
+    from tests._engine_data import train_mlp
+
+    report = analyze_run(train_mlp(0, **settings))
+    assert kind in [f.kind for f in report.findings if f.severity != "info"]

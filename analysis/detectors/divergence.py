@@ -152,18 +152,16 @@ def detect(data: RunData) -> list:
         events.append((min(onsets), tag, bad_values, blow, persistent))
     if not events:
         return []
-    events.sort(key=lambda e: (not e[4], e[0], data.features[e[1]].role != "train_loss"))
-    # One finding per event: tags diverging within 5 % of the run of the first one are the same story.
+    events.sort(key=lambda e: (not e[4], data.features[e[1]].role != "train_loss", e[0]))
+    # A run diverges once: every tag that never recovered is one story, told from the training loss when it
+    # is among them, starting at the earliest onset. Non-finite points the run recovered from are another.
     findings = []
-    used: set[str] = set()
-    for onset, tag, bad_values, blow, persistent in events:
-        if tag in used:
-            continue
-        same = [e for e in events if e[1] not in used and e[4] == persistent and abs(e[0] - onset) <= 0.05 * data.span]
-        used.update(e[1] for e in same)
-        tags = [e[1] for e in same]
-        onset = min(e[0] for e in same)
-        findings.append(_finding(data, tags, onset, bad_values, blow, persistent))
+    for persistent in (True, False):
+        group = [e for e in events if e[4] == persistent]
+        if group:
+            lead = group[0]
+            onset = min(e[0] for e in group)
+            findings.append(_finding(data, [e[1] for e in group], onset, lead[2], lead[3], persistent))
     return findings
 
 

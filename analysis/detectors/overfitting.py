@@ -6,7 +6,8 @@ the training loss:
 - the validation curve's best point (on a 3-point running median, so one lucky evaluation is not "the
   best") is followed by at least MIN_AFTER evaluations,
 - it ended worse than that best by at least REL_LOSS (losses) / REL_METRIC (metrics, which move less) of the
-  best and by NOISE_K noise sigmas of the validation curve,
+  best, by NOISE_K noise sigmas of the validation curve and (losses) by PROGRESS_SHARE of what it had gained
+  since its first evaluations,
 - the deterioration is sustained: the last evaluation is still in the upper half of the rise and the
   points after the best trend worse (positive least-squares slope),
 - meanwhile the training side kept improving by at least TRAIN_IMPROVE since the validation best.
@@ -28,6 +29,9 @@ REL_LOSS = 0.05
 REL_METRIC = 0.02
 NOISE_K = 3.0
 TRAIN_IMPROVE = 0.02
+#: A validation loss must also give back at least this share of what it had gained from its first
+#: evaluations to its best.
+PROGRESS_SHARE = 0.05
 #: A rise of this share of the best (losses) is a warning; smaller ones are info.
 WARN_REL_LOSS = 0.1
 WARN_REL_METRIC = 0.03
@@ -57,6 +61,11 @@ def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: 
     rel = rise / max(abs(best), 1e-12)
     needed_rel = REL_METRIC if is_metric else REL_LOSS
     if rise <= 0 or rel < needed_rel or rise < NOISE_K * noise:
+        return None
+    # Against what the curve achieved, too: a validation loss that fell from 2.3 to 0.0005 and is back at
+    # 0.001 doubled, but gave back nothing anyone would notice.
+    progress = float(np.median(worse_up[: min(3, best_index + 1)])) - best
+    if not is_metric and progress > 0 and rise < PROGRESS_SHARE * progress:
         return None
     if worse_up[-1] < best + 0.5 * rise:
         return None
