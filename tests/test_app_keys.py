@@ -31,8 +31,7 @@ def test_question_mark_shows_every_action_of_the_binding_table_with_remapped_key
     async def scenario(app, pilot):
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        table = app.screen.table
-        rows = {(str(k), str(a)) for k, a in zip(table.columns[0].cells, table.columns[1].cells)}
+        rows = {(str(k), str(a)) for table in app.screen.tables for k, a in zip(table.columns[0].cells, table.columns[1].cells)}
         assert {action.id for action in KEY_ACTIONS} <= {a for _, a in rows}
         assert ("L", "log_y") in rows and ("^q", "quit") in rows
         await pilot.press("escape")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich import box
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,23 +20,28 @@ from tui.bindings import KEY_ACTIONS, PALETTE_ID, PALETTE_KEY, SCOPE_TITLES, SCO
 if TYPE_CHECKING:
     from tui.app import TriageApp
 
-def help_table(keymap: dict[str, str], ascii_only: bool = False) -> Table:
-    """Every action by scope: key, name (the id to remap in config [keys]) and what it does."""
-    from rich import box
+#: Column widths shared by every scope's table, so the keys line up down the screen.
+KEY_CELLS, ACTION_CELLS = 10, 20
 
-    table = Table(box=box.ASCII if ascii_only else box.SIMPLE_HEAD, expand=True, show_edge=False)
-    table.add_column("key", no_wrap=True, style="bold")
-    table.add_column("action (config [keys] name)", no_wrap=True)
-    table.add_column("what it does")
+
+def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]:
+    """One table per scope: key, action (the name to remap under config `[keys]`), what it does."""
+    tables = []
     for scope in SCOPES:
-        actions = [a for a in KEY_ACTIONS if a.scope == scope]
-        table.add_row(Text(SCOPE_TITLES[scope], style="bold underline"), "", "")
-        for action in actions:
+        table = Table(
+            title=SCOPE_TITLES[scope], title_justify="left", title_style="bold",
+            box=box.ASCII if ascii_only else box.SIMPLE_HEAD, expand=True, show_edge=False,
+        )  # fmt: skip
+        table.add_column("key", width=KEY_CELLS, no_wrap=True, style="bold")
+        table.add_column(Text("action ([keys] name)"), width=ACTION_CELLS, no_wrap=True)
+        table.add_column("what it does", ratio=1)
+        for action in (a for a in KEY_ACTIONS if a.scope == scope):
             table.add_row(key_caption(effective_key(action, keymap)), action.id, action.help)
         if scope == "app":
             table.add_row(key_caption(keymap.get(PALETTE_ID, PALETTE_KEY)), PALETTE_ID, "Open the command palette")
             table.add_row("tab", "", "Move to the next pane")
-    return table
+        tables.append(table)
+    return tables
 
 
 class HelpScreen(ModalScreen):
@@ -43,13 +50,13 @@ class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", show=True)]
 
     def compose(self) -> ComposeResult:
-        self.table = help_table(self.app.keymap, self.app.ascii_only)
+        self.tables = help_tables(self.app.keymap, self.app.ascii_only)
         with VerticalScroll(id="help-box"):
-            yield Static(self.table, id="help-table")
+            yield Static(Group(*self.tables), id="help-table")
 
     def on_mount(self) -> None:
         if self.app.ascii_only:
             apply_ascii(self)
-        box = self.query_one("#help-box")
-        box.border_title = "Keys"
-        box.border_subtitle = f"esc to close{self.app.separator}remap any action under [keys] in config.toml"
+        frame = self.query_one("#help-box")
+        frame.border_title = "Keys"
+        frame.border_subtitle = Text(f"esc to close{self.app.separator}remap any action under [keys] in config.toml")
