@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Run, Series, SeriesFeatures
-from .smoothing import (Baseline, Buckets, bucket_medians, diff_noise, local_baseline, median, row_medians,
-                        scale_noise, window_medians)
+from .smoothing import (Baseline, Buckets, bucket_medians, local_baseline, median, row_medians, scale_noise,
+                        window_medians)
 
 #: Bucket medians kept for shape work: 1/1000 of the run is far below the 2 % onset accuracy we promise,
 #: and it bounds plateau/trend/oscillation work per series whatever the number of points.

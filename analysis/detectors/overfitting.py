@@ -134,10 +134,8 @@ def detect(data: RunData) -> list:
     lead = events[0]
     train_tag, val_tag, turn, improved, is_metric, val_run = lead
     val_label = f"{val_run}:{val_tag}" if val_run else val_tag
-    others = [e for e in events[1:]]
-    worse = "now" if not is_metric else "now"
-    summary = (f"{val_label} {'max' if turn['best'] > turn['final'] and is_metric else 'best'} "
-               f"{fmt(turn['best'])} at step {turn['best_step']}, {worse} {fmt(turn['final'])} "
+    others = events[1:]
+    summary = (f"{val_label} best {fmt(turn['best'])} at step {turn['best_step']}, now {fmt(turn['final'])} "
                f"({pct((turn['final'] - turn['best']) / abs(turn['best']))}) while {train_tag} "
                f"{'fell' if data.features[train_tag].direction <= 0 else 'rose'} {abs(improved):.0%} since")
     evidence = {
