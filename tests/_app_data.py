@@ -17,7 +17,7 @@ import numpy as np
 from textual.worker import WorkerState
 
 from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
-from analysis.model import Finding, Health, Run, RunReport, Series
+from analysis.model import Finding, Health, Run, RunReport
 from analysis.roles import assign_roles
 
 #: Every test's clock: 2024-06-04 06:00 UTC. Runs written by `write_run` end a few minutes before it.
@@ -26,23 +26,6 @@ NOW = 1_717_480_800.0
 
 def fixed_clock() -> float:
     return NOW
-
-
-def series(steps: Iterable[int], values: Iterable[float], wall0: float = NOW - 3600.0, dt: float = 1.0) -> Series:
-    steps = np.asarray(list(steps), dtype=np.int64)
-    values = np.asarray(list(values), dtype=np.float64)
-    return Series(steps, wall0 + dt * np.arange(steps.size, dtype=np.float64), values)
-
-
-def run_with(name: str, scalars: dict[str, Series], path: Path = Path("/nonexistent")) -> Run:
-    last = max((s for s in scalars.values() if len(s)), key=lambda s: s.wall_times[-1], default=None)
-    return Run(
-        name=name,
-        path=path / name,
-        scalars=dict(scalars),
-        last_step=int(last.steps[-1]) if last is not None else None,
-        last_wall_time=float(last.wall_times[-1]) if last is not None else None,
-    )
 
 
 def report_for(run: Run, findings: Iterable[Finding] = (), score: int = 90) -> RunReport:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analysis.compare import worst_finding
-from analysis.model import SEVERITIES, Finding, Run, RunReport
+from analysis.model import Finding, Run, RunReport
 
 #: A run whose last event is younger than this is marked live. PyTorch's and tensorboardX's
 #: SummaryWriter flush every 120 s by default, so a training run's file grows at least that
@@ -35,11 +35,6 @@ class RunRow:
     last_step: int | None
     age: float | None  # seconds since the last event
     live: bool
-
-
-def severity_rank(severity: str) -> int:
-    """0 for critical, 1 warning, 2 info: smaller is worse."""
-    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
 
 
 def finding_label(finding: Finding) -> str:

@@ -54,7 +54,7 @@ class DiagnosisPane(VerticalScroll):
             return
         from tui.widgets.llm_diagnosis import LLMDiagnosis
 
-        widget = LLMDiagnosis(report, config=getattr(self.app, "config", None))
+        widget = LLMDiagnosis(report, config=self.app.config)
         self.mount(widget)
         widget.start()
 

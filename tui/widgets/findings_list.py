@@ -7,9 +7,10 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from analysis.detectors import severity_rank
 from analysis.model import Finding
 from tui.bindings import bindings
-from tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, finding_label, severity_rank
+from tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, finding_label
 from tui.safe_text import plain
 
 
@@ -20,7 +21,7 @@ def finding_key(finding: Finding) -> tuple:
 
 def order_findings(findings: list[Finding]) -> list[Finding]:
     """Worst severity first, then earliest onset, then run name."""
-    return sorted(findings, key=lambda f: (severity_rank(f.severity), f.step if f.step is not None else 1 << 62, f.run))
+    return sorted(findings, key=lambda f: (severity_rank(f), f.step if f.step is not None else 1 << 62, f.run))
 
 
 class FindingsList(OptionList):
