@@ -13,7 +13,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -159,6 +159,7 @@ class ScanResult:
     records: int = 0
     problems: list[tuple[int, str]] = field(default_factory=list)  # (offset, one-line problem)
     truncated: bool = False
+    cancelled: bool = False
 
 
 class _Outputs:
@@ -227,12 +228,15 @@ def scan_file(
     result: ScanResult,
     verify: bool = True,
     end: int | None = None,
+    cancel: Callable[[], bool] | None = None,
 ) -> Iterator[Batch]:
     """Yield batches decoded from `path` starting at byte `offset`, filling `result` as it goes.
 
     Stops at the first incomplete record (result.truncated, result.offset points at it: a later
     call continues from there). A record with a bad CRC is reported in result.problems; reading
     resumes at the next position where a whole record verifies, or stops if there is none.
+    `cancel` is polled between kernel calls: when it returns True the scan stops cleanly, with
+    result.offset at the next unread record, so a later call carries on from there.
     """
     jit = kernel is not _pure
     table = _CRC_TABLE if jit else _CRC_LIST
@@ -265,6 +269,10 @@ def scan_file(
                     yield Batch(*out.take(int(npts)), others=others)
                 rec += int(nrec)
                 result.records = rec
+                if cancel is not None and cancel() and status != _pure.ST_END:
+                    result.offset = base + pos
+                    result.cancelled = True
+                    return
                 if status == _pure.ST_FULL:
                     continue
                 if status == _pure.ST_TAGS_FULL:

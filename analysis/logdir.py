@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .decode import choose_kernel
 from .discover import find_runs
@@ -28,8 +29,17 @@ class Logdir:
     _readers: dict[str, RunReader] = field(default_factory=dict, repr=False)
     _single_file: Path | None = field(default=None, repr=False)
 
-    def refresh(self) -> list[str]:
-        """Read appended bytes, new files and new runs; the names of the runs that changed."""
+    def refresh(
+        self,
+        cancel: Callable[[], bool] | None = None,
+        on_run: Callable[[str, Run], None] | None = None,
+    ) -> list[str]:
+        """Read appended bytes, new files and new runs; the names of the runs that changed.
+
+        `on_run(name, run)` is called as each changed run is read (a UI can show it at once);
+        `cancel()` is polled between runs and between chunks of a file: once it returns True
+        reading stops at a record boundary, and the next refresh continues from there.
+        """
         if self._single_file is not None:
             found = {".": self._single_file.parent}
         else:
@@ -46,17 +56,32 @@ class Logdir:
                 self.runs[name] = self._readers[name].run
         # One decision for the whole refresh: 50 runs of 10 MB are a 500 MB read, worth compiling for.
         kernel = choose_kernel(self.pending_bytes(), self.kernel)
-        return [name for name in found if self._readers[name].read(kernel)]
+        changed = []
+        for name in found:
+            if cancel is not None and cancel():
+                break
+            if self._readers[name].read(kernel, cancel):
+                changed.append(name)
+                if on_run is not None:
+                    on_run(name, self.runs[name])
+        return changed
 
     def pending_bytes(self) -> int:
         """Bytes not read yet across the known runs."""
         return sum(r.pending_bytes() for r in self._readers.values())
 
 
-def load(path, runs: str | None = None, kernel: str | None = None) -> Logdir:
+def load(
+    path,
+    runs: str | None = None,
+    kernel: str | None = None,
+    cancel: Callable[[], bool] | None = None,
+    on_run: Callable[[str, Run], None] | None = None,
+) -> Logdir:
     """Read every run under `path` (a logdir, a run directory or a single event file).
 
-    `runs` keeps only runs whose name matches the regex; `kernel` forces "pure" or "jit".
+    `runs` keeps only runs whose name matches the regex; `kernel` forces "pure" or "jit";
+    `cancel` and `on_run` are passed to `Logdir.refresh`.
     Raises LogdirError (one clear line) when `path` does not exist or holds nothing readable.
     """
     p = Path(path).expanduser()
@@ -74,5 +99,5 @@ def load(path, runs: str | None = None, kernel: str | None = None) -> Logdir:
         logdir._single_file = p
     elif not p.is_dir():
         raise LogdirError(f"{path}: not a directory")
-    logdir.refresh()
+    logdir.refresh(cancel=cancel, on_run=on_run)
     return logdir

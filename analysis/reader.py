@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -151,11 +152,13 @@ class RunReader:
             total += max(0, size - (st.offset if st else 0))
         return total
 
-    def read(self, kernel=None) -> bool:
+    def read(self, kernel=None, cancel: Callable[[], bool] | None = None) -> bool:
         """Read what was appended since the last call; True if anything new was read.
 
         `kernel` is the decoding module to use (see `decode.choose_kernel`); by default it is
-        chosen from this run's own unread bytes.
+        chosen from this run's own unread bytes. `cancel` is polled as reading goes: once it
+        returns True the read stops at a record boundary, keeping what was read, and the next
+        call continues from there.
         """
         names = self._list_files()
         todo = []
@@ -187,16 +190,19 @@ class RunReader:
         changed = False
         last_name = names[-1] if names else None
         for st, size in todo:
-            changed |= self._read_file(st, size, is_last=st.name == last_name)
+            if cancel is not None and cancel():
+                break
+            changed |= self._read_file(st, size, is_last=st.name == last_name, cancel=cancel)
         if changed:
             self._finish()
         return changed
 
-    def _read_file(self, st: _FileState, size: int, is_last: bool) -> bool:
+    def _read_file(self, st: _FileState, size: int, is_last: bool, cancel=None) -> bool:
         result = ScanResult(offset=st.offset, records=st.records)
         got = False
         try:
-            for batch in scan_file(self.path / st.name, st.offset, self._kernel, self._tags, result, self.verify, size):
+            path = self.path / st.name
+            for batch in scan_file(path, st.offset, self._kernel, self._tags, result, self.verify, size, cancel):
                 self._take(batch, st)
                 got = True
         except OSError as exc:
@@ -211,7 +217,7 @@ class RunReader:
                 if offset == 0 and result.records == 0 and "no intact record" in problem:
                     problem = "not a TensorBoard event file (no valid record from byte 0); skipped"
                 self._note("data_integrity", self._rel(st.name), problem + "; intact records before it kept", offset)
-        if result.truncated and not is_last and result.offset < size and (st.name, "tail") not in st.problems_seen:
+        if result.truncated and not result.cancelled and not is_last and result.offset < size and (st.name, "tail") not in st.problems_seen:
             st.problems_seen.add((st.name, "tail"))
             self._note(
                 "data_integrity",

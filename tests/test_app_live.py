@@ -139,3 +139,37 @@ def test_quitting_while_runs_are_still_being_analysed_exits_at_once(tmp_path):
     assert app.return_code == 0
     assert len(app.reports) < 12  # the analysis stopped instead of finishing first
     assert took < 2.0 and time.monotonic() - started < 5.0
+
+
+def test_quitting_while_event_files_are_still_being_read_exits_at_once(tmp_path):
+    import analysis
+
+    for i in range(12):
+        write_run(tmp_path, f"run{i:02d}", {"train/loss": decaying_loss(10, seed=i)})
+    reading = threading.Event()
+    runs_read: list[str] = []
+
+    def slow_load(path, cancel, on_run):
+        def slow_cancel():  # a big logdir: each run takes a while to read
+            reading.set()
+            time.sleep(0.2)
+            return cancel()
+
+        def record(name, run):
+            runs_read.append(name)
+            on_run(name, run)
+
+        return analysis.load(path, cancel=slow_cancel, on_run=record)
+
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=HandAnalyzer(), loader=slow_load)
+
+    async def scenario(app, pilot):
+        await asyncio.get_running_loop().run_in_executor(None, reading.wait, 5)
+        scenario.quit_at = time.monotonic()
+        await pilot.press("q")
+
+    drive(app, scenario, wait=False)
+    took = time.monotonic() - scenario.quit_at
+    assert app.return_code == 0
+    assert len(runs_read) < 12  # the reader stopped instead of reading everything first
+    assert took < 2.0

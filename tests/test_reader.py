@@ -318,3 +318,32 @@ def test_the_logdir_is_never_written_to(pytorch_logdir, tmp_path):
     for kernel in KERNELS:
         analysis.load(copy, kernel=kernel).refresh()
     assert snapshot() == before
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_cancelled_read_stops_at_a_record_and_the_next_refresh_completes_it(tmp_path, monkeypatch, kernel):
+    from analysis import decode
+
+    write_pytorch_run(tmp_path / "a", n=300)
+    write_pytorch_run(tmp_path / "b", n=300)
+    reference = analysis.load(tmp_path, kernel=kernel)
+    monkeypatch.setattr(decode, "POINTS_PER_CALL", 40)  # many kernel calls per file
+    polls = []
+
+    def cancel():
+        polls.append(1)
+        return len(polls) > 2
+
+    seen = []
+    logdir = analysis.load(tmp_path, kernel=kernel, cancel=cancel, on_run=lambda name, run: seen.append(name))
+    partial = logdir.runs["a"].scalars.get("train/loss")
+    assert partial is not None and 0 < len(partial) < 300  # stopped part-way through run a
+    assert len(logdir.runs["b"].scalars) == 0 and seen == ["a"]
+    assert sorted(logdir.refresh(on_run=lambda name, run: seen.append(name))) == ["a", "b"]
+    assert seen == ["a", "a", "b"]
+    for name in ("a", "b"):
+        run, ref = logdir.runs[name], reference.runs[name]
+        assert run.notes == []  # no phantom restart from the resumed read
+        for tag, s in ref.scalars.items():
+            np.testing.assert_array_equal(run.scalars[tag].steps, s.steps)
+            np.testing.assert_array_equal(run.scalars[tag].values, s.values)

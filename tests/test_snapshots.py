@@ -64,7 +64,7 @@ class FixedLogdir:
         self.runs = runs
         self.warnings: list[str] = []
 
-    def refresh(self) -> list[str]:
+    def refresh(self, **_) -> list[str]:
         return []
 
 
@@ -75,7 +75,7 @@ def _app():
         "resnet_bs32": (64, [finding("resnet_bs32", "overfitting", "warning", 2000, tags=("val/loss",))]),
     })  # fmt: skip
     return make_app("runs", config=Config(), follow=False, clock=fixed_clock, analyzer=analyzer,
-                    loader=lambda path: FixedLogdir(_runs()))
+                    loader=lambda path, **_: FixedLogdir(_runs()))
 
 
 async def _loaded(pilot) -> None:

@@ -92,7 +92,7 @@ class TriageApp(App[int]):
         follow: bool,
         clock: Callable[[], float],
         follow_seconds: float,
-        loader: Callable[[Path], Any],
+        loader: Callable[..., Any],
         analyzer: Analyzer,
     ) -> None:
         self.keymap, self.unknown_keys = keymap_from_config(config.keys)
@@ -150,10 +150,21 @@ class TriageApp(App[int]):
     def load_logdir(self) -> None:
         worker = get_current_worker()
         warnings: list[str] = []
+        total = 0
         if self.logdir_path.is_dir():
-            self.post_message(RunsDiscovered(list(find_runs(self.logdir_path, warnings)), warnings))
+            names = list(find_runs(self.logdir_path, warnings))
+            total = len(names)
+            self.post_message(RunsDiscovered(names, warnings))
+        read: list[str] = []
+
+        def run_read(name: str, run: Run) -> None:
+            read.append(name)
+            if len(read) < total:  # the last one is announced by LogdirRead
+                self.post_message(Progress("reading", len(read), total))
+
         try:
-            logdir = self._loader(self.logdir_path)
+            # Quitting cancels the worker; the reader polls this between chunks and stops at once.
+            logdir = self._loader(self.logdir_path, cancel=lambda: worker.is_cancelled, on_run=run_read)
         except Exception as exc:  # one clear line in the status bar; the app stays usable
             self.post_message(LoadFailed(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
             return
@@ -165,7 +176,7 @@ class TriageApp(App[int]):
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_logdir(self) -> None:
         worker = get_current_worker()
-        changed = self.logdir.refresh()
+        changed = self.logdir.refresh(cancel=lambda: worker.is_cancelled)
         self.post_message(Refreshed(changed))
         self._analyze(self.logdir, changed, worker)
 
@@ -513,7 +524,7 @@ def make_app(
     follow: bool = True,
     clock: Callable[[], float] = time.time,
     follow_seconds: float = FOLLOW_SECONDS,
-    loader: Callable[[Path], Any] | None = None,
+    loader: Callable[..., Any] | None = None,
     analyzer: Analyzer | None = None,
 ) -> TriageApp:
     """The app for `logdir`, as the CLI and the tests build it.
