@@ -14,7 +14,6 @@ analysed on its own (divergence, health), so nothing it shows is lost.
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from .config import Config
 from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors, severity_rank
 from .features import series_features
 from .health import health
+from .json_safe import json_safe
 from .model import Finding, Run, RunReport, SeriesFeatures
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
 
@@ -180,31 +180,9 @@ def rank(reports: list[RunReport]) -> list[RunReport]:
 # ---- the report ---------------------------------------------------------------------------------------
 
 
-def _json_safe(value: Any) -> Any:
-    """Evidence as strict JSON: numpy scalars to Python, non-finite floats to "NaN"/"Infinity"/"-Infinity"."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [_json_safe(v) for v in value.tolist()]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
-    return value
-
-
 def finding_dict(finding: Finding) -> dict[str, Any]:
     """A finding as the JSON contract writes it (strict JSON values)."""
-    return _json_safe(finding.to_dict())
+    return json_safe(finding.to_dict())
 
 
 def run_report_dict(report: RunReport) -> dict[str, Any]:

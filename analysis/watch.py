@@ -9,7 +9,6 @@ timeout so a hung hook cannot stop the watch.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from .json_safe import json_safe
 from .model import SEVERITIES, Finding, RunReport
 
 #: An alert hook that has not finished in this many seconds is killed (with its children); the watch goes on.
@@ -38,28 +38,10 @@ def finding_key(finding: Finding) -> FindingKey:
     return (finding.run, finding.kind, tuple(finding.tags), finding.step)
 
 
-def jsonable(value: Any) -> Any:
-    """Plain JSON types: numpy scalars and arrays unwrapped, NaN/±Inf as the strings "NaN"/"Infinity"/"-Infinity".
-
-    Strict JSON has no NaN; a consumer (jq, a webhook) must not choke on the very value that diverged.
-    """
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        return jsonable(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
-
-
 def alert_payload(finding: Finding, logdir: str, detected_at: datetime | None = None) -> dict[str, Any]:
     """The JSON object an alert hook receives: the report contract's finding plus its run and logdir."""
     when = (detected_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-    return jsonable({"tool": "tbtriage", "logdir": logdir, "run": finding.run, "detected_at": when, **finding.to_dict()})
+    return json_safe({"tool": "tbtriage", "logdir": logdir, "run": finding.run, "detected_at": when, **finding.to_dict()})
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         from analysis.compare import compare
         from analysis.render_html import render_html
         from analysis.render_markdown import render_markdown
-        from analysis.watch import jsonable
+        from analysis.json_safe import json_safe as jsonable
 
         loaded, read_s = timed(lambda: analysis.load(logdir))
         points = sum(len(s) for run in loaded.runs.values() for s in run.scalars.values())

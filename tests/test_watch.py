@@ -15,7 +15,8 @@ from tensorboardX import SummaryWriter
 
 import analysis
 from analysis.model import Finding
-from analysis.watch import Watcher, alert_payload, engine_analyzer, finding_key, jsonable, run_on_alert
+from analysis.json_safe import json_safe as jsonable
+from analysis.watch import Watcher, alert_payload, engine_analyzer, finding_key, run_on_alert
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -285,7 +285,7 @@ class Diagnosis:
         return self._emit(data)
 
     def _emit(self, data: dict[str, Any]) -> int:
-        from analysis.watch import jsonable
+        from analysis.json_safe import json_safe as jsonable
 
         _write(self.out, json.dumps(jsonable(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
         return EXIT_OK

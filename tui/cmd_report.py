@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from analysis.config import ConfigError, load_config
     from analysis.engine import diagnose
     from analysis.logdir import LogdirError
-    from analysis.watch import jsonable
+    from analysis.json_safe import json_safe as jsonable
 
     logdir = Path(args.logdir).expanduser()
     if not logdir.exists():

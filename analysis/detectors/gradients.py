@@ -176,7 +176,6 @@ def _vanishing_layers(data: RunData) -> list:
     if len(layers) < 2:
         return []
     recent = {t: abs(data.features[t].extra["recent_median"]) for t in layers}
-    out = []
     weak = []
     for tag in layers:
         others = np.median([v for t, v in recent.items() if t != tag])

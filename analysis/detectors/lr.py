@@ -88,7 +88,6 @@ def _jumps(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, peak:
     early = values[: max(3, n // 2)]
     warm_end = int(np.argmax(early >= 0.98 * early.max()))
     running_max = np.maximum.accumulate(values)
-    out = []
     previous = values[:-1]
     # Jumps out of a zero stretch are that stretch's end (reported above), not a jump.
     alive = previous > ZERO_REL * peak

@@ -147,7 +147,7 @@ def detect(data: RunData) -> list:
     onset = min(onsets)
     evidence["summary"] = "; ".join(parts) + f", within the first {EARLY_FRAC:.0%} of the run" + lr_text
     evidence.update(data.context_evidence(onset))
-    message = f"unstable start: " + parts[0] + (" (warmup would prevent it)" if "no warmup" in lr_text else "")
+    message = "unstable start: " + parts[0] + (" (warmup would prevent it)" if "no warmup" in lr_text else "")
     points = data.features[tags[0]].points
     advice = [warmup_advice, clip_advice(data, None) if grad_event else "lower the peak lr ×0.5"]
     return [finding(data, "warmup_instability", confident("warning", points), tags, onset,

@@ -1,0 +1,24 @@
+"""Values made strict-JSON safe: what every JSON the tool writes (report, diagnosis, alerts) goes through."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def json_safe(value: Any) -> Any:
+    """Plain JSON types: numpy scalars and arrays unwrapped, NaN/±Inf as the strings "NaN"/"Infinity"/"-Infinity".
+
+    Strict JSON has no NaN; a consumer (jq, a webhook) must not choke on the very value that diverged.
+    """
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return json_safe(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
