@@ -40,42 +40,58 @@ class _FileState:
 
 
 class _Column:
-    """One tag's points: resolved arrays plus chunks appended since the last resolution."""
+    """One tag's points: resolved arrays plus chunks appended since the last resolution.
 
-    __slots__ = ("steps", "walls", "values", "files", "new", "from_tensor_only")
+    Which file each point came from (for restart notes) is kept as segments, (first index, file
+    index), not per point: 24 bytes a point is the budget.
+    """
+
+    __slots__ = ("steps", "walls", "values", "seg_starts", "seg_files", "new", "from_tensor_only")
 
     def __init__(self) -> None:
         self.steps = np.empty(0, np.int64)
         self.walls = np.empty(0, np.float64)
         self.values = np.empty(0, np.float64)
-        self.files = np.empty(0, np.int32)  # file index per resolved point (for restart notes)
+        self.seg_starts = np.empty(0, np.int64)
+        self.seg_files = np.empty(0, np.int32)
         self.new: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
         self.from_tensor_only = True
+
+    def file_of(self, index: int) -> int:
+        """Index of the file the point at `index` was read from."""
+        return int(self.seg_files[np.searchsorted(self.seg_starts, index, side="right") - 1])
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep only the points where `mask` is True (segments follow their points)."""
+        kept_before = np.concatenate(([0], np.cumsum(mask)))
+        starts = kept_before[self.seg_starts]
+        # A segment left empty starts where the next one does: keep the last of equal starts.
+        live = np.append(starts[1:] != starts[:-1], True) if starts.size else starts.astype(bool)
+        self.seg_starts, self.seg_files = starts[live], self.seg_files[live]
+        self.steps, self.walls, self.values = self.steps[mask], self.walls[mask], self.values[mask]
 
     def purge(self, step: int) -> int:
         """Drop points at or after `step` (a SessionLog START); returns how many went."""
         self.flush_new()
-        keep = self.steps < step
-        dropped = int(keep.size - keep.sum())
+        mask = self.steps < step
+        dropped = int(mask.size - mask.sum())
         if dropped:
-            self.steps, self.walls, self.values, self.files = (
-                self.steps[keep],
-                self.walls[keep],
-                self.values[keep],
-                self.files[keep],
-            )
+            self.keep(mask)
         return dropped
 
     def flush_new(self) -> None:
         if not self.new:
             return
-        parts = [(self.steps, self.walls, self.values, self.files)] + [
-            (s, w, v, np.full(s.shape[0], fi, np.int32)) for s, w, v, fi in self.new
-        ]
-        self.steps = np.concatenate([p[0] for p in parts])
-        self.walls = np.concatenate([p[1] for p in parts])
-        self.values = np.concatenate([p[2] for p in parts])
-        self.files = np.concatenate([p[3] for p in parts])
+        starts, files = [self.seg_starts], [self.seg_files]
+        at = self.steps.shape[0]
+        for s, _, _, fi in self.new:
+            starts.append(np.array([at], np.int64))
+            files.append(np.array([fi], np.int32))
+            at += s.shape[0]
+        self.seg_starts, self.seg_files = np.concatenate(starts), np.concatenate(files)
+        self.steps = np.concatenate([self.steps] + [c[0] for c in self.new])
+        self.walls = np.concatenate([self.walls] + [c[1] for c in self.new])
+        self.values = np.concatenate([self.values] + [c[2] for c in self.new])
         self.new = []
 
 
@@ -343,7 +359,7 @@ class RunReader:
             if back.size:
                 seen_per_file: dict[int, int] = {}
                 for j in back:
-                    fi = int(col.files[j])
+                    fi = col.file_of(int(j))
                     k = seen_per_file.get(fi, 0)
                     seen_per_file[fi] = k + 1
                     entry = restarts.setdefault((fi, k), [int(col.steps[j]), int(col.steps[j - 1]), 0])
@@ -351,10 +367,10 @@ class RunReader:
                     entry[1] = max(entry[1], int(col.steps[j - 1]))
                 dropped = int(keep.size - keep.sum())
                 if dropped:
-                    first = (int(col.files[back[0]]), 0)
+                    first = (col.file_of(int(back[0])), 0)
                     restarts[first][2] += dropped
             if not keep.all():
-                col.steps, col.walls, col.values, col.files = (col.steps[keep], col.walls[keep], col.values[keep], col.files[keep])
+                col.keep(keep)
             plugin = self._plugins.get(tag, "")
             if col.from_tensor_only and plugin not in ("", "scalars"):
                 continue  # rank-0 tensors of another plugin: not scalars
