@@ -100,3 +100,19 @@ def test_names_with_commas_quotes_and_markup_survive_csv(tmp_path, capsys):
     assert main(["export", str(tmp_path)]) == 0
     (row,) = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert row["run"] == 'run "a", b' and row["tag"] == 'loss, [bold]x[/bold] "q"' and row["value"] == "1.5"
+
+
+def test_piping_into_head_ends_quietly(logdir):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "export", str(logdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent),
+    )
+    assert proc.stdout.readline().startswith(b"run,tag,step")
+    proc.stdout.close()  # what `| head -1` does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and err == b""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: subcommand -> (module, one-line help)
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(importlib.import_module(module).run(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `tbtriage export ... | head`
+    except BrokenPipeError:  # `tbtriage export ... | head`: the reader has all it wanted
+        # Point stdout at /dev/null so the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
 
 

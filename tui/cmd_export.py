@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     except LogdirError as exc:
         print(f"tbtriage export: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        raise  # `| head` closed the pipe: the CLI ends quietly
     except OSError as exc:
         print(f"tbtriage export: {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
