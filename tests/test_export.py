@@ -102,9 +102,11 @@ def test_names_with_commas_quotes_and_markup_survive_csv(tmp_path, capsys):
     assert row["run"] == 'run "a", b' and row["tag"] == 'loss, [bold]x[/bold] "q"' and row["value"] == "1.5"
 
 
-def test_piping_into_head_ends_quietly(logdir):
+def test_piping_into_head_ends_quietly(tmp_path):
     import subprocess
     import sys
+
+    logdir = write_pytorch_run(tmp_path / "big", n=4000)  # ~260 kB of CSV: more than a pipe holds
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui.cli", "export", str(logdir)],
