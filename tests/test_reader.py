@@ -347,3 +347,19 @@ def test_a_cancelled_read_stops_at_a_record_and_the_next_refresh_completes_it(tm
         for tag, s in ref.scalars.items():
             np.testing.assert_array_equal(run.scalars[tag].steps, s.steps)
             np.testing.assert_array_equal(run.scalars[tag].values, s.values)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_thousands_of_per_layer_tags_all_come_back(tmp_path, kernel):
+    from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
+
+    tags = [f"grad_norm/layers.{i}.{'mlp' * (i % 40)}.weight" for i in range(3000)]  # > the first intern table
+    steps = np.arange(3)
+    values = np.random.default_rng(0).random((len(tags), 3))
+    (tmp_path / "big_model").mkdir()
+    data = frame_records([file_version_event(1e9)]) + encode_scalar_block(tags, steps, 1e9 + steps, values)
+    (tmp_path / "big_model" / event_file_name(1e9)).write_bytes(data)
+    run = analysis.load(tmp_path, kernel=kernel).runs["big_model"]
+    assert len(run.scalars) == 3000
+    for i in (0, 1999, 2048, 2999):
+        np.testing.assert_array_equal(run.scalars[tags[i]].values, values[i].astype(np.float32))
