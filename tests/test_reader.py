@@ -353,7 +353,7 @@ def test_a_cancelled_read_stops_at_a_record_and_the_next_refresh_completes_it(tm
 def test_thousands_of_per_layer_tags_all_come_back(tmp_path, kernel):
     from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
 
-    tags = [f"grad_norm/layers.{i}.{'mlp' * (i % 25)}.weight" for i in range(3000)]  # > the first intern table
+    tags = [f"grad_norm/layers.{i}.{'mlp' * (i % 20)}.weight" for i in range(3000)]  # > the first intern table
     steps = np.arange(3)
     values = np.random.default_rng(0).random((len(tags), 3))
     (tmp_path / "big_model").mkdir()
