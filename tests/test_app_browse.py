@@ -44,7 +44,7 @@ def test_opening_a_logdir_lists_every_run_worst_health_first(logdir):
 
         assert _names(table) == ["big_lr3e-2", "small_batch", "baseline_lr1e-3"]
         first_row = [cell.plain if isinstance(cell, Text) else str(cell) for cell in table.get_row_at(0)]
-        assert first_row[1] == "✖" and first_row[3] == "12" and first_row[-1] == "divergence@40"
+        assert first_row[1] == "✖" and first_row[2] == "12" and first_row[-1] == "divergence@40"
         assert app.current_tag == "train/loss"  # the headline loss is charted without asking
 
     drive(app, scenario)
@@ -95,7 +95,7 @@ def test_markup_and_escape_sequences_in_names_show_literally(tmp_path):
         table = app.screen.query_one(RunTable)
         tree = app.screen.query_one(TagTree)
 
-        assert table.get_row_at(0)[2].plain == "[bold red]evil"
+        assert table.get_row_at(0)[3].plain == "[bold red]evil"
         leaves = [str(node.label) for node in tree.root.children]
         assert any(label.startswith("[bold red]x") for label in leaves)
         assert any(label.startswith("loss\\x1b[31m") for label in leaves)

@@ -10,12 +10,13 @@ from tui.bindings import bindings
 from tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_age
 from tui.safe_text import literal
 
-#: (key, header, width or None for the content's width). Long run names are cut with an ellipsis at
-#: RUN_CELLS so health, step and liveness stay in view; the full name is in the chart legend and the
-#: diagnosis title. The worst finding, the widest cell, comes last.
+#: (key, header, width or None for the content's width). Health comes before the name so a narrow
+#: pane (80×24) still shows glyph and score; long run names are cut with an ellipsis at RUN_CELLS so
+#: step and liveness stay in view; the full name is in the chart legend and the diagnosis title.
+#: The worst finding, the widest cell, comes last.
 RUN_CELLS = 26
 COLUMNS = (
-    ("sel", " ", 1), ("status", " ", 1), ("run", "run", RUN_CELLS), ("health", "health", None),
+    ("sel", " ", 1), ("status", " ", 1), ("health", "health", None), ("run", "run", RUN_CELLS),
     ("step", "step", None), ("live", "live", None), ("worst", "worst finding", None),
 )  # fmt: skip
 
@@ -78,8 +79,8 @@ class RunTable(DataTable):
         return [
             sel,
             Text(glyphs[row.status], style=status_colour),
-            literal(row.name),
             Text(glyphs["pending"] if row.health is None else str(row.health), justify="right"),
+            literal(row.name),
             Text("-" if row.last_step is None else str(row.last_step), justify="right"),
             live,
             Text(row.worst, style=status_colour if row.worst else ""),
