@@ -35,6 +35,7 @@ _CRC_TABLE = _pure.make_crc_tables()
 _CRC_LIST = [int(x) for x in _CRC_TABLE]
 
 _jit_lock = threading.Lock()
+_warm = [False]  # this process has marked the compiled kernel as cached
 _jit_module = None
 _jit_failed = False
 
@@ -48,9 +49,37 @@ def numba_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
+def _warm_marker() -> Path:
+    """A file that exists once this exact kernel source has been compiled and cached by this numba.
+
+    numba's own index files outlive a source change (a new tbtriage version), and a stale one
+    would send a small read into a 10-second compile; the marker names what was compiled.
+    """
+    import hashlib
+    import platform
+
+    source = Path(__file__).with_name("_kernel.py").read_bytes()
+    try:
+        from importlib.metadata import version
+
+        numba_version = version("numba")
+    except Exception:
+        numba_version = "?"
+    key = hashlib.sha1(source + f"{numba_version}{sys.version_info[:2]}{platform.machine()}".encode()).hexdigest()[:16]
+    return cache_dir() / "numba" / f"warm-{key}"
+
+
 def _numba_cache_warm() -> bool:
-    d = cache_dir() / "numba"
-    return d.is_dir() and any(d.rglob("*_kernel*.nbi"))
+    return _warm_marker().exists()
+
+
+def _mark_warm() -> None:
+    try:
+        marker = _warm_marker()
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass  # a read-only cache only costs the next small read the pure path
 
 
 def jit_module():
@@ -261,6 +290,9 @@ def scan_file(
                     buf, pos, stop, verify and jit, table, rec, *out.args(), *tags.args()
                 )
                 pos = int(pos)
+                if jit and not _warm[0]:
+                    _warm[0] = True  # compiled (or loaded) and ran: later processes may rely on it
+                    _mark_warm()
                 if status == _pure.ST_END and stop_status != _pure.ST_END:
                     status = stop_status
                 if npts or noth:
