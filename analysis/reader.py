@@ -37,6 +37,7 @@ class _FileState:
     malformed: int = 0
     noted_empty: bool = False
     noted_unreadable: bool = False
+    noted_shrunk: bool = False
 
 
 class _Column:
@@ -189,6 +190,16 @@ class RunReader:
                 continue
             if size > st.offset:
                 todo.append((st, size))
+            elif size < st.offset and not st.noted_shrunk:
+                # Rewritten or truncated under us: what was read stays; re-reading would double it.
+                st.noted_shrunk = True
+                self._note(
+                    "data_integrity",
+                    self._rel(fname),
+                    f"file shrank from {st.offset} to {size} bytes after it was read (rewritten or truncated); "
+                    "the points already read are kept, the file is not read again",
+                    size,
+                )
             elif size == 0 and not st.noted_empty and fname != names[-1]:
                 st.noted_empty = True
                 self._note("data_integrity", self._rel(fname), "empty file (0 bytes): no events in it", severity="info")

@@ -363,3 +363,15 @@ def test_thousands_of_per_layer_tags_all_come_back(tmp_path, kernel):
     assert len(run.scalars) == 3000
     for i in (0, 1999, 2048, 2999):
         np.testing.assert_array_equal(run.scalars[tags[i]].values, values[i].astype(np.float32))
+
+
+def test_a_file_that_shrinks_after_reading_gets_one_note_and_keeps_its_points(tmp_path):
+    write_pytorch_run(tmp_path / "r", n=100)
+    logdir = analysis.load(tmp_path)
+    f = Path(event_files(tmp_path / "r")[0])
+    f.write_bytes(f.read_bytes()[:100])  # an rsync or a cleanup rewrote it
+    assert logdir.refresh() == []
+    logdir.refresh()
+    (note,) = logdir.runs["r"].notes
+    assert "shrank" in note.message and note.file.startswith("r/events.out.tfevents")
+    assert len(logdir.runs["r"].scalars["train/loss"]) == 100
