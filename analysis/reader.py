@@ -243,7 +243,9 @@ class RunReader:
                 st.problems_seen.add(offset)
                 if offset == 0 and result.records == 0 and "no intact record" in problem:
                     problem = "not a TensorBoard event file (no valid record from byte 0); skipped"
-                self._note("data_integrity", self._rel(st.name), problem + "; intact records before it kept", offset)
+                elif offset > 0:
+                    problem += "; intact records before it kept"
+                self._note("data_integrity", self._rel(st.name), problem, offset)
         if result.truncated and not result.cancelled and not is_last and result.offset < size and (st.name, "tail") not in st.problems_seen:
             st.problems_seen.add((st.name, "tail"))
             self._note(
