@@ -335,7 +335,7 @@ def scan_file(
                 result.offset = bad
                 result.truncated = True
                 return
-            q = int(kernel.resync(rest, 0, len(rest), table))
+            q = int(kernel.resync(rest, 0, len(rest), table)) if jit else resync_numpy(rest)
             if q < 0:
                 result.problems.append(
                     (bad, f"{what} at byte {bad}; the {size - bad} bytes after it hold no intact record, ignored")
@@ -392,6 +392,35 @@ def verify_window(buf: bytes) -> tuple[int, int]:
 
 
 _U64 = __import__("struct").Struct("<Q")
+#: Offsets examined at once by `resync_numpy` (an 8-byte row each: 8 MB of temporaries).
+_RESYNC_BLOCK = 1 << 20
+
+
+def resync_numpy(buf: bytes) -> int:
+    """`_kernel.resync` for the pure path: the first offset after 0 where a whole record verifies, or -1.
+
+    A Python loop would checksum 8 bytes at every offset (~5 µs each: minutes for a damaged 30 MB
+    file); here the length checksums of a block of offsets are computed at once with numpy, and
+    only the few offsets whose length checksum matches get their payload checked.
+    """
+    from .event_writer import masked_crc32c, masked_crc32c_rows
+
+    arr = np.frombuffer(buf, np.uint8)
+    n = arr.size
+    weights = np.array([1, 1 << 8, 1 << 16, 1 << 24], np.uint32)
+    for lo in range(1, max(n - 15, 1), _RESYNC_BLOCK):
+        offsets = np.arange(lo, min(lo + _RESYNC_BLOCK, n - 15), dtype=np.int64)
+        if offsets.size == 0:
+            break
+        header = arr[offsets[:, None] + np.arange(8)]
+        stored = arr[offsets[:, None] + 8 + np.arange(4)].astype(np.uint32) @ weights
+        for q in offsets[masked_crc32c_rows(header) == stored]:
+            q = int(q)
+            (length,) = _U64.unpack_from(buf, q)
+            end = q + 12 + length
+            if end + 4 <= n and masked_crc32c(bytes(buf[q + 12 : end])) == int(arr[end : end + 4].astype(np.uint32) @ weights):
+                return q
+    return -1
 
 
 def _all_zero(buf) -> bool:

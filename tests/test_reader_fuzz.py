@@ -76,3 +76,15 @@ def test_the_compiled_path_survives_corruption_too(tmp_path_factory, pristine, d
     damaged[i] ^= data.draw(st.integers(1, 255))
     tmp = tmp_path_factory.mktemp("fuzz")
     check(tmp, pristine, bytes(damaged), i, "jit")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_numpy_resync_finds_the_same_record_as_the_kernel(pristine, data):
+    from analysis import _kernel, decode
+
+    raw, _ = pristine
+    start = data.draw(st.integers(0, len(raw) - 1))
+    junk = data.draw(st.binary(min_size=1, max_size=300))
+    rest = bytes(junk) + raw[start:]
+    assert decode.resync_numpy(rest) == _kernel.resync(rest, 0, len(rest), decode._CRC_LIST)
