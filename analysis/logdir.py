@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -11,6 +13,19 @@ from .decode import choose_kernel
 from .discover import find_runs
 from .model import Run
 from .reader import RunReader, is_event_file
+
+
+#: Most threads reading runs at once: beyond a few, the disk and the GIL-bound numpy parts limit.
+MAX_READ_THREADS = 4
+
+
+def read_threads(kernel, runs: int) -> int:
+    """How many runs to read at once: one per core with the compiled (GIL-free) kernel, else one."""
+    from . import _kernel
+
+    if kernel is _kernel or runs < 2:
+        return 1  # the pure path holds the GIL: threads would only take turns
+    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1), MAX_READ_THREADS, runs))
 
 
 class LogdirError(Exception):
@@ -57,6 +72,23 @@ class Logdir:
         # One decision for the whole refresh: 50 runs of 10 MB are a 500 MB read, worth compiling for.
         kernel = choose_kernel(self.pending_bytes(), self.kernel)
         changed = []
+
+        def read(name: str) -> bool:
+            if cancel is not None and cancel():
+                return False
+            return self._readers[name].read(kernel, cancel)
+
+        threads = read_threads(kernel, len(found))
+        if threads > 1:
+            # The compiled kernel releases the GIL: runs decode side by side, one per core.
+            with ThreadPoolExecutor(threads, thread_name_prefix="tbtriage-read") as pool:
+                results = {name: pool.submit(read, name) for name in found}
+                for name, result in results.items():
+                    if result.result():
+                        changed.append(name)
+                        if on_run is not None:
+                            on_run(name, self.runs[name])
+            return changed
         for name in found:
             if cancel is not None and cancel():
                 break
