@@ -20,7 +20,7 @@ import numpy as np
 from . import _kernel as _pure
 
 #: Read files in windows of this size, so memory stays well under the bytes read.
-CHUNK_BYTES = 32 << 20
+CHUNK_BYTES = 8 << 20
 #: Points per kernel call: big enough to amortise the call, small enough to stay in cache-ish memory.
 POINTS_PER_CALL = 1 << 18
 OTHERS_PER_CALL = 1 << 12

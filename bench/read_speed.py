@@ -108,6 +108,9 @@ else:
         def init(self, *a, **k):
             orig(self, *a, **k); self.verify = False
         R.RunReader.__init__ = init
+    if mode == "jit-1thread":
+        import analysis.logdir
+        analysis.logdir.MAX_READ_THREADS = 1
     kernel = "jit" if mode.startswith("jit") else "pure"
     ld = analysis.load({path!r}, kernel=kernel)
     pts = sum(len(s) for r in ld.runs.values() for s in r.scalars.values())
@@ -159,6 +162,7 @@ def main() -> None:
         ("bytes", logdir),
         ("kernel", logdir),
         ("jit", logdir),
+        ("jit-1thread", logdir),
         ("jit-nocrc", logdir),
         ("jit", sample),
         ("pure", sample),
@@ -179,7 +183,8 @@ def main() -> None:
             f"{r['mb_s']:>8.0f}{r['peak_rss_mb']:>8.0f}MB{ratio:>8}"
         )
     print("\n(kernel = the compiled loop alone over bytes in memory, CRCs verified, per core;")
-    print(" jit = analysis.load with the compiled kernel, every CRC verified, imports included;")
+    print(" jit = analysis.load with the compiled kernel, every CRC verified, imports included,")
+    print("       runs read on one thread per core; jit-1thread = the same on one thread;")
     print(" jit-nocrc skips CRCs, for reference only;")
     print(" pure = analysis.load without numba; bytes = reading the files and nothing else;")
     print(" EA = tensorboard's EventAccumulator, size_guidance 0, scalars and tensors)")
