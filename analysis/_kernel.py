@@ -214,6 +214,16 @@ def half_to_float(h):
 
 
 @kernel
+def int_field_value(field, v):
+    """A varint TensorProto value as a float: int_val (7) is int32, half_val (13) holds binary16 bits."""
+    if field == 7:
+        v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648  # int32 semantics
+    if field == 13:
+        return half_to_float(v & 0xFFFF)
+    return float(v)
+
+
+@kernel
 def tensor_scalar(buf, p, end):
     """Value of a rank-0 numeric TensorProto in buf[p:end], as (ok, value).
 
@@ -280,12 +290,7 @@ def tensor_scalar(buf, p, end):
             p += n
         elif (field == 7 or field == 10 or field == 13) and wire == 0:  # int_val / int64_val / half_val
             v, p = varint(buf, p, end)
-            if field == 7:
-                v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648  # int32 semantics
-            if field == 13:
-                value = half_to_float(v & 0xFFFF)
-            else:
-                value = float(v)
+            value = int_field_value(field, v)
             nvals += 1
         elif (field == 7 or field == 10 or field == 13) and wire == 2:
             n, p = varint(buf, p, end)
@@ -296,12 +301,7 @@ def tensor_scalar(buf, p, end):
                 v, q = varint(buf, q, p + n)
                 if q < 0:
                     return 0, 0.0
-                if field == 7:
-                    v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
-                if field == 13:
-                    value = half_to_float(v & 0xFFFF)
-                else:
-                    value = float(v)
+                value = int_field_value(field, v)
                 nvals += 1
             p += n
         elif field == 3 and wire == 0:  # version_number
