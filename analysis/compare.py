@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .model import SEVERITIES, RunReport
+from .datamodel import SEVERITIES, RunReport
 from .run_config import CONFIG_FILES, read_config_file
 
 #: A trailing replicate marker: `_seed3`, `-seed3`, `seed3`, `_s3`, `-run2`, `_rep1`, `_trial4`, `/seed1`, `_3`.
@@ -57,7 +58,7 @@ class Stat:
     count: int
 
     @classmethod
-    def of(cls, values: Sequence[float | None]) -> "Stat":
+    def of(cls, values: Sequence[float | None]) -> Stat:
         arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
         finite = arr[np.isfinite(arr)]
         mean = float(finite.mean()) if finite.size else None
@@ -288,7 +289,9 @@ def hparams_table(reports: Sequence[RunReport]) -> HparamsTable | None:
     keys: list[str] = []
     for row in rows.values():
         keys.extend(k for k in row if k not in keys)
-    differing = [k for k in keys if len({json.dumps(row.get(k), sort_keys=True, default=str) for row in rows.values()}) > 1]
+    differing = [
+        k for k in keys if len({json.dumps(row.get(k), sort_keys=True, default=str) for row in rows.values()}) > 1
+    ]
     constant = {k: next(iter(rows.values()))[k] for k in keys if k not in differing} if len(rows) > 1 else {}
     columns = differing if len(rows) > 1 else keys
     dropped = max(0, len(columns) - MAX_HPARAM_COLUMNS)

@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
-from .model import ROLES
+from .datamodel import ROLES
 
 #: Role spellings accepted in `[roles]` besides the plain role names.
 ROLE_ALIASES = {

@@ -11,9 +11,9 @@ import importlib.util
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -90,7 +90,7 @@ def jit_module():
             return _jit_module
         try:
             os.environ.setdefault("NUMBA_CACHE_DIR", str(cache_dir() / "numba"))
-            name = "analysis._kernel_jit"
+            name = "tbtriage.analysis._kernel_jit"
             spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_kernel.py"))
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
@@ -177,7 +177,9 @@ class Batch:
     tags: np.ndarray  # tag ids (TagTable.names)
     srcs: np.ndarray  # SRC_SIMPLE / SRC_TENSOR
     recs: np.ndarray  # record ordinal in the file
-    others: list[tuple[int, int, bytes, bool]] = field(default_factory=list)  # (ordinal, file offset, payload, malformed)
+    others: list[tuple[int, int, bytes, bool]] = field(
+        default_factory=list
+    )  # (ordinal, file offset, payload, malformed)
 
 
 @dataclass
@@ -216,8 +218,7 @@ class _Outputs:
             self.oth_rec = [0] * OTHERS_PER_CALL
 
     def args(self):
-        return (self.step, self.wall, self.val, self.tag, self.src, self.rec,
-                self.oth_off, self.oth_kind, self.oth_rec)
+        return (self.step, self.wall, self.val, self.tag, self.src, self.rec, self.oth_off, self.oth_kind, self.oth_rec)
 
     def others(self, buf, kernel, n: int) -> list[tuple[int, int, bytes, bool]]:
         """(record ordinal, offset in window, payload, malformed) of the records left to Python."""
@@ -369,7 +370,10 @@ def verify_window(buf: bytes) -> tuple[int, int]:
     arr = np.frombuffer(buf, np.uint8)
     st = np.array(starts, np.int64)
     ln = np.array(lengths, np.uint64)
-    stored = lambda at: arr[at[:, None] + np.arange(4)].astype(np.uint32) @ np.array([1, 1 << 8, 1 << 16, 1 << 24], np.uint32)
+
+    def stored(at: np.ndarray) -> np.ndarray:
+        return arr[at[:, None] + np.arange(4)].astype(np.uint32) @ np.array([1, 1 << 8, 1 << 16, 1 << 24], np.uint32)
+
     bad = np.full(st.size, -1, np.int64)  # per record: status if bad
     header_ok = masked_crc32c_rows(arr[st[:, None] + np.arange(8)]) == stored(st + 8)
     bad[~header_ok] = _pure.ST_BAD_HEADER
@@ -418,7 +422,9 @@ def resync_numpy(buf: bytes) -> int:
             q = int(q)
             (length,) = _U64.unpack_from(buf, q)
             end = q + 12 + length
-            if end + 4 <= n and masked_crc32c(bytes(buf[q + 12 : end])) == int(arr[end : end + 4].astype(np.uint32) @ weights):
+            if end + 4 <= n and masked_crc32c(bytes(buf[q + 12 : end])) == int(
+                arr[end : end + 4].astype(np.uint32) @ weights
+            ):
                 return q
     return -1
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from .event_writer import event_file_name, frame_records, file_version_event
+from .event_writer import event_file_name, file_version_event, frame_records
 
 #: Seed of every random stream; a run's stream is (SEED, run index) so adding a run never changes another.
 SEED = 20240607
@@ -161,7 +162,9 @@ class _RunWriter:
             string_val=[text.encode("utf-8")],
         )
         # PyTorch's SummaryWriter.add_text("args", ...) writes the tag "args/text_summary".
-        self._add(step, summary_pb2.Summary.Value(tag=f"{tag}/text_summary", tensor=tensor, metadata=_plugin_metadata("text")))
+        self._add(
+            step, summary_pb2.Summary.Value(tag=f"{tag}/text_summary", tensor=tensor, metadata=_plugin_metadata("text"))
+        )
 
     def hparams(self, hparams: dict[str, Any]) -> None:
         """The hparams plugin's session_start_info, as `hp.hparams()` / `add_hparams` write it."""
@@ -184,7 +187,9 @@ class _RunWriter:
 
     def write(self, directory: Path, index: int = 0) -> Path:
         self.events.sort(key=lambda e: (e[0], e[1]))
-        name = event_file_name(self.start_wall, host="demo-gpu01", index=index, suffix=".v2" if self.style == "tf2" else "")
+        name = event_file_name(
+            self.start_wall, host="demo-gpu01", index=index, suffix=".v2" if self.style == "tf2" else ""
+        )
         path = directory / name
         directory.mkdir(parents=True, exist_ok=True)
         path.write_bytes(frame_records([file_version_event(self.start_wall)] + [e[2] for e in self.events]))
@@ -282,8 +287,15 @@ def _hf_run(directory: Path, rng, seed: int, lr_peak: float = 3e-4) -> list[_Run
     val = _noisy(rng, _val_at(steps, clean, val_steps) * 1.04, 0.006)
     w.scalars("eval/loss", val_steps, val)
     w.scalars("eval/accuracy", val_steps, _accuracy_from_loss(val, 0.89))
-    args = {"learning_rate": lr_peak, "lr_scheduler_type": "cosine", "warmup_steps": 300, "seed": seed,
-            "per_device_train_batch_size": 32, "weight_decay": 0.01, "max_grad_norm": 1.0}
+    args = {
+        "learning_rate": lr_peak,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": 300,
+        "seed": seed,
+        "per_device_train_batch_size": 32,
+        "weight_decay": 0.01,
+        "max_grad_norm": 1.0,
+    }
     w.text("args", 0, json.dumps(args, indent=2))
     return [w]
 

@@ -78,7 +78,9 @@ def _bucket_starts(x: np.ndarray, buckets: int) -> np.ndarray:
     return np.unique(np.searchsorted(x, edges, side="left"))
 
 
-def _first_match_per_bucket(values: np.ndarray, extremes: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def _first_match_per_bucket(
+    values: np.ndarray, extremes: np.ndarray, starts: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
     """Index of the first point equal to its bucket's extreme (buckets with no finite point have none)."""
     hits = np.flatnonzero(values == np.repeat(extremes, counts))
     return _first_of_each(hits, np.searchsorted(starts, hits, side="right"))

@@ -1,6 +1,6 @@
 """The engine: roles → features → detectors → health for every run, ranked worst first.
 
-    report = diagnose("runs/")             # or diagnose(analysis.load("runs/"))
+    report = diagnose("runs/")             # or diagnose(tbtriage.load("runs/"))
     report.runs[0]                          # the unhealthiest run's RunReport
     report.to_json()                        # the JSON contract of shared/DESIGN.md
 
@@ -16,19 +16,23 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .config import Config
+from .datamodel import Finding, Run, RunReport, SeriesFeatures
 from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors, severity_rank
 from .features import series_features
 from .health import health
 from .json_safe import json_safe
-from .model import Finding, Run, RunReport, SeriesFeatures
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .logdir import Logdir
 
 #: Run-name endings Keras (and similar callbacks) use for the two halves of one training run.
 _TRAIN_SIBLING = re.compile(r"(^|/)(train|training)$")
@@ -146,20 +150,28 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
     primary = primary_tags(roles, points, run_name=run.name)
     epoch_length, eval_interval = _epoch_and_eval(run, roles, primary)
     data = RunData(
-        name=run.name, run=run, roles=roles, features=features, primary=primary,
+        name=run.name,
+        run=run,
+        roles=roles,
+        features=features,
+        primary=primary,
         pairs=tuple(pair_train_val(roles, points, run_name=run.name)),
         phases={tag: tag_phase(tag, run.name) for tag in run.scalars},
-        epoch_length=epoch_length, eval_interval=eval_interval,
+        epoch_length=epoch_length,
+        eval_interval=eval_interval,
         context=context or LogdirContext(),
         sibling_val=_sibling_series(run, roles, context, config),
         has_train_sibling=_has_train_sibling(run, context),
     )
     findings = run_detectors(data)
     return RunReport(
-        name=run.name, run=run,
+        name=run.name,
+        run=run,
         roles={tag: role for tag, (role, _) in roles.items()},
         directions={tag: direction for tag, (_, direction) in roles.items()},
-        features=features, findings=findings, health=health(findings, features, roles),
+        features=features,
+        findings=findings,
+        health=health(findings, features, roles),
     )
 
 
@@ -203,7 +215,7 @@ def run_report_dict(report: RunReport) -> dict[str, Any]:
 class Report:
     """Every run's verdict, worst first."""
 
-    logdir: Any  # the analysis.logdir.Logdir
+    logdir: Logdir
     runs: list[RunReport]
     logdir_arg: str = ""  # the logdir as the user gave it (the JSON's "logdir")
 
@@ -221,15 +233,16 @@ class Report:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
 
 
-def diagnose(logdir_or_path: Any, config: Config | None = None, runs: str | None = None,
-             now: float | None = None) -> Report:
+def diagnose(
+    logdir_or_path: Any, config: Config | None = None, runs: str | None = None, now: float | None = None
+) -> Report:
     """Analyse every run of a logdir (a path, read with `analysis.load`, or an already loaded Logdir).
 
     `runs` keeps only runs whose name matches the regex; `now` (default: the wall clock) tells `stalled`
     whether the logdir is live.
     """
     if isinstance(logdir_or_path, (str, Path)):
-        from . import load
+        from .logdir import load
 
         arg = str(logdir_or_path)
         logdir = load(logdir_or_path, runs=runs)
@@ -238,6 +251,9 @@ def diagnose(logdir_or_path: Any, config: Config | None = None, runs: str | None
         arg = str(getattr(logdir, "path", ""))
     context = logdir_context(logdir, now=time.time() if now is None else now)
     pattern = re.compile(runs) if runs else None
-    reports = [analyze_run(run, config, context) for name, run in logdir.runs.items()
-               if pattern is None or pattern.search(name)]
+    reports = [
+        analyze_run(run, config, context)
+        for name, run in logdir.runs.items()
+        if pattern is None or pattern.search(name)
+    ]
     return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)

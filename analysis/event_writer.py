@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -127,9 +127,7 @@ def _varint_bytes(steps: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def encode_scalar_block(
-    tags: Sequence[str], steps: np.ndarray, wall_times: np.ndarray, values: np.ndarray
-) -> bytes:
+def encode_scalar_block(tags: Sequence[str], steps: np.ndarray, wall_times: np.ndarray, values: np.ndarray) -> bytes:
     """Framed records of scalar events for `tags` sharing `steps`, step-major like a real training loop.
 
     `values` has shape (len(tags), len(steps)). Each event is the one PyTorch's SummaryWriter writes
@@ -179,9 +177,11 @@ def encode_scalar_block(
                 rows[:, col] = _KEY_STEP
                 rows[:, col + 1 : col + 1 + v_size] = varints
                 col += 1 + v_size
-            fixed = bytes(
-                [_KEY_SUMMARY, int(summary_sizes[t]), _KEY_VALUE, int(value_sizes[t]), _KEY_TAG, len(tag)]
-            ) + tag + bytes([_KEY_SIMPLE_VALUE])
+            fixed = (
+                bytes([_KEY_SUMMARY, int(summary_sizes[t]), _KEY_VALUE, int(value_sizes[t]), _KEY_TAG, len(tag)])
+                + tag
+                + bytes([_KEY_SIMPLE_VALUE])
+            )
             rows[:, col : col + len(fixed)] = np.frombuffer(fixed, np.uint8)
             col += len(fixed)
             rows[:, col : col + 4] = f32[t, rows_of].view(np.uint8).reshape(-1, 4)

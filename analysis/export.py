@@ -11,13 +11,14 @@ import csv
 import json
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
+from .datamodel import Series
 from .decode import choose_kernel
 from .discover import find_runs
 from .logdir import LogdirError
-from .model import Series
 from .reader import RunReader, is_event_file
 
 HEADER = ("run", "tag", "step", "wall_time", "value")

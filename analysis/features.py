@@ -26,9 +26,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import Run, Series, SeriesFeatures
-from .smoothing import (Baseline, Buckets, bucket_medians, local_baseline, median, row_medians, scale_noise,
-                        window_medians)
+from .datamodel import Run, Series, SeriesFeatures
+from .smoothing import (
+    Baseline,
+    Buckets,
+    bucket_medians,
+    local_baseline,
+    median,
+    row_medians,
+    scale_noise,
+    window_medians,
+)
 
 #: Bucket medians kept for shape work: 1/1000 of the run is far below the 2 % onset accuracy we promise,
 #: and it bounds plateau/trend/oscillation work per series whatever the number of points.
@@ -174,17 +182,29 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     for k in np.flatnonzero(keep):
         s, e, p = int(starts[k]), int(ends[k]), int(peak_index[k])
         prev = max(s - 1, 0)
-        out.append(Spike(
-            start_step=int(steps[s]), peak_step=int(steps[p]), end_step=int(steps[e]),
-            before=float(to_values(before[k])), peak=float(to_values(peaks[k])), after=float(to_values(after[k])),
-            z=float(zpeak[k]), prev_step=int(steps[prev]), prev_value=float(to_values(y[prev])),
-        ))
+        out.append(
+            Spike(
+                start_step=int(steps[s]),
+                peak_step=int(steps[p]),
+                end_step=int(steps[e]),
+                before=float(to_values(before[k])),
+                peak=float(to_values(peaks[k])),
+                after=float(to_values(after[k])),
+                z=float(zpeak[k]),
+                prev_step=int(steps[prev]),
+                prev_value=float(to_values(y[prev])),
+            )
+        )
     return out
 
 
 def find_spikes(
-    steps: np.ndarray, values: np.ndarray, log_scale: bool = False, base: Baseline | None = None,
-    judged: tuple[np.ndarray, np.ndarray] | None = None, scales: tuple[int, ...] = SPIKE_SCALES,
+    steps: np.ndarray,
+    values: np.ndarray,
+    log_scale: bool = False,
+    base: Baseline | None = None,
+    judged: tuple[np.ndarray, np.ndarray] | None = None,
+    scales: tuple[int, ...] = SPIKE_SCALES,
 ) -> tuple[Spike, ...]:
     """Upward excursions that recover, at every resolution of SPIKE_SCALES, overlaps merged, worst first.
 
@@ -209,11 +229,19 @@ def find_spikes(
             first = buckets.first[i0]
             last = min(buckets.first[i1] + buckets.size - 1, y.size - 1)
             peak_at = first + int(np.argmax(y[first : last + 1]))
-            found.append(Spike(
-                start_step=int(steps[first]), peak_step=int(steps[peak_at]), end_step=int(steps[last]),
-                before=spike.before, peak=value_at(peak_at), after=spike.after, z=spike.z,
-                prev_step=int(steps[max(first - 1, 0)]), prev_value=value_at(max(first - 1, 0)),
-            ))
+            found.append(
+                Spike(
+                    start_step=int(steps[first]),
+                    peak_step=int(steps[peak_at]),
+                    end_step=int(steps[last]),
+                    before=spike.before,
+                    peak=value_at(peak_at),
+                    after=spike.after,
+                    z=spike.z,
+                    prev_step=int(steps[max(first - 1, 0)]),
+                    prev_value=value_at(max(first - 1, 0)),
+                )
+            )
     if not found:
         return ()
     # Merge spikes that overlap (the same event seen at two resolutions): keep the finest (first found).
@@ -274,10 +302,10 @@ def _trend(level: Buckets, scale: float) -> float | None:
         recent[-3:] = True
     x, y = level.steps[recent], level.medians[recent]
     x = x - x.mean()
-    denominator = float(((x * x).sum()))
+    denominator = float((x * x).sum())
     if denominator <= 0:
         return None
-    slope = float(((x * (y - y.mean())).sum())) / denominator
+    slope = float((x * (y - y.mean())).sum()) / denominator
     return slope * (span / 100.0) / scale
 
 
@@ -286,9 +314,14 @@ def _max_jump(steps: np.ndarray, y: np.ndarray, sigma: np.ndarray, log_scale: bo
         return None
     rise = np.diff(y) / sigma[1:]
     k = int(np.argmax(rise))
-    value = (lambda a: float(10.0 ** a)) if log_scale else float
-    return {"from_step": int(steps[k]), "to_step": int(steps[k + 1]), "from": value(y[k]),
-            "to": value(y[k + 1]), "z": float(rise[k])}
+    value = (lambda a: float(10.0**a)) if log_scale else float
+    return {
+        "from_step": int(steps[k]),
+        "to_step": int(steps[k + 1]),
+        "from": value(y[k]),
+        "to": value(y[k + 1]),
+        "z": float(rise[k]),
+    }
 
 
 def series_features(tag: str, series: Series, role: str | None, direction: int) -> SeriesFeatures:
@@ -302,9 +335,24 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
     empty = np.empty(0, dtype=np.int64)
     if finite.size == 0:
         return SeriesFeatures(
-            tag, role, direction, len(series), int(series.steps[0]) if len(series) else None,
-            int(series.steps[-1]) if len(series) else None, None, None, None, None, first_nonfinite, None,
-            empty, (), None, None, extra)
+            tag,
+            role,
+            direction,
+            len(series),
+            int(series.steps[0]) if len(series) else None,
+            int(series.steps[-1]) if len(series) else None,
+            None,
+            None,
+            None,
+            None,
+            first_nonfinite,
+            None,
+            empty,
+            (),
+            None,
+            None,
+            extra,
+        )
     best = best_step = None
     if direction != 0:
         k = int(np.argmax(finite) if direction > 0 else np.argmin(finite))
@@ -333,19 +381,36 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
             # 95th percentile, not the 99th: in a 400-point run the few spike points would be the top 1 %.
             at = int(0.95 * (z.size - 1))
             extra["tail_z95"] = float(np.partition(z, at)[at])
-            spikes = find_spikes(steps, finite, log_scale=log_scale, base=base, judged=(judged_steps, judged),
-                                 scales=SPIKE_SCALES if role in SPIKE_BUMP_ROLES else SPIKE_SCALES[:1])
+            spikes = find_spikes(
+                steps,
+                finite,
+                log_scale=log_scale,
+                base=base,
+                judged=(judged_steps, judged),
+                scales=SPIKE_SCALES if role in SPIKE_BUMP_ROLES else SPIKE_SCALES[:1],
+            )
             extra["spikes"] = spikes
             extra["max_jump"] = _max_jump(judged_steps, judged, base.sigma, log_scale)
             spike_period = periodicity([s.peak_step for s in spikes])
     plateaus = find_plateaus(level) if role in PLATEAU_ROLES else ()
     return SeriesFeatures(
-        tag=tag, role=role, direction=direction, points=len(series),
-        first_step=int(series.steps[0]), last_step=int(series.steps[-1]),
-        best=best, best_step=best_step, final=float(finite[-1]), final_step=int(steps[-1]),
-        first_nonfinite_step=first_nonfinite, noise=noise, outlier_steps=outliers, plateaus=plateaus,
+        tag=tag,
+        role=role,
+        direction=direction,
+        points=len(series),
+        first_step=int(series.steps[0]),
+        last_step=int(series.steps[-1]),
+        best=best,
+        best_step=best_step,
+        final=float(finite[-1]),
+        final_step=int(steps[-1]),
+        first_nonfinite_step=first_nonfinite,
+        noise=noise,
+        outlier_steps=outliers,
+        plateaus=plateaus,
         trend=_trend(level, max(abs(extra["recent_median"]), 0.05 * scale, 1e-12)),
-        spike_period=spike_period, extra=extra,
+        spike_period=spike_period,
+        extra=extra,
     )
 
 

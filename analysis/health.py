@@ -30,11 +30,11 @@ component is not a penalty: a run without a GPU-utilisation tag is not inefficie
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
-from .model import Finding, Health, SeriesFeatures
+from .datamodel import Finding, Health, SeriesFeatures
 
 WEIGHTS = {
     "convergence": 0.3,
@@ -98,8 +98,9 @@ def health(findings: list[Finding], features: Mapping[str, SeriesFeatures], role
     data_penalty: dict[str, float | None] = {
         "convergence": 0.0 if has(*_LOSSES) or metric_with_direction else None,
         "stability": 0.0 if has("train_loss", "loss_component") else None,
-        "gradient_health": 0.0 if has("grad_norm", "grad_norm_layer", "loss_scale", "weight_norm",
-                                      "activation_zero_frac") else None,
+        "gradient_health": 0.0
+        if has("grad_norm", "grad_norm_layer", "loss_scale", "weight_norm", "activation_zero_frac")
+        else None,
         "resource_efficiency": None,
         "overfitting_risk": 0.0 if has("val_loss") or metric_with_direction else None,
     }

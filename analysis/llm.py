@@ -29,9 +29,10 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from .gguf_check import GGUFError, GGUFInfo, check_gguf
 from .llm_answer import Answer, AnswerLimits, answer_grammar, limits_for, parse_answer
@@ -153,7 +154,9 @@ def embedded_model() -> Path | None:
     return None
 
 
-def resolve_model(explicit: str | os.PathLike | None = None, config_llm: Mapping[str, Any] | None = None) -> ModelChoice:
+def resolve_model(
+    explicit: str | os.PathLike | None = None, config_llm: Mapping[str, Any] | None = None
+) -> ModelChoice:
     """The model file to use, by the documented order; LLMUnavailable when there is none at all.
 
     A file that was named explicitly (flag, environment, config) is returned even if it is missing
@@ -483,14 +486,18 @@ def strip_control(text: str) -> str:
 
 _RUNNERS: dict[tuple, Runner] = {}
 #: Every Runner alive, shared or not, so none is left for interpreter shutdown to free.
-_LIVE_RUNNERS: "weakref.WeakSet[Runner]" = weakref.WeakSet()
+_LIVE_RUNNERS: weakref.WeakSet[Runner] = weakref.WeakSet()
 _RUNNERS_LOCK = threading.Lock()
 
 
 def get_runner(settings: Settings) -> Runner:
     """The shared Runner for these settings: a model is loaded once per process, whoever asks."""
-    key = (str(settings.model.path.resolve() if settings.model.path.exists() else settings.model.path),
-           settings.n_ctx, settings.threads, settings.seed)
+    key = (
+        str(settings.model.path.resolve() if settings.model.path.exists() else settings.model.path),
+        settings.n_ctx,
+        settings.threads,
+        settings.seed,
+    )
     with _RUNNERS_LOCK:
         runner = _RUNNERS.get(key)
         if runner is None:

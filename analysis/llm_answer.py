@@ -33,8 +33,8 @@ MIN_FIX_CHARS = {"en": 24, "zh": 10}
 #: writes 'quotes' instead). English: printable ASCII but `"` and `\`; Chinese adds CJK ideographs and
 #: CJK/full-width punctuation (3 bytes each in UTF-8).
 _CHAR_RULES = {
-    "en": r'''char ::= [ !#-\[\]-~]''',
-    "zh": r'''char ::= [ !#-\[\]-~] | [\u3000-\u303F\u4E00-\u9FFF\uFF00-\uFFEF]''',
+    "en": r"""char ::= [ !#-\[\]-~]""",
+    "zh": r"""char ::= [ !#-\[\]-~] | [\u3000-\u303F\u4E00-\u9FFF\uFF00-\uFFEF]""",
 }
 #: The longest a single allowed character can be, in bytes (= tokens, in the worst case of byte-level tokens).
 _CHAR_BYTES = {"en": 1, "zh": 3}
@@ -86,7 +86,11 @@ def answer_schema(limits: AnswerLimits) -> dict[str, Any]:
         "properties": {
             "cause": text(limits.cause_chars),
             "confidence": {"enum": list(CONFIDENCES)},
-            "evidence_steps": {"type": "array", "maxItems": MAX_EVIDENCE_STEPS, "items": {"type": "integer", "minimum": 0}},
+            "evidence_steps": {
+                "type": "array",
+                "maxItems": MAX_EVIDENCE_STEPS,
+                "items": {"type": "integer", "minimum": 0},
+            },
             "fixes": {"type": "array", "maxItems": MAX_FIXES, "items": text(limits.fix_chars)},
         },
         "required": ["cause", "confidence", "evidence_steps", "fixes"],
@@ -112,7 +116,7 @@ def worst_case_tokens(limits: AnswerLimits, lang: str) -> int:
             {
                 "cause": "c" * limits.cause_chars * cb,
                 "confidence": max(CONFIDENCES, key=len),
-                "evidence_steps": [10 ** limits.step_digits - 1] * MAX_EVIDENCE_STEPS,
+                "evidence_steps": [10**limits.step_digits - 1] * MAX_EVIDENCE_STEPS,
                 "fixes": ["f" * limits.fix_chars * cb] * MAX_FIXES,
             }
         ]

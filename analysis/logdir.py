@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
+from .datamodel import Run
 from .decode import choose_kernel
 from .discover import find_runs
-from .model import Run
 from .reader import RunReader, is_event_file
-
 
 #: Most threads reading runs at once: beyond a few, the disk and the GIL-bound numpy parts limit.
 MAX_READ_THREADS = 4
@@ -25,7 +24,14 @@ def read_threads(kernel, runs: int) -> int:
 
     if kernel is _kernel or runs < 2:
         return 1  # the pure path holds the GIL: threads would only take turns
-    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1), MAX_READ_THREADS, runs))
+    return max(
+        1,
+        min(
+            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+            MAX_READ_THREADS,
+            runs,
+        ),
+    )
 
 
 class LogdirError(Exception):

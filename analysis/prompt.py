@@ -18,12 +18,13 @@ import locale
 import math
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
-from .model import Finding, RunReport, SeriesFeatures
+from .datamodel import Finding, RunReport, SeriesFeatures
 
 LANGS = ("en", "zh")
 
@@ -373,8 +374,15 @@ def _finding_lines(findings: list[Finding], lang: str) -> list[_Line]:
         said_steps = [int(m) for m in _STEP_IN_TEXT.findall(message)]
         said_values = [float(m.replace(",", "")) for m in _NUMBER_IN_TEXT.findall(message)]
         lines.append(
-            _Line("findings", (i, 0), _P_FINDING[sev] + i * 0.01, f"finding {f.kind}", head,
-                  tuple(steps + said_steps), tuple(said_values))
+            _Line(
+                "findings",
+                (i, 0),
+                _P_FINDING[sev] + i * 0.01,
+                f"finding {f.kind}",
+                head,
+                tuple(steps + said_steps),
+                tuple(said_values),
+            )
         )
         facts = _Facts()
         items = _evidence_items(f.evidence, facts)
@@ -560,7 +568,7 @@ def build_prompt(
     kept: list[_Line] = []
     used = 0
     open_sections: set[str] = set()
-    for i, line in enumerate(by_priority):
+    for line in by_priority:
         cost = count(line.text + "\n")
         if line.section not in open_sections:
             cost += count(lab[line.section] + ":\n")

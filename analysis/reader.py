@@ -10,16 +10,16 @@ what TensorBoard shows, and the restart is recorded as a `run_restart` note.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from . import _kernel
+from .datamodel import HistogramSeries, Note, Run, Series, TextEntry
 from .decode import Batch, ScanResult, TagTable, choose_kernel, scan_file
 from .events import decode_record
-from .model import HistogramSeries, Note, Run, Series, TextEntry
 
 
 def is_event_file(name: str) -> bool:
@@ -246,7 +246,13 @@ class RunReader:
                 elif offset > 0:
                     problem += "; intact records before it kept"
                 self._note("data_integrity", self._rel(st.name), problem, offset)
-        if result.truncated and not result.cancelled and not is_last and result.offset < size and (st.name, "tail") not in st.problems_seen:
+        if (
+            result.truncated
+            and not result.cancelled
+            and not is_last
+            and result.offset < size
+            and (st.name, "tail") not in st.problems_seen
+        ):
             st.problems_seen.add((st.name, "tail"))
             self._note(
                 "data_integrity",
@@ -263,7 +269,14 @@ class RunReader:
     def _take(self, batch: Batch, st: _FileState) -> None:
         """Fold one batch into the columns, in record order."""
         run = self.run
-        steps, walls, values, tags, srcs, recs = batch.steps, batch.walls, batch.values, batch.tags, batch.srcs, batch.recs
+        steps, walls, values, tags, srcs, recs = (
+            batch.steps,
+            batch.walls,
+            batch.values,
+            batch.tags,
+            batch.srcs,
+            batch.recs,
+        )
         purges: list[tuple[int, int]] = []
         if batch.others:
             extra = []
@@ -285,7 +298,9 @@ class RunReader:
                     tid = self._tags.intern(self._kernel, tag)
                     extra.append((rec, tid, dec.step, dec.wall_time, value, int(from_tensor)))
                 for tag, limits, counts, lo, hi, num, total in dec.histograms:
-                    self._hists.setdefault(tag, []).append((rec, dec.step, dec.wall_time, limits, counts, lo, hi, num, total))
+                    self._hists.setdefault(tag, []).append(
+                        (rec, dec.step, dec.wall_time, limits, counts, lo, hi, num, total)
+                    )
                 for tag, text in dec.texts:
                     run.texts.setdefault(tag, []).append(TextEntry(dec.step, dec.wall_time, text))
                 run.hparams.update(dec.hparams)
@@ -314,7 +329,9 @@ class RunReader:
         start = 0
         for rec, step in purges:
             cut = int(np.searchsorted(recs, rec))
-            self._append(steps[start:cut], walls[start:cut], values[start:cut], tags[start:cut], srcs[start:cut], st.index)
+            self._append(
+                steps[start:cut], walls[start:cut], values[start:cut], tags[start:cut], srcs[start:cut], st.index
+            )
             start = cut
             self._purge(step, st)
         self._append(steps[start:], walls[start:], values[start:], tags[start:], srcs[start:], st.index)
@@ -345,7 +362,7 @@ class RunReader:
 
     def _purge(self, step: int, st: _FileState) -> None:
         dropped = sum(col.purge(step) for col in self._cols.values())
-        for tag, items in self._hists.items():
+        for items in self._hists.values():
             before = len(items)
             items[:] = [it for it in items if it[1] < step]
             dropped += before - len(items)

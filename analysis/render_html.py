@@ -9,14 +9,15 @@ event file (run names, tags, messages that quote them) still goes through `html.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from .compare import BestMetric, Comparison, best_metric, worst_finding
+from .datamodel import SEVERITIES, Finding, RunReport, Series
 from .downsample import minmax_downsample
-from .model import SEVERITIES, Finding, RunReport, Series
 from .render_markdown import COMPONENT_LABELS, KIND_MEANINGS, finding_title, num, stat
 
 #: Sparkline size in CSS pixels: a table cell, not a chart.
@@ -133,7 +134,7 @@ def _spark_cell(report: RunReport, tag: str | None) -> str:
     if tag is None or tag not in report.run.scalars:
         return '<td class="muted">—</td>'
     svg = sparkline_svg(report.run.scalars[tag], tag, _onsets(report, tag))
-    return f"<td>{svg}<code class=\"muted\">{e(tag)}</code></td>"
+    return f'<td>{svg}<code class="muted">{e(tag)}</code></td>'
 
 
 # ---- sections ----------------------------------------------------------------------------------------
@@ -158,7 +159,11 @@ def _runs_table(reports: Sequence[RunReport], best: dict[str, BestMetric | None]
         b = best.get(report.name)
         best_text = f"<code>{e(b.tag)}</code> {e(num(b.value))} @ {e(b.step)}" if b is not None else "—"
         last = report.run.last_step if report.run.last_step is not None else "—"
-        name = f'<a href="#{_anchor(index)}"><code>{e(report.name)}</code></a>' if report.findings else f"<code>{e(report.name)}</code>"
+        name = (
+            f'<a href="#{_anchor(index)}"><code>{e(report.name)}</code></a>'
+            if report.findings
+            else f"<code>{e(report.name)}</code>"
+        )
         rows.append(
             "<tr>"
             f'<td class="num"><span class="badge {_verdict(report)}">{e(report.health.score)}</span></td>'
@@ -209,9 +214,7 @@ def _finding_item(finding: Finding) -> str:
 
 
 def _run_section(index: int, report: RunReport, best: BestMetric | None) -> str:
-    components = " · ".join(
-        f"{e(COMPONENT_LABELS.get(k, k))} {e(num(v))}" for k, v in report.health.components.items()
-    )
+    components = " · ".join(f"{e(COMPONENT_LABELS.get(k, k))} {e(num(v))}" for k, v in report.health.components.items())
     order = sorted(report.findings, key=lambda f: (f.step is None, f.step or 0))
     best_line = f"best <code>{e(best.tag)}</code> {e(num(best.value))} @ {e(best.step)} · " if best else ""
     return (
@@ -276,7 +279,9 @@ def render_html(
     best = comparison.best if comparison is not None else {r.name: best_metric(r) for r in reports}
     when = (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
     verdicts = [_verdict(r) for r in reports]
-    counts = " · ".join(f"{verdicts.count(v)} {v}" for v in ("critical", "warning", "info", "healthy") if verdicts.count(v))
+    counts = " · ".join(
+        f"{verdicts.count(v)} {v}" for v in ("critical", "warning", "info", "healthy") if verdicts.count(v)
+    )
     sections = "".join(_run_section(i, r, best.get(r.name)) for i, r in enumerate(reports) if r.findings)
     problems = "".join(f"<li>{e(w)}</li>" for w in warnings)
     body = [
@@ -289,7 +294,7 @@ def render_html(
         f"<h2>Reading problems</h2><ul>{problems}</ul>" if problems else "",
     ]
     return (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>tbtriage report: {e(logdir)}</title><style>{_STYLE}</style></head>\n<body>\n"

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .compare import BestMetric, Comparison, GroupSummary, HparamsTable, Stat, best_metric, worst_finding
-from .model import SEVERITIES, Finding, RunReport
+from .datamodel import SEVERITIES, Finding, RunReport
 
 #: What each finding kind means, in a sentence (the vocabulary of shared/DESIGN.md).
 KIND_MEANINGS = {
@@ -115,7 +116,9 @@ def stat(s: Stat) -> str:
 
 def _evidence_value(v: Any) -> str:
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{clean(k)}: {_evidence_value(x)}" for k, x in list(v.items())[:MAX_EVIDENCE_ITEMS]) + "}"
+        return (
+            "{" + ", ".join(f"{clean(k)}: {_evidence_value(x)}" for k, x in list(v.items())[:MAX_EVIDENCE_ITEMS]) + "}"
+        )
     if isinstance(v, (list, tuple)) or (hasattr(v, "tolist") and not isinstance(v, (str, bytes))):
         items = list(v.tolist() if hasattr(v, "tolist") else v)
         shown = ", ".join(_evidence_value(x) for x in items[:MAX_EVIDENCE_ITEMS])
@@ -268,9 +271,7 @@ def _groups_table(groups: Sequence[GroupSummary]) -> list[str]:
         metric = f"{code(g.metric_tag, True)} {stat(g.best_metric)}" if g.metric_tag else "—"
         worst = f"{g.worst_health} ({code(g.worst_run, True)})" if g.worst_run is not None else "—"
         counts = "/".join(str(g.severity_counts.get(s, 0)) for s in SEVERITIES)
-        lines.append(
-            f"| {code(g.name, True)} | {len(g.runs)} | {metric} | {stat(g.final_loss)} | {worst} | {counts} |"
-        )
+        lines.append(f"| {code(g.name, True)} | {len(g.runs)} | {metric} | {stat(g.final_loss)} | {worst} | {counts} |")
     return lines
 
 
@@ -293,7 +294,7 @@ def _hparams_table(table: HparamsTable, order: Sequence[str]) -> list[str]:
     if table.dropped:
         lines += ["", f"{table.dropped} more differing hyperparameters left out (see the JSON report)."]
     if table.constant:
-        shared = ", ".join(f"{code(k)} {_cell(v)}" for k, v in list(table.constant.items())[:MAX_EVIDENCE_ITEMS * 2])
+        shared = ", ".join(f"{code(k)} {_cell(v)}" for k, v in list(table.constant.items())[: MAX_EVIDENCE_ITEMS * 2])
         lines += ["", f"Same in every run that records it: {shared}."]
     return lines
 

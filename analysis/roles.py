@@ -18,8 +18,8 @@ Unknown tags stay `(None, 0)`: a wrong role is worse than none, because detector
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from .config import Config, parse_role
 
@@ -27,25 +27,114 @@ from .config import Config, parse_role
 
 #: Words that mark a validation-side series (PyTorch examples log `test`, HF `eval`, Keras `validation`).
 VAL_WORDS = frozenset(
-    {"val", "valid", "validation", "validate", "eval", "evaluation", "evaluate", "test", "testing", "dev",
-     "holdout", "heldout"}
+    {
+        "val",
+        "valid",
+        "validation",
+        "validate",
+        "eval",
+        "evaluation",
+        "evaluate",
+        "test",
+        "testing",
+        "dev",
+        "holdout",
+        "heldout",
+    }
 )
 TRAIN_WORDS = frozenset({"train", "training", "trn", "tr"})
 #: Glued spellings (`valloss`, `trainacc`) are split into phase + quantity before matching.
-_GLUED = re.compile(r"^(train|training|val|valid|validation|eval|test)(loss|acc|accuracy|ppl|perplexity|err|error|f1|auc|mae|mse|rmse|iou|top1|top5)$")
+_GLUED = re.compile(
+    r"^(train|training|val|valid|validation|eval|test)(loss|acc|accuracy|ppl|perplexity|err|error|f1|auc|mae|mse|rmse|iou|top1|top5)$"
+)
 #: Words that say how a loss was aggregated, not what it measures: `train_loss_epoch` is the total loss.
 AGGREGATE_WORDS = frozenset(
-    {"loss", "losses", "total", "overall", "sum", "all", "full", "combined", "avg", "average", "mean",
-     "running", "smoothed", "smooth", "ema", "epoch", "step", "batch", "iter", "iteration", "global", "final",
-     "value", "objective", "metrics", "metric", "scalar", "scalars", "summary", "vs", "iterations", "net",
-     "model", "main", "train", "on", "per", "stats", "logs", "log"}
+    {
+        "loss",
+        "losses",
+        "total",
+        "overall",
+        "sum",
+        "all",
+        "full",
+        "combined",
+        "avg",
+        "average",
+        "mean",
+        "running",
+        "smoothed",
+        "smooth",
+        "ema",
+        "epoch",
+        "step",
+        "batch",
+        "iter",
+        "iteration",
+        "global",
+        "final",
+        "value",
+        "objective",
+        "metrics",
+        "metric",
+        "scalar",
+        "scalars",
+        "summary",
+        "vs",
+        "iterations",
+        "net",
+        "model",
+        "main",
+        "train",
+        "on",
+        "per",
+        "stats",
+        "logs",
+        "log",
+    }
 )
 #: Words around a gradient tag that do not name a layer: `train/grad_norm_before_clip` is the global norm.
 _GRAD_CONTEXT_WORDS = frozenset(
-    {"grad", "grads", "gradient", "gradients", "gnorm", "norm", "norms", "l2", "total", "global", "all", "model",
-     "before", "after", "clip", "clipped", "unclipped", "pre", "post", "mean", "max", "optimizer", "optim", "opt",
-     "trainer", "stats", "monitor", "metrics", "value", "overall", "full", "params", "parameters", "net",
-     "network", "ratio", "raw"} | TRAIN_WORDS | VAL_WORDS
+    {
+        "grad",
+        "grads",
+        "gradient",
+        "gradients",
+        "gnorm",
+        "norm",
+        "norms",
+        "l2",
+        "total",
+        "global",
+        "all",
+        "model",
+        "before",
+        "after",
+        "clip",
+        "clipped",
+        "unclipped",
+        "pre",
+        "post",
+        "mean",
+        "max",
+        "optimizer",
+        "optim",
+        "opt",
+        "trainer",
+        "stats",
+        "monitor",
+        "metrics",
+        "value",
+        "overall",
+        "full",
+        "params",
+        "parameters",
+        "net",
+        "network",
+        "ratio",
+        "raw",
+    }
+    | TRAIN_WORDS
+    | VAL_WORDS
 )
 
 _HIGHER_IS_BETTER = re.compile(
@@ -112,11 +201,18 @@ def tag_phase(tag: str, run_name: str | None = None) -> str | None:
 
 def quantity_key(tag: str) -> str:
     """What a tag measures with the phase and aggregation words removed: `val_loss_epoch` -> 'loss'."""
-    synonyms = {"accuracy": "acc", "accs": "acc", "perplexity": "ppl", "losses": "loss", "error": "err",
-                "acc1": "top1", "acc5": "top5", "top_1": "top1"}
+    synonyms = {
+        "accuracy": "acc",
+        "accs": "acc",
+        "perplexity": "ppl",
+        "losses": "loss",
+        "error": "err",
+        "acc1": "top1",
+        "acc5": "top5",
+        "top_1": "top1",
+    }
     words = [synonyms.get(w, w) for w in _split(tag).tokens]
-    kept = [w for w in words if w not in VAL_WORDS and w not in TRAIN_WORDS
-            and w not in (AGGREGATE_WORDS - {"loss"})]
+    kept = [w for w in words if w not in VAL_WORDS and w not in TRAIN_WORDS and w not in (AGGREGATE_WORDS - {"loss"})]
     return " ".join(kept)
 
 
@@ -154,18 +250,26 @@ def _timing_role(t: _Tag) -> str | None:
     text = t.text
     if re.search(r"runtime|wall|timestamp|duration|elapsed|eta|remaining|total_time|time_total", text):
         return None
-    if re.search(r"data_?(time|load|loading_?time|wait)|time_?data|dataloader.*time|load_?time|fetch_?time|"
-                 r"time/data|input_?time|wait_?time", text):
+    if re.search(
+        r"data_?(time|load|loading_?time|wait)|time_?data|dataloader.*time|load_?time|fetch_?time|"
+        r"time/data|input_?time|wait_?time",
+        text,
+    ):
         return "data_time"
-    if re.search(r"(step|iter|iteration|batch|update)_?time|time_?(per_?)?(step|iter|batch|it)\b|time/(step|iter|batch)|"
-                 r"sec(ond)?s?_?per_?(step|iter|it|batch)|s_per_(step|iter|it)|(step|iter|batch)_?(duration|latency)", text):
+    if re.search(
+        r"(step|iter|iteration|batch|update)_?time|time_?(per_?)?(step|iter|batch|it)\b|time/(step|iter|batch)|"
+        r"sec(ond)?s?_?per_?(step|iter|it|batch)|s_per_(step|iter|it)|(step|iter|batch)_?(duration|latency)",
+        text,
+    ):
         return "step_time"
     leaf = [w for w in t.components[-1] if w not in TRAIN_WORDS and w not in ("s", "sec", "seconds")]
     if leaf == ["time"]:
         return "step_time"  # mmengine and detectron2 log the iteration time as plain `time`
-    if re.search(r"samples?_?(per_?s(ec(ond)?)?|/s)|(imgs?|images?|tokens?|toks?|seqs?|sequences?|examples?|items?)"
-                 r"_?(/|per_?)_?s(ec(ond)?)?\b|throughput|it/s|its?_?per_?sec|iters?_?per_?sec|steps?_?per_?s(ec(ond)?)?\b",
-                 text):
+    if re.search(
+        r"samples?_?(per_?s(ec(ond)?)?|/s)|(imgs?|images?|tokens?|toks?|seqs?|sequences?|examples?|items?)"
+        r"_?(/|per_?)_?s(ec(ond)?)?\b|throughput|it/s|its?_?per_?sec|iters?_?per_?sec|steps?_?per_?s(ec(ond)?)?\b",
+        text,
+    ):
         return "throughput"
     if set(t.components[-1]) & {"ips", "fps", "wps", "ups", "tps", "tflops", "mfu"}:
         return "throughput"
@@ -200,18 +304,24 @@ def _weight_role(t: _Tag) -> str | None:
     text = t.text
     if re.search(r"decay|loss|init", text):
         return None
-    if re.search(r"(weight|weights|param|params|parameter|parameters|w)_?(norm|l2|std|rms|magnitude)|"
-                 r"(norm|l2)_?(of_)?(weight|weights|param|params)|weight_?norm|param_?norm|weights?_stats.*(std|norm)|"
-                 r"(weight|weights|param|params)/.*(norm|l2)", text):
+    if re.search(
+        r"(weight|weights|param|params|parameter|parameters|w)_?(norm|l2|std|rms|magnitude)|"
+        r"(norm|l2)_?(of_)?(weight|weights|param|params)|weight_?norm|param_?norm|weights?_stats.*(std|norm)|"
+        r"(weight|weights|param|params)/.*(norm|l2)",
+        text,
+    ):
         return "weight_norm"
     return None
 
 
 def _activation_role(t: _Tag) -> str | None:
     # Bare "sparsity" is left out on purpose: pruning logs weight sparsity, which is meant to reach 90 %.
-    if re.search(r"zero_?frac|frac(tion)?_?(of_)?zeros?|percent_?zeros?|pct_?zeros?|zeros?_?(ratio|pct|percent|rate|frac)|"
-                 r"dead_?(relu|units?|neurons?|frac|ratio)|(relu|activation|act|acts|activations|hidden)\w*/?.*(zero|dead|sparsity)|"
-                 r"saturat", t.text) and not re.search(r"weight|param|prun", t.text):
+    if re.search(
+        r"zero_?frac|frac(tion)?_?(of_)?zeros?|percent_?zeros?|pct_?zeros?|zeros?_?(ratio|pct|percent|rate|frac)|"
+        r"dead_?(relu|units?|neurons?|frac|ratio)|(relu|activation|act|acts|activations|hidden)\w*/?.*(zero|dead|sparsity)|"
+        r"saturat",
+        t.text,
+    ) and not re.search(r"weight|param|prun", t.text):
         return "activation_zero_frac"
     return None
 
@@ -224,8 +334,14 @@ def _loss_like(t: _Tag) -> bool:
 
 def _loss_qualifiers(t: _Tag) -> tuple[str, ...]:
     """Words beyond phase and aggregation: `loss_box_reg` -> ('box', 'reg'); `train_loss_epoch` -> ()."""
-    return tuple(w for w in t.tokens if w not in AGGREGATE_WORDS and w not in VAL_WORDS and w not in TRAIN_WORDS
-                 and not re.fullmatch(r"loss(es)?", w))
+    return tuple(
+        w
+        for w in t.tokens
+        if w not in AGGREGATE_WORDS
+        and w not in VAL_WORDS
+        and w not in TRAIN_WORDS
+        and not re.fullmatch(r"loss(es)?", w)
+    )
 
 
 def _metric_direction(t: _Tag) -> int:
@@ -237,8 +353,13 @@ def _metric_direction(t: _Tag) -> int:
 
 
 _DIRECTIONS = {
-    "train_loss": -1, "val_loss": -1, "loss_component": -1, "step_time": -1, "data_time": -1,
-    "throughput": 1, "gpu_util": 1,
+    "train_loss": -1,
+    "val_loss": -1,
+    "loss_component": -1,
+    "step_time": -1,
+    "data_time": -1,
+    "throughput": 1,
+    "gpu_util": 1,
 }
 
 
@@ -352,8 +473,10 @@ class PrimaryTags:
 
 
 def primary_tags(
-    roles: Mapping[str, tuple[str | None, int]], points: Mapping[str, int] | None = None,
-    *, run_name: str | None = None,
+    roles: Mapping[str, tuple[str | None, int]],
+    points: Mapping[str, int] | None = None,
+    *,
+    run_name: str | None = None,
 ) -> PrimaryTags:
     """Pick the headline series: the most-sampled total loss (a loss component when there is no total)."""
     points = points or {}
@@ -375,8 +498,11 @@ def primary_tags(
     # Param-group 0 (`lr/pg0`, `lr-AdamW`) is the model's main group; prefer it over later groups.
     main_lrs = [t for t in lrs if not re.search(r"pg[1-9]|group_?[1-9]|/[1-9]$", t.lower())] or lrs
     # A headline metric is top-1 rather than top-5; otherwise the most sampled, then the shortest name.
-    headline = max(val_metrics, key=lambda t: (points.get(t, 0), not re.search(r"top_?5|acc5|@5", t.lower()),
-                                               -len(t), t)) if val_metrics else None
+    headline = (
+        max(val_metrics, key=lambda t: (points.get(t, 0), not re.search(r"top_?5|acc5|@5", t.lower()), -len(t), t))
+        if val_metrics
+        else None
+    )
     return PrimaryTags(
         train_loss=best(with_role("train_loss")) or best(train_components),
         val_loss=best(with_role("val_loss")) or best(val_components),

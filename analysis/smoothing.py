@@ -236,7 +236,8 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
     block_sigma = MAD_TO_SIGMA * _block_medians(np.abs(values - level), block)
     if block_sigma.size >= SIGMA_POOL_BLOCKS:
         windows = np.lib.stride_tricks.sliding_window_view(
-            np.pad(block_sigma, SIGMA_POOL_BLOCKS // 2, mode="reflect"), SIGMA_POOL_BLOCKS)
+            np.pad(block_sigma, SIGMA_POOL_BLOCKS // 2, mode="reflect"), SIGMA_POOL_BLOCKS
+        )
         block_sigma = row_medians(windows)
     typical = median(block_sigma)
     scale = median(np.abs(block_level))

@@ -13,12 +13,13 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
+from .datamodel import SEVERITIES, Finding, RunReport
 from .json_safe import json_safe
-from .model import SEVERITIES, Finding, RunReport
 
 #: An alert hook that has not finished in this many seconds is killed (with its children); the watch goes on.
 ON_ALERT_TIMEOUT_S = 30.0
@@ -41,7 +42,9 @@ def finding_key(finding: Finding) -> FindingKey:
 def alert_payload(finding: Finding, logdir: str, detected_at: datetime | None = None) -> dict[str, Any]:
     """The JSON object an alert hook receives: the report contract's finding plus its run and logdir."""
     when = (detected_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-    return json_safe({"tool": "tbtriage", "logdir": logdir, "run": finding.run, "detected_at": when, **finding.to_dict()})
+    return json_safe(
+        {"tool": "tbtriage", "logdir": logdir, "run": finding.run, "detected_at": when, **finding.to_dict()}
+    )
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ DEMO_RUNS = ("gpt_small_lr3e-3_noclip", "vit_tiny_no_aug")
 
 
 def _reports(args: argparse.Namespace, tmp: Path):
-    from analysis.engine import diagnose
+    from tbtriage.analysis.engine import diagnose
 
     if args.logdir:
         result = diagnose(args.logdir)
@@ -37,7 +37,7 @@ def _reports(args: argparse.Namespace, tmp: Path):
         if not reports:
             raise SystemExit(f"no run {args.run!r} under {args.logdir}")
         return reports[:2] if len(reports) > 1 else reports * 2
-    from analysis.demo import write_demo
+    from tbtriage.analysis.demo import write_demo
 
     write_demo(tmp / "demo")
     by_name = {r.name: r for r in diagnose(tmp / "demo").runs}
@@ -57,9 +57,11 @@ def _row(label: str, stats, total_s: float) -> str:
     ttft = stats.time_to_first_token_s or 0.0
     tps = stats.tokens_per_s or 0.0
     prompt_rate = stats.prompt_eval_tokens / ttft if ttft else 0.0
-    return (f"{label:<28} prompt {stats.prompt_tokens:>4} tok ({stats.prompt_eval_tokens:>4} evaluated, "
-            f"{prompt_rate:6.1f} tok/s)  first token {ttft:6.2f} s  answer {stats.completion_tokens:>4} tok "
-            f"at {tps:6.1f} tok/s  total {total_s:6.2f} s  [{stats.finish_reason}]")
+    return (
+        f"{label:<28} prompt {stats.prompt_tokens:>4} tok ({stats.prompt_eval_tokens:>4} evaluated, "
+        f"{prompt_rate:6.1f} tok/s)  first token {ttft:6.2f} s  answer {stats.completion_tokens:>4} tok "
+        f"at {tps:6.1f} tok/s  total {total_s:6.2f} s  [{stats.finish_reason}]"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", default="en", choices=("en", "zh"))
     args = parser.parse_args(argv)
 
-    from analysis import llm
-    from analysis.compare import hparams_of
-    from analysis.prompt import build_prompt, default_budget
+    from tbtriage.analysis import llm
+    from tbtriage.analysis.compare import hparams_of
+    from tbtriage.analysis.prompt import build_prompt, default_budget
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -93,19 +95,34 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         reports = _reports(args, tmp)
         runner = llm.Runner(settings)
-        print(f"model      {settings.model.path} ({settings.model.source}, {info.file_size / 2**20:.1f} MiB, "
-              f"{info.architecture}, trained context {info.context_length})")
-        print(f"machine    {os.cpu_count()} cores, {runner.threads} threads, n_ctx {settings.n_ctx}, "
-              f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+        print(
+            f"model      {settings.model.path} ({settings.model.source}, {info.file_size / 2**20:.1f} MiB, "
+            f"{info.architecture}, trained context {info.context_length})"
+        )
+        print(
+            f"machine    {os.cpu_count()} cores, {runner.threads} threads, n_ctx {settings.n_ctx}, "
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
+        )
         load_s = runner.load()
         print(f"load       {load_s:.3f} s (cold)")
 
         budget = default_budget(settings.n_ctx)
-        prompts = [build_prompt(r, lang=args.lang, budget=budget, count_tokens=runner.count_tokens,
-                                count_chat=runner.count_chat, hparams=hparams_of(r)[0]) for r in reports]
+        prompts = [
+            build_prompt(
+                r,
+                lang=args.lang,
+                budget=budget,
+                count_tokens=runner.count_tokens,
+                count_chat=runner.count_chat,
+                hparams=hparams_of(r)[0],
+            )
+            for r in reports
+        ]
         for report, prompt in zip(reports, prompts):
-            print(f"prompt     {report.name}: {runner.prompt_tokens(prompt)} tokens with the chat template "
-                  f"(budget {budget}); dropped {len(prompt.dropped)} lines, least important first")
+            print(
+                f"prompt     {report.name}: {runner.prompt_tokens(prompt)} tokens with the chat template "
+                f"(budget {budget}); dropped {len(prompt.dropped)} lines, least important first"
+            )
 
         _, total = _generate(runner, prompts[0], args.max_tokens)
         first = runner.stats
@@ -113,9 +130,15 @@ def main(argv: list[str] | None = None) -> int:
         _, total = _generate(runner, prompts[1], args.max_tokens)
         second = runner.stats
         print(_row(f"md, {reports[1].name[:16]} (cached)", second, total))
-        json_prompt = build_prompt(reports[0], lang=args.lang, mode="json", budget=budget,
-                                   count_tokens=runner.count_tokens, count_chat=runner.count_chat,
-                                   hparams=hparams_of(reports[0])[0])
+        json_prompt = build_prompt(
+            reports[0],
+            lang=args.lang,
+            mode="json",
+            budget=budget,
+            count_tokens=runner.count_tokens,
+            count_chat=runner.count_chat,
+            hparams=hparams_of(reports[0])[0],
+        )
         text, total = _generate(runner, json_prompt, llm.DEFAULT_MAX_TOKENS_JSON, json_mode=True)
         json_stats = runner.stats
         try:
@@ -126,9 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         print(_row("json (schema-constrained)", json_stats, total) + f"  {verdict}")
 
         if first.time_to_first_token_s and second.time_to_first_token_s:
-            print(f"ratios     first token cached/cold {second.time_to_first_token_s / first.time_to_first_token_s:.2f}; "
-                  f"prompt share of a {args.max_tokens}-token answer "
-                  f"{first.time_to_first_token_s / (first.time_to_first_token_s + first.generation_s):.0%}")
+            print(
+                f"ratios     first token cached/cold {second.time_to_first_token_s / first.time_to_first_token_s:.2f}; "
+                f"prompt share of a {args.max_tokens}-token answer "
+                f"{first.time_to_first_token_s / (first.time_to_first_token_s + first.generation_s):.0%}"
+            )
         runner.close()
     return 0
 

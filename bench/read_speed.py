@@ -31,7 +31,7 @@ def generate(root: Path, points: int, runs: int = 8) -> None:
     """PyTorch-style runs (simple_value) plus one TF2-style run (tensor scalars, 1/8 of the points)."""
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
-    from analysis.event_writer import encode_scalar_block, event_file_name, frame_records, file_version_event
+    from tbtriage.analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
 
     per_run = points // runs
     steps_per_run = per_run // TAGS_PER_RUN
@@ -54,11 +54,15 @@ def generate(root: Path, points: int, runs: int = 8) -> None:
     for i in range(steps_per_run):
         vals = []
         for tag in tags:
-            v = summary_pb2.Summary.Value(tag=tag, tensor=tensor_pb2.TensorProto(dtype=1, float_val=[float(rng.random())]))
+            v = summary_pb2.Summary.Value(
+                tag=tag, tensor=tensor_pb2.TensorProto(dtype=1, float_val=[float(rng.random())])
+            )
             if i == 0:
                 v.metadata.plugin_data.plugin_name = "scalars"
             vals.append(v)
-        payloads.append(event_pb2.Event(wall_time=t0 + i, step=i, summary=summary_pb2.Summary(value=vals)).SerializeToString())
+        payloads.append(
+            event_pb2.Event(wall_time=t0 + i, step=i, summary=summary_pb2.Summary(value=vals)).SerializeToString()
+        )
     (d / event_file_name(t0)).write_bytes(frame_records(payloads))
 
 
@@ -84,7 +88,7 @@ elif mode == "kernel":
     # The compiled framing + CRC + decode loop alone, over bytes already in memory: the per-core rate.
     import os
     import numpy as np
-    from analysis import decode
+    from tbtriage.analysis import decode
     K = decode.jit_module()
     bufs = [np.fromfile(os.path.join(dp, f), np.uint8) for dp, dn, fn in os.walk({path!r}) for f in fn]
     out, tags = decode._Outputs(True), decode.TagTable(True)
@@ -100,19 +104,19 @@ elif mode == "kernel":
             if status != 2:
                 break
 else:
-    import analysis
-    from analysis import decode
+    import tbtriage
+    from tbtriage.analysis import decode
     if mode == "jit-nocrc":
-        import analysis.reader as R
+        import tbtriage.analysis.reader as R
         orig = R.RunReader.__init__
         def init(self, *a, **k):
             orig(self, *a, **k); self.verify = False
         R.RunReader.__init__ = init
     if mode == "jit-1thread":
-        import analysis.logdir
-        analysis.logdir.MAX_READ_THREADS = 1
+        import tbtriage.analysis.logdir
+        tbtriage.analysis.logdir.MAX_READ_THREADS = 1
     kernel = "jit" if mode.startswith("jit") else "pure"
-    ld = analysis.load({path!r}, kernel=kernel)
+    ld = tbtriage.load({path!r}, kernel=kernel)
     pts = sum(len(s) for r in ld.runs.values() for s in r.scalars.values())
 dt = time.perf_counter() - t
 # VmHWM, not ru_maxrss: the latter keeps the parent's peak across fork+exec.
@@ -174,7 +178,9 @@ def main() -> None:
         r["points_s"] = r["points"] / r["seconds"] if r["points"] else None
         rows.append(r)
     acc = next(r for r in rows if r["mode"] == "accumulator")
-    print(f"\n{'reader':<24}{'on':<8}{'points':>12}{'seconds':>9}{'points/s':>13}{'MB/s':>8}{'peak RSS':>10}{'vs EA':>8}")
+    print(
+        f"\n{'reader':<24}{'on':<8}{'points':>12}{'seconds':>9}{'points/s':>13}{'MB/s':>8}{'peak RSS':>10}{'vs EA':>8}"
+    )
     for r in rows:
         ratio = f"{r['points_s'] / acc['points_s']:.0f}x" if r["points_s"] and acc["points_s"] else ""
         pts_s = f"{r['points_s']:,.0f}" if r["points_s"] else "-"

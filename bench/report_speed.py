@@ -26,10 +26,26 @@ sys.path.insert(0, str(ROOT))
 
 #: 20 tags a real run logs, HF/PyTorch-style names so every role is exercised.
 TAGS = (
-    "train/loss", "eval/loss", "eval/accuracy", "train/learning_rate", "train/grad_norm",
-    "grad_norm/embed", "grad_norm/layer0", "grad_norm/layer6", "grad_norm/layer11", "grad_norm/head",
-    "weight_norm/layer0", "weight_norm/head", "perf/step_time", "perf/data_time", "perf/samples_per_sec",
-    "gpu/utilization", "gpu/memory_used_gb", "train/loss_scale", "train/epoch", "train/momentum",
+    "train/loss",
+    "eval/loss",
+    "eval/accuracy",
+    "train/learning_rate",
+    "train/grad_norm",
+    "grad_norm/embed",
+    "grad_norm/layer0",
+    "grad_norm/layer6",
+    "grad_norm/layer11",
+    "grad_norm/head",
+    "weight_norm/layer0",
+    "weight_norm/head",
+    "perf/step_time",
+    "perf/data_time",
+    "perf/samples_per_sec",
+    "gpu/utilization",
+    "gpu/memory_used_gb",
+    "train/loss_scale",
+    "train/epoch",
+    "train/momentum",
 )
 #: Steps written per call to the encoder: bounds the writer's memory to ~200 MB.
 CHUNK_STEPS = 100_000
@@ -53,13 +69,18 @@ def curves(rng: np.random.Generator, steps: np.ndarray, kind: int, tags: tuple[s
         grad[rng.integers(0, n, 5)] *= 50
     val = 1.6 + 2.5 * np.exp(-6 * t) + (np.maximum(t - 0.5, 0) * 1.2 if kind == 2 else 0)
     columns = {
-        "train/loss": loss, "eval/loss": val, "eval/accuracy": 0.9 - 0.15 * val / val[0],
-        "train/learning_rate": lr, "train/grad_norm": grad,
+        "train/loss": loss,
+        "eval/loss": val,
+        "eval/accuracy": 0.9 - 0.15 * val / val[0],
+        "train/learning_rate": lr,
+        "train/grad_norm": grad,
         "perf/step_time": 0.3 * np.exp(rng.normal(0, 0.05, n)),
         "perf/data_time": (0.25 if kind == 4 else 0.02) * np.exp(rng.normal(0, 0.1, n)),
         "gpu/utilization": np.clip(rng.normal(30 if kind == 4 else 95, 3, n), 0, 100),
-        "gpu/memory_used_gb": 30 + rng.normal(0, 0.05, n), "train/loss_scale": np.full(n, 65536.0),
-        "train/epoch": t * 10, "train/momentum": np.full(n, 0.9),
+        "gpu/memory_used_gb": 30 + rng.normal(0, 0.05, n),
+        "train/loss_scale": np.full(n, 65536.0),
+        "train/epoch": t * 10,
+        "train/momentum": np.full(n, 0.9),
     }
     columns["perf/samples_per_sec"] = 256 / columns["perf/step_time"]
     out = np.empty((len(tags), n))
@@ -75,7 +96,7 @@ def curves(rng: np.random.Generator, steps: np.ndarray, kind: int, tags: tuple[s
 
 def generate(root: Path, runs: int, tags: int, points: int) -> int:
     """Write `runs` runs of `tags` tags × `points` steps; returns bytes written."""
-    from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
+    from tbtriage.analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
 
     names = tuple(TAGS[:tags]) + tuple(f"extra/tag{i}" for i in range(max(0, tags - len(TAGS))))
     written = 0
@@ -122,32 +143,38 @@ def main(argv: list[str] | None = None) -> int:
         logdir = temp / "logdir"
         size, seconds = timed(lambda: generate(logdir, args.runs, args.tags, args.points))
         total = args.runs * args.tags * args.points
-        print(f"generated {args.runs} runs × {args.tags} tags × {args.points} points = {total:,} points, "
-              f"{size / 1e6:,.0f} MB in {seconds:.1f} s ({total / seconds / 1e6:.2f} M points/s written)")
+        print(
+            f"generated {args.runs} runs × {args.tags} tags × {args.points} points = {total:,} points, "
+            f"{size / 1e6:,.0f} MB in {seconds:.1f} s ({total / seconds / 1e6:.2f} M points/s written)"
+        )
     try:
-        import analysis
-        from analysis.compare import compare
-        from analysis.render_html import render_html
-        from analysis.render_markdown import render_markdown
-        from analysis.json_safe import json_safe as jsonable
+        import tbtriage
+        from tbtriage.analysis.compare import compare
+        from tbtriage.analysis.json_safe import json_safe as jsonable
+        from tbtriage.analysis.render_html import render_html
+        from tbtriage.analysis.render_markdown import render_markdown
 
-        loaded, read_s = timed(lambda: analysis.load(logdir))
+        loaded, read_s = timed(lambda: tbtriage.load(logdir))
         points = sum(len(s) for run in loaded.runs.values() for s in run.scalars.values())
-        report, analysis_s = timed(lambda: analysis.diagnose(loaded))
+        report, analysis_s = timed(lambda: tbtriage.diagnose(loaded))
         comparison, compare_s = timed(lambda: compare(report.runs))
         md, md_s = timed(lambda: render_markdown(report.runs, logdir=str(logdir), comparison=comparison))
         js, json_s = timed(lambda: json.dumps(jsonable(report.to_dict()), allow_nan=False))
         page, html_s = timed(lambda: render_html(report.runs, logdir=str(logdir), comparison=comparison))
         findings = sum(len(r.findings) for r in report.runs)
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"read      {read_s:8.2f} s  {points:,} points, {len(loaded.runs)} runs ({points / read_s / 1e6:.2f} M points/s)")
+        print(
+            f"read      {read_s:8.2f} s  {points:,} points, {len(loaded.runs)} runs ({points / read_s / 1e6:.2f} M points/s)"
+        )
         print(f"analysis  {analysis_s:8.2f} s  {findings} findings   (diagnose on the loaded logdir)")
         print(f"compare   {compare_s:8.3f} s")
         print(f"markdown  {md_s:8.3f} s  {len(md) / 1e3:.0f} kB")
         print(f"json      {json_s:8.3f} s  {len(js) / 1e3:.0f} kB")
         print(f"html      {html_s:8.3f} s  {len(page) / 1e3:.0f} kB")
-        print(f"analysis / read = {analysis_s / read_s:.3f}   "
-              f"(analysis + compare + all renders) / read = {(analysis_s + compare_s + md_s + json_s + html_s) / read_s:.3f}")
+        print(
+            f"analysis / read = {analysis_s / read_s:.3f}   "
+            f"(analysis + compare + all renders) / read = {(analysis_s + compare_s + md_s + json_s + html_s) / read_s:.3f}"
+        )
         print(f"peak RSS {peak_mb:,.0f} MB")
     finally:
         if temp is not None:

@@ -35,7 +35,7 @@ OVERLAID_RUNS = 5
 
 def generate(root: Path, runs: int, points: int) -> None:
     """`runs` runs with one loss tag of `points` points each; every fifth run goes NaN for its last 10 %."""
-    from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
+    from tbtriage.analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
 
     rng = np.random.default_rng(0)
     t0 = 1.7e9
@@ -54,9 +54,9 @@ def generate(root: Path, runs: int, points: int) -> None:
 
 
 async def measure(logdir: Path) -> dict[str, object]:
-    from analysis.config import Config
-    from tui.app import make_app
-    from tui.widgets.tag_chart import TagChart
+    from tbtriage.analysis.config import Config
+    from tbtriage.tui.app import make_app
+    from tbtriage.tui.widgets.tag_chart import TagChart
 
     renders: list[float] = []
     original = TagChart.render
@@ -74,8 +74,11 @@ async def measure(logdir: Path) -> dict[str, object]:
     app = make_app(logdir, config=Config(), follow=False)
     async with app.run_test(size=SIZE) as pilot:
         figures["first frame"] = time.perf_counter() - start
-        milestones = {"runs listed": lambda: bool(app.runs), "events read": lambda: app.logdir is not None,
-                      "all analysed": lambda: app._loaded}
+        milestones = {
+            "runs listed": lambda: bool(app.runs),
+            "events read": lambda: app.logdir is not None,
+            "all analysed": lambda: app._loaded,
+        }
         while milestones:
             for name, reached in list(milestones.items()):
                 if reached():
@@ -107,13 +110,13 @@ async def measure(logdir: Path) -> dict[str, object]:
 
 def baseline(logdir: Path, width: int, height: int) -> tuple[float, float]:
     """Seconds for plotext to draw one whole raw series, and for ours (prepare + draw) on the same series."""
-    import analysis
     from textual_plotext import Plot
 
-    from analysis.smoothing import ema
-    from tui.chart_data import ChartOptions, SeriesRequest, prepare_chart
+    import tbtriage
+    from tbtriage.analysis.smoothing import ema
+    from tbtriage.tui.chart_data import ChartOptions, SeriesRequest, prepare_chart
 
-    first = next(iter(sorted(analysis.load(logdir).runs.items())))[1]
+    first = next(iter(sorted(tbtriage.load(logdir).runs.items())))[1]
     series = first.scalars[TAG]
     plot = Plot()
     plot.plotsize(width, height)
@@ -146,21 +149,29 @@ def main() -> None:
             start = time.perf_counter()
             generate(logdir, args.runs, args.points)
             size = sum(f.stat().st_size for f in logdir.rglob("*") if f.is_file())
-            print(f"generated {args.runs} runs x {args.points:,} points ({size / 1e6:.0f} MB) in {time.perf_counter() - start:.1f} s")
+            print(
+                f"generated {args.runs} runs x {args.points:,} points ({size / 1e6:.0f} MB) in {time.perf_counter() - start:.1f} s"
+            )
         figures = asyncio.run(measure(logdir))
         print(f"logdir: {logdir} ({figures['runs']} runs, {figures['points']:,} points), terminal {SIZE[0]}x{SIZE[1]}")
         for name in ("first frame", "runs listed", "events read", "all analysed"):
             print(f"  {name:<13} {figures[name] * 1000:9.0f} ms after start")
         width, height = figures["chart cells"]
-        print(f"keypress to chart redrawn ({len(figures['series'])} runs overlaid, {sum(n for _, n in figures['series']):,} points, chart {width}x{height}):")
+        print(
+            f"keypress to chart redrawn ({len(figures['series'])} runs overlaid, {sum(n for _, n in figures['series']):,} points, chart {width}x{height}):"
+        )
         all_times = []
         for key, times in figures["redraw"].items():
             all_times += times
             print(f"  {key:<22} median {statistics.median(times) * 1000:7.1f} ms   max {max(times) * 1000:7.1f} ms")
-        print(f"  all keys               median {statistics.median(all_times) * 1000:7.1f} ms   max {max(all_times) * 1000:7.1f} ms")
+        print(
+            f"  all keys               median {statistics.median(all_times) * 1000:7.1f} ms   max {max(all_times) * 1000:7.1f} ms"
+        )
         naive, ours = baseline(logdir, width, height)
-        print(f"baseline: plotext drawing one raw {figures['series'][0][1]:,}-point series: {naive * 1000:.0f} ms; "
-              f"ours (bucketing + EMA + draw, raw and smoothed): {ours * 1000:.0f} ms; {naive / ours:.0f}x faster")
+        print(
+            f"baseline: plotext drawing one raw {figures['series'][0][1]:,}-point series: {naive * 1000:.0f} ms; "
+            f"ours (bucketing + EMA + draw, raw and smoothed): {ours * 1000:.0f} ms; {naive / ours:.0f}x faster"
+        )
 
 
 if __name__ == "__main__":

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
-
 from textual.worker import WorkerState
 
-from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
-from analysis.model import Finding, Health, Run, RunReport
-from analysis.roles import assign_roles
+from tbtriage.analysis.datamodel import Finding, Health, Run, RunReport
+from tbtriage.analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
+from tbtriage.analysis.roles import assign_roles
 
 #: Every test's clock: 2024-06-04 06:00 UTC. Runs written by `write_run` end a few minutes before it.
 NOW = 1_717_480_800.0
@@ -54,7 +53,9 @@ class HandAnalyzer:
         return report_for(run, findings, score)
 
 
-def write_run(logdir: Path, name: str, tags: dict[str, np.ndarray], first_step: int = 0, wall0: float = NOW - 600.0) -> Path:
+def write_run(
+    logdir: Path, name: str, tags: dict[str, np.ndarray], first_step: int = 0, wall0: float = NOW - 600.0
+) -> Path:
     """An event file for run `name` holding `tags` (raw names, written as-is), one point per step, 1 s apart.
 
     Calling it again for the same run appends the next points to the same file, as a live run does.

@@ -10,13 +10,13 @@ SummaryWriter for PyTorch-style runs, tensorboard's protobuf classes (tensor sca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from analysis.model import Note, Run, Series
+from tbtriage.analysis.datamodel import Note, Run, Series
 
 WALL0 = 1_717_000_000.0
 
@@ -81,7 +81,9 @@ def lr_one_cycle(steps, peak, total, up=0.3):
     rise = steps < up * total
     frac_up = steps / (up * total)
     frac_down = (steps - up * total) / ((1 - up) * total)
-    return np.where(rise, peak * (0.04 + 0.96 * frac_up), peak * (0.5 * (1 + np.cos(np.pi * np.clip(frac_down, 0, 1)))) + 1e-7)
+    return np.where(
+        rise, peak * (0.04 + 0.96 * frac_up), peak * (0.5 * (1 + np.cos(np.pi * np.clip(frac_down, 0, 1)))) + 1e-7
+    )
 
 
 def lr_sgdr(steps, peak, cycle):
@@ -140,8 +142,16 @@ def divergence_nan(rng):
     val_steps = steps_every(T, EPOCH)
     val = val_at(steps, clean, val_steps, 1.04, rng, 0.006)
     val[val_steps >= 1800] = np.nan
-    return {".": RunSpec({"train/loss": (steps, loss), "train/learning_rate": (steps, lr),
-                          "train/grad_norm": (steps, grad), "eval/loss": (val_steps, val)})}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, loss),
+                "train/learning_rate": (steps, lr),
+                "train/grad_norm": (steps, grad),
+                "eval/loss": (val_steps, val),
+            }
+        )
+    }
 
 
 def divergence_blowup(rng):
@@ -164,9 +174,16 @@ def loss_spikes(rng):
         loss[i] *= 3.2
         loss[i + 1] *= 1.6
     val_steps = steps_every(T, EPOCH)
-    return {".": RunSpec({"train_loss_step": (steps, loss), "lr-SGD": (steps, lr),
-                          "val_loss": (val_steps, val_at(steps, clean, val_steps, 1.05, rng, 0.008)),
-                          "epoch": (steps, np.floor(steps / EPOCH))})}
+    return {
+        ".": RunSpec(
+            {
+                "train_loss_step": (steps, loss),
+                "lr-SGD": (steps, lr),
+                "val_loss": (val_steps, val_at(steps, clean, val_steps, 1.05, rng, 0.008)),
+                "epoch": (steps, np.floor(steps / EPOCH)),
+            }
+        )
+    }
 
 
 def periodic(rng):
@@ -177,8 +194,15 @@ def periodic(rng):
     bad = steps % 300 == 70
     loss[bad] *= 1.9
     val_steps = steps_every(T, 300)
-    return {".": RunSpec({"Loss/train": (steps, loss), "LR": (steps, lr),
-                          "Loss/val": (val_steps, val_at(steps, clean, val_steps, 1.05, rng, 0.006))})}
+    return {
+        ".": RunSpec(
+            {
+                "Loss/train": (steps, loss),
+                "LR": (steps, lr),
+                "Loss/val": (val_steps, val_at(steps, clean, val_steps, 1.05, rng, 0.006)),
+            }
+        )
+    }
 
 
 def oscillation(rng):
@@ -204,15 +228,28 @@ def slow_convergence(rng):
     lr = np.full(steps.size, 1e-6)
     clean = 2.30 - 0.16 * (steps / T)
     val_steps = steps_every(T, EPOCH)
-    return {".": RunSpec({"train_loss": (steps, scatter(rng, clean, 0.02)), "lr-Adam": (steps, lr),
-                          "val_loss": (val_steps, val_at(steps, clean, val_steps, 1.01, rng, 0.004))})}
+    return {
+        ".": RunSpec(
+            {
+                "train_loss": (steps, scatter(rng, clean, 0.02)),
+                "lr-Adam": (steps, lr),
+                "val_loss": (val_steps, val_at(steps, clean, val_steps, 1.01, rng, 0.004)),
+            }
+        )
+    }
 
 
 def no_learning(rng):
     steps = steps_every(2000, 10)
     clean = np.full(steps.size, 0.693)
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.03)),
-                          "train/learning_rate": (steps, np.full(steps.size, 2e-5))})}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, scatter(rng, clean, 0.03)),
+                "train/learning_rate": (steps, np.full(steps.size, 2e-5)),
+            }
+        )
+    }
 
 
 def plateau_start(rng):
@@ -230,8 +267,16 @@ def overfitting(rng):
     base = np.interp(val_steps, steps, clean) * 1.1 + 0.35
     gap = np.where(val_steps > 1200, (val_steps - 1200) / 1000.0 * 0.2, 0.0)
     val = scatter(rng, base + gap, 0.01)
-    return {".": RunSpec({"train_loss": (steps, scatter(rng, clean, 0.05)), "val_loss": (val_steps, val),
-                          "val_acc": (val_steps, accuracy_from(base + gap, 0.8)), "lr-AdamW": (steps, lr)})}
+    return {
+        ".": RunSpec(
+            {
+                "train_loss": (steps, scatter(rng, clean, 0.05)),
+                "val_loss": (val_steps, val),
+                "val_acc": (val_steps, accuracy_from(base + gap, 0.8)),
+                "lr-AdamW": (steps, lr),
+            }
+        )
+    }
 
 
 def keras_overfit(rng):
@@ -239,10 +284,20 @@ def keras_overfit(rng):
     loss = 0.03 + 0.5 * np.exp(-epochs / 5.0)
     val = 0.12 + 0.45 * np.exp(-epochs / 5.0) + np.where(epochs > 14, (epochs - 14) * 0.012, 0.0)
     return {
-        "train": RunSpec({"epoch_loss": (epochs, scatter(rng, loss, 0.02)),
-                          "epoch_accuracy": (epochs, np.clip(1 - loss * 0.4, 0, 1))}, 12.0, tf2=True),
-        "validation": RunSpec({"epoch_loss": (epochs, scatter(rng, val, 0.01)),
-                               "epoch_accuracy": (epochs, np.clip(1 - val * 0.4, 0, 1))}, 12.0, WALL0 + 3, tf2=True),
+        "train": RunSpec(
+            {
+                "epoch_loss": (epochs, scatter(rng, loss, 0.02)),
+                "epoch_accuracy": (epochs, np.clip(1 - loss * 0.4, 0, 1)),
+            },
+            12.0,
+            tf2=True,
+        ),
+        "validation": RunSpec(
+            {"epoch_loss": (epochs, scatter(rng, val, 0.01)), "epoch_accuracy": (epochs, np.clip(1 - val * 0.4, 0, 1))},
+            12.0,
+            WALL0 + 3,
+            tf2=True,
+        ),
     }
 
 
@@ -254,8 +309,11 @@ def exploding(rng):
         grad[i] *= 60.0
         grad[i + 1] *= 5.0
         loss[i + 1] *= 1.3
-    return {".": RunSpec({"train/loss": (steps, loss), "train/learning_rate": (steps, lr),
-                          "train/grad_norm": (steps, grad)})}
+    return {
+        ".": RunSpec(
+            {"train/loss": (steps, loss), "train/learning_rate": (steps, lr), "train/grad_norm": (steps, grad)}
+        )
+    }
 
 
 def exploding_growth(rng):
@@ -303,9 +361,16 @@ def weight_growth(rng):
     norm = 20.0 + 4.0 * np.sqrt(steps / T)
     grow = steps >= 2000
     norm[grow] = norm[grow] * np.exp((steps[grow] - 2000) / 450.0)
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.03)), "lr": (steps, lr),
-                          "weight_norm/fc": (steps, scatter(rng, norm, 0.005)),
-                          "weight_norm/conv1": (steps, scatter(rng, 8.0 + 0 * norm, 0.005))})}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, scatter(rng, clean, 0.03)),
+                "lr": (steps, lr),
+                "weight_norm/fc": (steps, scatter(rng, norm, 0.005)),
+                "weight_norm/conv1": (steps, scatter(rng, 8.0 + 0 * norm, 0.005)),
+            }
+        )
+    }
 
 
 def warmup_missing(rng):
@@ -324,9 +389,18 @@ def bottleneck(rng):
     step_time = scatter(rng, np.full(steps.size, 0.5), 0.04)
     data_time = scatter(rng, np.full(steps.size, 0.36), 0.08)
     util = np.clip(rng.normal(28, 4, steps.size), 0, 100)
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.03)), "train/lr": (steps, lr),
-                          "data_time": (steps, data_time), "time": (steps, step_time),
-                          "resources/gpu:0/gpu_utilization (%)/mean": (steps, util)}, 0.5)}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, scatter(rng, clean, 0.03)),
+                "train/lr": (steps, lr),
+                "data_time": (steps, data_time),
+                "time": (steps, step_time),
+                "resources/gpu:0/gpu_utilization (%)/mean": (steps, util),
+            },
+            0.5,
+        )
+    }
 
 
 def bottleneck_late(rng):
@@ -335,8 +409,16 @@ def bottleneck_late(rng):
     clean = loss_from_lr(steps, lr, 6.9, 1.6, 500)
     data_time = scatter(rng, np.where(steps < 1800, 0.02, 0.6), 0.08)
     step_time = scatter(rng, 0.3 + data_time, 0.02)
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.03)), "train/lr": (steps, lr),
-                          "perf/data_time": (steps, data_time), "perf/step_time": (steps, step_time)})}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, scatter(rng, clean, 0.03)),
+                "train/lr": (steps, lr),
+                "perf/data_time": (steps, data_time),
+                "perf/step_time": (steps, step_time),
+            }
+        )
+    }
 
 
 def task_imbalance(rng):
@@ -346,11 +428,17 @@ def task_imbalance(rng):
     box = np.full(steps.size, 0.09)
     mask = loss_from_lr(steps, lr, 0.6, 0.2, 300) * 0.0 + 0.07
     total = cls + box + mask
-    return {".": RunSpec({"total_loss": (steps, scatter(rng, total, 0.03)),
-                          "loss_cls": (steps, scatter(rng, cls, 0.03)),
-                          "loss_box_reg": (steps, scatter(rng, box, 0.02)),
-                          "loss_mask": (steps, scatter(rng, mask, 0.02)),
-                          "lr": (steps, lr)})}
+    return {
+        ".": RunSpec(
+            {
+                "total_loss": (steps, scatter(rng, total, 0.03)),
+                "loss_cls": (steps, scatter(rng, cls, 0.03)),
+                "loss_box_reg": (steps, scatter(rng, box, 0.02)),
+                "loss_mask": (steps, scatter(rng, mask, 0.02)),
+                "lr": (steps, lr),
+            }
+        )
+    }
 
 
 def amp_collapse(rng):
@@ -361,8 +449,11 @@ def amp_collapse(rng):
     collapse = steps >= 2000
     octave = np.where(collapse, 12 - (steps - 2000) / 40.0, octave)
     scale = 2.0 ** np.round(octave)
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.03)), "lr": (steps, lr),
-                          "loss_scale": (steps, scale)})}
+    return {
+        ".": RunSpec(
+            {"train/loss": (steps, scatter(rng, clean, 0.03)), "lr": (steps, lr), "loss_scale": (steps, scale)}
+        )
+    }
 
 
 def lr_blip(rng):
@@ -384,8 +475,11 @@ def lr_dead_tail(rng):
 
 def restarted(rng):
     steps, lr, clean, loss = _hf(rng)
-    return {".": RunSpec({"train/loss": (steps, loss), "train/learning_rate": (steps, lr)},
-                         crash_at=2000, restart_from=1500)}
+    return {
+        ".": RunSpec(
+            {"train/loss": (steps, loss), "train/learning_rate": (steps, lr)}, crash_at=2000, restart_from=1500
+        )
+    }
 
 
 def corrupted(rng):
@@ -412,19 +506,34 @@ def healthy_noisy(rng):
     lr = np.full(steps.size, 0.01)
     clean = loss_from_lr(steps, lr, 3.0, 0.9, 500)
     val_steps = steps_every(2500, 250)
-    return {".": RunSpec({"loss": (steps, scatter(rng, clean, 0.15)), "lr": (steps, lr),
-                          "val_loss": (val_steps, val_at(steps, clean, val_steps, 1.05, rng, 0.02)),
-                          "val_acc": (val_steps, accuracy_from(val_at(steps, clean, val_steps), 0.7))})}
+    return {
+        ".": RunSpec(
+            {
+                "loss": (steps, scatter(rng, clean, 0.15)),
+                "lr": (steps, lr),
+                "val_loss": (val_steps, val_at(steps, clean, val_steps, 1.05, rng, 0.02)),
+                "val_acc": (val_steps, accuracy_from(val_at(steps, clean, val_steps), 0.7)),
+            }
+        )
+    }
 
 
 def healthy_hf_cosine(rng):
     steps, lr, clean, loss = _hf(rng, total=4000, peak=5e-5, warmup=400, start=3.2, floor=0.9, speed=900)
     val_steps = steps_every(4000, 500)
     val = val_at(steps, clean, val_steps, 1.06, rng, 0.005)
-    return {".": RunSpec({"train/loss": (steps, loss), "train/learning_rate": (steps, lr),
-                          "train/grad_norm": (steps, grad_norm_from(rng, clean, 3.0, 0.2)),
-                          "train/epoch": (steps, steps / 1000.0), "eval/loss": (val_steps, val),
-                          "eval/accuracy": (val_steps, accuracy_from(val, 0.88))})}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, loss),
+                "train/learning_rate": (steps, lr),
+                "train/grad_norm": (steps, grad_norm_from(rng, clean, 3.0, 0.2)),
+                "train/epoch": (steps, steps / 1000.0),
+                "eval/loss": (val_steps, val),
+                "eval/accuracy": (val_steps, accuracy_from(val, 0.88)),
+            }
+        )
+    }
 
 
 def healthy_step_decay(rng):
@@ -434,11 +543,16 @@ def healthy_step_decay(rng):
     grad = grad_norm_from(rng, clean, 4.0)
     val_steps = steps_every(6000, 300)
     val = val_at(steps, clean, val_steps, 1.1, rng, 0.008)
-    out = {"Loss/train": (steps, scatter(rng, clean, 0.05)), "LR": (steps, lr), "grad_norm/total": (steps, grad),
-           "Loss/val": (val_steps, val), "Accuracy/val": (val_steps, accuracy_from(val, 0.76)),
-           "time/step": (steps, scatter(rng, np.full(steps.size, 0.4), 0.05)),
-           "time/data": (steps, scatter(rng, np.full(steps.size, 0.03), 0.2)),
-           "gpu/util": (steps, np.clip(rng.normal(94, 3, steps.size), 0, 100))}
+    out = {
+        "Loss/train": (steps, scatter(rng, clean, 0.05)),
+        "LR": (steps, lr),
+        "grad_norm/total": (steps, grad),
+        "Loss/val": (val_steps, val),
+        "Accuracy/val": (val_steps, accuracy_from(val, 0.76)),
+        "time/step": (steps, scatter(rng, np.full(steps.size, 0.4), 0.05)),
+        "time/data": (steps, scatter(rng, np.full(steps.size, 0.03), 0.2)),
+        "gpu/util": (steps, np.clip(rng.normal(94, 3, steps.size), 0, 100)),
+    }
     for name, share in (("conv1", 0.3), ("fc", 0.8)):
         out[f"grad_norm/{name}"] = (steps, scatter(rng, grad * share, 0.05))
     return {".": RunSpec(out, 0.4)}
@@ -447,23 +561,43 @@ def healthy_step_decay(rng):
 def healthy_short(rng):
     steps = np.arange(0, 12, dtype=np.int64) * 50
     clean = 2.0 * np.exp(-steps / 300.0) + 0.5
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.05)),
-                          "train/learning_rate": (steps, np.full(steps.size, 1e-3))})}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, scatter(rng, clean, 0.05)),
+                "train/learning_rate": (steps, np.full(steps.size, 1e-3)),
+            }
+        )
+    }
 
 
 def healthy_few_points(rng):
     epochs = np.arange(1, 6, dtype=np.int64)
-    return {".": RunSpec({"val_loss": (epochs, np.array([1.2, 0.9, 0.95, 0.8, 0.85]) * np.exp(rng.normal(0, 0.01, 5))),
-                          "val_acc": (epochs, np.array([0.6, 0.7, 0.68, 0.74, 0.73]))})}
+    return {
+        ".": RunSpec(
+            {
+                "val_loss": (epochs, np.array([1.2, 0.9, 0.95, 0.8, 0.85]) * np.exp(rng.normal(0, 0.01, 5))),
+                "val_acc": (epochs, np.array([0.6, 0.7, 0.68, 0.74, 0.73])),
+            }
+        )
+    }
 
 
 def healthy_accuracy_only(rng):
     steps = steps_every(3000, 30)
     acc = 0.95 - 0.85 * np.exp(-steps / 600.0)
     val_steps = steps_every(3000, 300)
-    return {".": RunSpec({"Accuracy/train": (steps, np.clip(acc + rng.normal(0, 0.02, steps.size), 0, 1)),
-                          "Accuracy/val": (val_steps, np.clip(np.interp(val_steps, steps, acc) - 0.04
-                                                              + rng.normal(0, 0.004, val_steps.size), 0, 1))})}
+    return {
+        ".": RunSpec(
+            {
+                "Accuracy/train": (steps, np.clip(acc + rng.normal(0, 0.02, steps.size), 0, 1)),
+                "Accuracy/val": (
+                    val_steps,
+                    np.clip(np.interp(val_steps, steps, acc) - 0.04 + rng.normal(0, 0.004, val_steps.size), 0, 1),
+                ),
+            }
+        )
+    }
 
 
 def healthy_keras_tf2(rng):
@@ -471,11 +605,24 @@ def healthy_keras_tf2(rng):
     loss = 0.04 + 0.4 * np.exp(-epochs / 4.0)
     lr = np.where(epochs < 20, 1e-3, 1e-4)
     return {
-        "train": RunSpec({"epoch_loss": (epochs, scatter(rng, loss, 0.02)),
-                          "epoch_accuracy": (epochs, np.clip(1 - loss * 0.3, 0, 1)),
-                          "epoch_learning_rate": (epochs, lr)}, 15.0, tf2=True),
-        "validation": RunSpec({"epoch_loss": (epochs, scatter(rng, loss * 1.1 + 0.01, 0.015)),
-                               "epoch_accuracy": (epochs, np.clip(1 - loss * 0.33, 0, 1))}, 15.0, WALL0 + 2, tf2=True),
+        "train": RunSpec(
+            {
+                "epoch_loss": (epochs, scatter(rng, loss, 0.02)),
+                "epoch_accuracy": (epochs, np.clip(1 - loss * 0.3, 0, 1)),
+                "epoch_learning_rate": (epochs, lr),
+            },
+            15.0,
+            tf2=True,
+        ),
+        "validation": RunSpec(
+            {
+                "epoch_loss": (epochs, scatter(rng, loss * 1.1 + 0.01, 0.015)),
+                "epoch_accuracy": (epochs, np.clip(1 - loss * 0.33, 0, 1)),
+            },
+            15.0,
+            WALL0 + 2,
+            tf2=True,
+        ),
     }
 
 
@@ -483,9 +630,15 @@ def healthy_large_scale(rng):
     steps = steps_every(3000, 10)
     lr = lr_warmup_cosine(steps, 1e-3, 100, 3000)
     clean = loss_from_lr(steps, lr, 8.0e4, 1.2e4, 600)
-    return {".": RunSpec({"train/mse_sum": (steps, scatter(rng, clean, 0.08)), "train/lr": (steps, lr),
-                          "val/mse_sum": (steps_every(3000, 300),
-                                          val_at(steps, clean, steps_every(3000, 300), 1.02, rng, 0.01))})}
+    return {
+        ".": RunSpec(
+            {
+                "train/mse_sum": (steps, scatter(rng, clean, 0.08)),
+                "train/lr": (steps, lr),
+                "val/mse_sum": (steps_every(3000, 300), val_at(steps, clean, steps_every(3000, 300), 1.02, rng, 0.01)),
+            }
+        )
+    }
 
 
 def healthy_small_scale(rng):
@@ -506,8 +659,9 @@ def healthy_heavy_tail(rng):
     steps = steps_every(3000, 3)
     lr = lr_warmup_cosine(steps, 1e-3, 100, 3000, floor=1e-5)
     clean = loss_from_lr(steps, lr, 4.0, 1.0, 500)
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.06, "t", df=4)),
-                          "train/learning_rate": (steps, lr)})}
+    return {
+        ".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.06, "t", df=4)), "train/learning_rate": (steps, lr)})
+    }
 
 
 def healthy_multitask_amp(rng):
@@ -518,14 +672,21 @@ def healthy_multitask_amp(rng):
     rpn = loss_from_lr(steps, lr, 0.3, 0.05, 300)
     octave = np.clip(16 - steps / 10.0, 13, 16) + ((steps // 2000) % 2)
     util = np.clip(rng.normal(91, 3, steps.size), 0, 100)
-    return {".": RunSpec({"total_loss": (steps, scatter(rng, cls + box + rpn, 0.03)),
-                          "loss_cls": (steps, scatter(rng, cls, 0.04)),
-                          "loss_box_reg": (steps, scatter(rng, box, 0.04)),
-                          "loss_rpn_cls": (steps, scatter(rng, rpn, 0.05)),
-                          "lr": (steps, lr), "grad_scaler/scale": (steps, 2.0 ** octave),
-                          "data_time": (steps, scatter(rng, np.full(steps.size, 0.01), 0.3)),
-                          "time": (steps, scatter(rng, np.full(steps.size, 0.35), 0.05)),
-                          "gpu_util": (steps, util)})}
+    return {
+        ".": RunSpec(
+            {
+                "total_loss": (steps, scatter(rng, cls + box + rpn, 0.03)),
+                "loss_cls": (steps, scatter(rng, cls, 0.04)),
+                "loss_box_reg": (steps, scatter(rng, box, 0.04)),
+                "loss_rpn_cls": (steps, scatter(rng, rpn, 0.05)),
+                "lr": (steps, lr),
+                "grad_scaler/scale": (steps, 2.0**octave),
+                "data_time": (steps, scatter(rng, np.full(steps.size, 0.01), 0.3)),
+                "time": (steps, scatter(rng, np.full(steps.size, 0.35), 0.05)),
+                "gpu_util": (steps, util),
+            }
+        )
+    }
 
 
 def healthy_llm_long(rng):
@@ -533,8 +694,16 @@ def healthy_llm_long(rng):
     lr = lr_warmup_cosine(steps, 6e-4, 400, 20000, floor=6e-5)
     clean = loss_from_lr(steps, lr, 10.9, 2.9, 2500)
     grad = scatter(rng, 0.25 + 2.0 * np.exp(-steps / 800.0), 0.25)
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.02)), "train/lr": (steps, lr),
-                          "train/grad_norm": (steps, grad), "train/tokens_per_sec": (steps, scatter(rng, np.full(steps.size, 1.2e5), 0.03))})}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, scatter(rng, clean, 0.02)),
+                "train/lr": (steps, lr),
+                "train/grad_norm": (steps, grad),
+                "train/tokens_per_sec": (steps, scatter(rng, np.full(steps.size, 1.2e5), 0.03)),
+            }
+        )
+    }
 
 
 def healthy_finetune(rng):
@@ -543,16 +712,30 @@ def healthy_finetune(rng):
     clean = loss_from_lr(steps, lr, 0.52, 0.40, 300)
     val_steps = steps_every(2000, 200)
     val = scatter(rng, np.full(val_steps.size, 0.47) - 0.02 * (1 - np.exp(-val_steps / 500.0)), 0.01)
-    return {".": RunSpec({"train/loss": (steps, scatter(rng, clean, 0.08)), "train/learning_rate": (steps, lr),
-                          "eval/loss": (val_steps, val)})}
+    return {
+        ".": RunSpec(
+            {
+                "train/loss": (steps, scatter(rng, clean, 0.08)),
+                "train/learning_rate": (steps, lr),
+                "eval/loss": (val_steps, val),
+            }
+        )
+    }
 
 
 def healthy_one_cycle(rng):
     steps = steps_every(3000, 10)
     lr = lr_one_cycle(steps, 0.4, 3000)
     clean = loss_from_lr(steps, lr, 2.3, 0.25, 300, lr_floor=0.15)
-    return {".": RunSpec({"train_loss": (steps, scatter(rng, clean, 0.05)), "lr-SGD": (steps, lr),
-                          "lr-SGD-momentum": (steps, 0.95 - 0.1 * lr / lr.max())})}
+    return {
+        ".": RunSpec(
+            {
+                "train_loss": (steps, scatter(rng, clean, 0.05)),
+                "lr-SGD": (steps, lr),
+                "lr-SGD-momentum": (steps, 0.95 - 0.1 * lr / lr.max()),
+            }
+        )
+    }
 
 
 def healthy_smoothed_logging(rng):
@@ -564,25 +747,45 @@ def healthy_smoothed_logging(rng):
     raw = scatter(rng, loss_from_lr(raw_steps, np.maximum(raw_lr, 1e-9), 2.5, 0.45, 900, lr_floor=0.2), 0.15)
     windows = np.lib.stride_tricks.sliding_window_view(raw, 20)[::20]
     smooth = np.median(windows, axis=1)[: steps.size]
-    return {".": RunSpec({"total_loss": (steps, smooth), "lr": (steps, lr),
-                          "data_time": (steps, scatter(rng, np.full(steps.size, 0.004), 0.3)),
-                          "time": (steps, scatter(rng, np.full(steps.size, 0.31), 0.03))})}
+    return {
+        ".": RunSpec(
+            {
+                "total_loss": (steps, smooth),
+                "lr": (steps, lr),
+                "data_time": (steps, scatter(rng, np.full(steps.size, 0.004), 0.3)),
+                "time": (steps, scatter(rng, np.full(steps.size, 0.31), 0.03)),
+            }
+        )
+    }
 
 
 def healthy_negative_loss(rng):
     steps = steps_every(3000, 10)
     lr = lr_warmup_cosine(steps, 1e-3, 100, 3000)
     clean = -3.0 + 8.0 * np.exp(-steps / 700.0)  # a negative log-likelihood of a continuous density
-    return {".": RunSpec({"train/nll": (steps, clean + rng.normal(0, 0.15, steps.size)), "train/lr": (steps, lr),
-                          "val/nll": (steps_every(3000, 300), clean[29::30][:10] + 0.2 + rng.normal(0, 0.03, 10))})}
+    return {
+        ".": RunSpec(
+            {
+                "train/nll": (steps, clean + rng.normal(0, 0.15, steps.size)),
+                "train/lr": (steps, lr),
+                "val/nll": (steps_every(3000, 300), clean[29::30][:10] + 0.2 + rng.normal(0, 0.03, 10)),
+            }
+        )
+    }
 
 
 def healthy_rl_reward(rng):
     steps = steps_every(50000, 100)
     reward = 200 * (1 - np.exp(-steps / 12000.0)) + rng.normal(0, 15, steps.size)
-    return {".": RunSpec({"rollout/ep_rew_mean": (steps, reward),
-                          "train/learning_rate": (steps, np.full(steps.size, 3e-4)),
-                          "train/loss": (steps, scatter(rng, 5 + 20 * np.exp(-steps / 8000.0), 0.4))})}
+    return {
+        ".": RunSpec(
+            {
+                "rollout/ep_rew_mean": (steps, reward),
+                "train/learning_rate": (steps, np.full(steps.size, 3e-4)),
+                "train/loss": (steps, scatter(rng, 5 + 20 * np.exp(-steps / 8000.0), 0.4)),
+            }
+        )
+    }
 
 
 def healthy_ultralytics(rng):
@@ -605,8 +808,11 @@ def healthy_val_noise(rng):
     clean = loss_from_lr(steps, lr, 2.0, 0.5, 400)
     val_steps = steps_every(3000, 100)
     val = np.interp(val_steps, steps, clean) * 1.15 + rng.normal(0, 0.02, val_steps.size)
-    return {".": RunSpec({"train_loss": (steps, scatter(rng, clean, 0.05)), "val_loss": (val_steps, val),
-                          "lr-AdamW": (steps, lr)})}
+    return {
+        ".": RunSpec(
+            {"train_loss": (steps, scatter(rng, clean, 0.05)), "val_loss": (val_steps, val), "lr-AdamW": (steps, lr)}
+        )
+    }
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -622,8 +828,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("overfitting", overfitting, (Expected("overfitting", 1200),), EPOCH),
     Scenario("keras_overfit", keras_overfit, (Expected("overfitting", 14, run="train", tolerance=1),), 1),
     Scenario("exploding_spikes", exploding, (Expected("exploding_gradients", 1400),)),
-    Scenario("exploding_growth", exploding_growth, (Expected("exploding_gradients", 1500),
-                                                     Expected("divergence", 1700))),
+    Scenario(
+        "exploding_growth", exploding_growth, (Expected("exploding_gradients", 1500), Expected("divergence", 1700))
+    ),
     Scenario("vanishing", vanishing, (Expected("vanishing_gradients", 1500),)),
     Scenario("dead_relu", dead_relu, (Expected("dead_units", 1600),)),
     Scenario("weight_growth", weight_growth, (Expected("weight_growth", 2000),)),
@@ -697,15 +904,26 @@ def to_run(name: str, spec: RunSpec) -> Run:
         steps, values = steps[keep], np.asarray(values, np.float64)[keep]
         walls = _walls(spec, steps)
         if spec.restart_from is not None:
-            walls = np.where(steps >= spec.restart_from, walls + 1800.0 + (spec.crash_at - spec.restart_from)
-                             * spec.seconds_per_step, walls)
+            walls = np.where(
+                steps >= spec.restart_from,
+                walls + 1800.0 + (spec.crash_at - spec.restart_from) * spec.seconds_per_step,
+                walls,
+            )
         run.scalars[tag] = Series(steps.astype(np.int64), walls, values.astype(np.float32).astype(np.float64))
     if spec.restart_from is not None:
-        run.notes.append(Note("run_restart", f"{name}/events.2", f"steps go back from {spec.crash_at} to "
-                              f"{spec.restart_from} (a restart from a checkpoint)", step=spec.restart_from,
-                              severity="info"))
+        run.notes.append(
+            Note(
+                "run_restart",
+                f"{name}/events.2",
+                f"steps go back from {spec.crash_at} to {spec.restart_from} (a restart from a checkpoint)",
+                step=spec.restart_from,
+                severity="info",
+            )
+        )
     if spec.corrupt:
-        run.notes.append(Note("data_integrity", f"{name}/events.1", "bad CRC in a record; intact records before it kept"))
+        run.notes.append(
+            Note("data_integrity", f"{name}/events.1", "bad CRC in a record; intact records before it kept")
+        )
     series = [s for s in run.scalars.values() if len(s)]
     run.last_step = max(int(s.steps[-1]) for s in series) if series else None
     run.last_wall_time = max(float(s.wall_times[-1]) for s in series) if series else None
@@ -729,8 +947,14 @@ def _points(spec: RunSpec, lo: int | None = None, hi: int | None = None):
         if hi is not None:
             keep &= steps <= hi
         walls = _walls(spec, steps)
-        rows.extend(zip(steps[keep].tolist(), walls[keep].tolist(), [tag] * int(keep.sum()),
-                        np.asarray(values, np.float64)[keep].tolist()))
+        rows.extend(
+            zip(
+                steps[keep].tolist(),
+                walls[keep].tolist(),
+                [tag] * int(keep.sum()),
+                np.asarray(values, np.float64)[keep].tolist(),
+            )
+        )
     rows.sort(key=lambda r: (r[0], r[2]))
     return rows
 
@@ -787,14 +1011,26 @@ def write_scenario(root: Path, scenario: Scenario, seed: int = 0) -> Path:
 
 
 def _random_schedule(rng, steps, total):
-    kind = rng.choice(["constant", "warmup_cosine", "step", "one_cycle", "sgdr", "linear", "exponential",
-                       "inverse_sqrt", "plateau_decay"])
+    kind = rng.choice(
+        [
+            "constant",
+            "warmup_cosine",
+            "step",
+            "one_cycle",
+            "sgdr",
+            "linear",
+            "exponential",
+            "inverse_sqrt",
+            "plateau_decay",
+        ]
+    )
     peak = float(10 ** rng.uniform(-5, -0.5))
     if kind == "constant":
         return kind, np.full(steps.size, peak)
     if kind == "warmup_cosine":
-        return kind, lr_warmup_cosine(steps, peak, int(total * rng.uniform(0, 0.1)), total,
-                                      floor=peak * rng.choice([0.0, 0.1]))
+        return kind, lr_warmup_cosine(
+            steps, peak, int(total * rng.uniform(0, 0.1)), total, floor=peak * rng.choice([0.0, 0.1])
+        )
     if kind == "step":
         milestones = sorted(rng.choice(np.arange(int(0.3 * total), int(0.95 * total) + 1), size=2, replace=False))
         return kind, lr_step(steps, peak, milestones, float(rng.choice([0.1, 0.2, 0.5])))
@@ -845,8 +1081,10 @@ def random_healthy(seed: int) -> tuple[dict[str, RunSpec], dict]:
         loss = scatter(rng, clean, rel)
     offset = float(rng.choice([0.0, 0.0, 0.0, -1.5 * floor]))
     logged = np.isfinite(loss)
-    tags: dict[str, tuple[np.ndarray, np.ndarray]] = {"train/loss": (steps[logged], loss[logged] + offset),
-                                                      "train/lr": (steps, lr)}
+    tags: dict[str, tuple[np.ndarray, np.ndarray]] = {
+        "train/loss": (steps[logged], loss[logged] + offset),
+        "train/lr": (steps, lr),
+    }
     if rng.random() < 0.6 and points >= 10:
         cadence = max(every, int(total / rng.integers(5, 60)) // every * every)
         val_steps = steps_every(total, cadence)
@@ -854,7 +1092,10 @@ def random_healthy(seed: int) -> tuple[dict[str, RunSpec], dict]:
         val = val + rng.normal(0, rng.uniform(0.001, 0.02) * abs(floor), val_steps.size)
         tags["val/loss"] = (val_steps, val)
         if rng.random() < 0.5:
-            tags["val/accuracy"] = (val_steps, np.clip(accuracy_from(np.interp(val_steps, steps, clean) / start * 2.3), 0, 1))
+            tags["val/accuracy"] = (
+                val_steps,
+                np.clip(accuracy_from(np.interp(val_steps, steps, clean) / start * 2.3), 0, 1),
+            )
     if rng.random() < 0.5:
         grad = scatter(rng, (0.2 + clean / start) * 10 ** rng.uniform(-2, 1), rng.uniform(0.05, 0.4))
         tags["train/grad_norm"] = (steps, grad)
@@ -871,8 +1112,15 @@ def random_healthy(seed: int) -> tuple[dict[str, RunSpec], dict]:
     if rng.random() < 0.2:
         tags["weight_norm/fc"] = (steps, scatter(rng, 10 * (1 + 0.3 * np.sqrt(steps / total)), 0.003))
         tags["act/relu1_zero_frac"] = (steps, np.clip(rng.normal(rng.uniform(0.3, 0.6), 0.01, steps.size), 0, 1))
-    description = {"points": points, "every": every, "schedule": str(kind), "noise": str(noise_kind), "rel": rel,
-                   "start": start, "offset": offset}
+    description = {
+        "points": points,
+        "every": every,
+        "schedule": str(kind),
+        "noise": str(noise_kind),
+        "rel": rel,
+        "start": start,
+        "offset": offset,
+    }
     return {".": RunSpec(tags, float(rng.uniform(0.05, 2.0)))}, description
 
 
@@ -883,7 +1131,7 @@ def analyze_scenario(scenario: Scenario | str, seed: int = 0) -> dict:
     """{run name: RunReport} for the scenario's runs, analysed in memory with their logdir context."""
     from types import SimpleNamespace
 
-    from analysis.engine import analyze_run, logdir_context
+    from tbtriage.analysis.engine import analyze_run, logdir_context
 
     scenario = BY_NAME[scenario] if isinstance(scenario, str) else scenario
     runs = runs_in_memory(scenario, seed)
@@ -895,7 +1143,7 @@ def analyze_scenario(scenario: Scenario | str, seed: int = 0) -> dict:
 
 def analyze_tags(tags: dict[str, tuple], name: str = "run", **spec) -> object:
     """The RunReport of one hand-built run: `tags` maps tag -> (steps, values)."""
-    from analysis.engine import analyze_run
+    from tbtriage.analysis.engine import analyze_run
 
     scalars = {t: (np.asarray(s, dtype=np.int64), np.asarray(v, dtype=np.float64)) for t, (s, v) in tags.items()}
     return analyze_run(to_run(name, RunSpec(scalars, **spec)))
@@ -909,9 +1157,18 @@ def kinds(report, severities=("critical", "warning")) -> list[str]:
 # ---- runs from real training ------------------------------------------------------------------------------
 
 
-def train_mlp(seed: int, lr: float = 0.05, epochs: int = 8, n_train: int = 20000, batch: int = 64,
-              hidden: int = 128, schedule: str = "cosine", weight_decay: float = 1e-3, label_noise: float = 0.0,
-              noise: float = 3.0) -> Run:
+def train_mlp(
+    seed: int,
+    lr: float = 0.05,
+    epochs: int = 8,
+    n_train: int = 20000,
+    batch: int = 64,
+    hidden: int = 128,
+    schedule: str = "cosine",
+    weight_decay: float = 1e-3,
+    label_noise: float = 0.0,
+    noise: float = 3.0,
+) -> Run:
     """A real network really trained: a one-hidden-layer ReLU MLP on 10 noisy Gaussian classes, SGD with
     momentum 0.9, logged the way a PyTorch loop logs (per step: loss, grad norm, lr, ReLU zero fraction;
     per epoch: validation loss and accuracy). Its noise, curvature and failures are the optimizer's own."""
@@ -923,13 +1180,18 @@ def train_mlp(seed: int, lr: float = 0.05, epochs: int = 8, n_train: int = 20000
     x_train, y_train, x_val, y_val = inputs[:n_train], labels[:n_train].copy(), inputs[n_train:], labels[n_train:]
     flipped = rng.random(n_train) < label_noise
     y_train[flipped] = rng.integers(0, classes, int(flipped.sum()))
-    params = [rng.normal(0, np.sqrt(2 / dims), (dims, hidden)), np.zeros(hidden),
-              rng.normal(0, np.sqrt(1 / hidden), (hidden, classes)), np.zeros(classes)]
+    params = [
+        rng.normal(0, np.sqrt(2 / dims), (dims, hidden)),
+        np.zeros(hidden),
+        rng.normal(0, np.sqrt(1 / hidden), (hidden, classes)),
+        np.zeros(classes),
+    ]
     velocity = [np.zeros_like(p) for p in params]
     per_epoch = n_train // batch
     total = epochs * per_epoch
-    log: dict[str, tuple[list, list]] = {t: ([], []) for t in (
-        "train/loss", "train/grad_norm", "train/lr", "act/relu_zero_frac", "val/loss", "val/acc")}
+    log: dict[str, tuple[list, list]] = {
+        t: ([], []) for t in ("train/loss", "train/grad_norm", "train/lr", "act/relu_zero_frac", "val/loss", "val/acc")
+    }
 
     def forward(x):
         hidden_out = np.maximum(x @ params[0] + params[1], 0)
@@ -952,8 +1214,12 @@ def train_mlp(seed: int, lr: float = 0.05, epochs: int = 8, n_train: int = 20000
                 d_logits /= idx.size
                 d_hidden = d_logits @ params[2].T
                 d_hidden[hidden_out <= 0] = 0
-                grads = [x_train[idx].T @ d_hidden + weight_decay * params[0], d_hidden.sum(0),
-                         hidden_out.T @ d_logits + weight_decay * params[2], d_logits.sum(0)]
+                grads = [
+                    x_train[idx].T @ d_hidden + weight_decay * params[0],
+                    d_hidden.sum(0),
+                    hidden_out.T @ d_logits + weight_decay * params[2],
+                    d_logits.sum(0),
+                ]
                 norm = np.sqrt(sum(float((g * g).sum()) for g in grads))
                 rate = lr * (0.5 * (1 + np.cos(np.pi * step / total)) if schedule == "cosine" else 1.0)
                 for p, v, g in zip(params, velocity, grads):
@@ -961,8 +1227,12 @@ def train_mlp(seed: int, lr: float = 0.05, epochs: int = 8, n_train: int = 20000
                     v += g
                     p -= rate * v
                 step += 1
-                for tag, value in (("train/loss", loss), ("train/grad_norm", norm), ("train/lr", rate),
-                                   ("act/relu_zero_frac", float((hidden_out <= 0).mean()))):
+                for tag, value in (
+                    ("train/loss", loss),
+                    ("train/grad_norm", norm),
+                    ("train/lr", rate),
+                    ("act/relu_zero_frac", float((hidden_out <= 0).mean())),
+                ):
                     log[tag][0].append(step)
                     log[tag][1].append(value)
             hidden_out, probs = forward(x_val)
@@ -971,6 +1241,8 @@ def train_mlp(seed: int, lr: float = 0.05, epochs: int = 8, n_train: int = 20000
             log["val/acc"][0].append(step)
             log["val/acc"][1].append(float((probs.argmax(1) == y_val).mean()))
     with np.errstate(over="ignore"):  # float32, as event files store them: a 1e140 norm becomes Inf
-        scalars = {t: (np.array(s, dtype=np.int64), np.array(v, dtype=np.float64).astype(np.float32).astype(np.float64))
-                   for t, (s, v) in log.items()}
+        scalars = {
+            t: (np.array(s, dtype=np.int64), np.array(v, dtype=np.float64).astype(np.float32).astype(np.float64))
+            for t, (s, v) in log.items()
+        }
     return to_run("mlp", RunSpec(scalars, 0.01))

@@ -43,7 +43,9 @@ def event_files(path: Path) -> list[str]:
 def _tensor(values, dtype: int, shape=()) -> tensor_pb2.TensorProto:
     arr = np.asarray(values)
     tp = tensor_pb2.TensorProto(dtype=dtype)
-    tp.tensor_shape.CopyFrom(tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=s) for s in shape]))
+    tp.tensor_shape.CopyFrom(
+        tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=s) for s in shape])
+    )
     if dtype == 1:
         tp.float_val.extend(arr.reshape(-1).astype(np.float32).tolist())
     elif dtype == 2:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.model import FINDING_KINDS, ROLES, SEVERITIES
+from tbtriage.analysis.datamodel import FINDING_KINDS, ROLES, SEVERITIES
 
 _FINDING_KEYS = {"kind", "severity", "tags", "step", "end_step", "evidence", "message", "suggestion"}
 _RUN_KEYS = {"run", "files", "last_step", "last_wall_time", "tags", "health", "findings"}
@@ -41,17 +41,27 @@ def contract_problems(doc: Any) -> list[str]:
         missing = _RUN_KEYS - set(run)
         need(not missing, at, f"missing {sorted(missing)}")
         need(isinstance(run.get("run"), str), f"{at}.run", "not a string")
-        need(isinstance(run.get("files"), list) and all(isinstance(f, str) for f in run.get("files", [])),
-             f"{at}.files", "not a list of strings")
+        need(
+            isinstance(run.get("files"), list) and all(isinstance(f, str) for f in run.get("files", [])),
+            f"{at}.files",
+            "not a list of strings",
+        )
         need(_is_int(run.get("last_step")) or run.get("last_step") is None, f"{at}.last_step", "not an int")
-        need(_is_number(run.get("last_wall_time")) or run.get("last_wall_time") is None,
-             f"{at}.last_wall_time", "not a number")
+        need(
+            _is_number(run.get("last_wall_time")) or run.get("last_wall_time") is None,
+            f"{at}.last_wall_time",
+            "not a number",
+        )
         tags = run.get("tags")
         if need(isinstance(tags, dict), f"{at}.tags", "not an object"):
             for tag, info in tags.items():
                 where = f"{at}.tags[{tag!r}]"
                 if need(isinstance(info, dict), where, "not an object"):
-                    need(info.get("role") is None or info.get("role") in ROLES, f"{where}.role", f"{info.get('role')!r} not a role")
+                    need(
+                        info.get("role") is None or info.get("role") in ROLES,
+                        f"{where}.role",
+                        f"{info.get('role')!r} not a role",
+                    )
                     need(_is_int(info.get("points")) and info["points"] >= 0, f"{where}.points", "not a count")
         health = run.get("health")
         if need(isinstance(health, dict), f"{at}.health", "not an object"):
@@ -60,8 +70,11 @@ def contract_problems(doc: Any) -> list[str]:
             components = health.get("components")
             if need(isinstance(components, dict), f"{at}.health.components", "not an object"):
                 for name, value in components.items():
-                    need(value is None or (_is_number(value) and 0 <= value <= 100),
-                         f"{at}.health.components.{name}", f"{value!r} not null or 0-100")
+                    need(
+                        value is None or (_is_number(value) and 0 <= value <= 100),
+                        f"{at}.health.components.{name}",
+                        f"{value!r} not null or 0-100",
+                    )
         findings = run.get("findings")
         if not need(isinstance(findings, list), f"{at}.findings", "not a list"):
             continue
@@ -73,8 +86,11 @@ def contract_problems(doc: Any) -> list[str]:
             need(not missing, where, f"missing {sorted(missing)}")
             need(f.get("kind") in FINDING_KINDS, f"{where}.kind", f"{f.get('kind')!r} not in the vocabulary")
             need(f.get("severity") in SEVERITIES, f"{where}.severity", f"{f.get('severity')!r}")
-            need(isinstance(f.get("tags"), list) and all(isinstance(t, str) for t in f.get("tags", [])),
-                 f"{where}.tags", "not a list of strings")
+            need(
+                isinstance(f.get("tags"), list) and all(isinstance(t, str) for t in f.get("tags", [])),
+                f"{where}.tags",
+                "not a list of strings",
+            )
             for key in ("step", "end_step"):
                 need(f.get(key) is None or _is_int(f.get(key)), f"{where}.{key}", "not an int or null")
             need(isinstance(f.get("evidence"), dict), f"{where}.evidence", "not an object")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.model import Finding, Health, Run, RunReport, Series, SeriesFeatures, TextEntry
+from tbtriage.analysis.datamodel import Finding, Health, Run, RunReport, Series, SeriesFeatures, TextEntry
 
 ROLE_DIRECTION = {"train_loss": -1, "val_loss": -1, "metric": 1}
 
@@ -66,8 +66,13 @@ def make_report(
     roles = {tag: role for tag, (role, _) in curves.items()}
     dirs = {tag: (directions or {}).get(tag, ROLE_DIRECTION.get(role, 0)) for tag, role in roles.items()}
     feats = {tag: features_of(tag, s, roles[tag], dirs[tag]) for tag, (_, s) in curves.items()}
-    components = {"convergence": score, "stability": score, "gradient_health": None,
-                  "resource_efficiency": None, "overfitting_risk": score}
+    components = {
+        "convergence": score,
+        "stability": score,
+        "gradient_health": None,
+        "resource_efficiency": None,
+        "overfitting_risk": score,
+    }
     return RunReport(name, run, roles, dirs, feats, list(findings), Health(score, components))
 
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from rich.text import Text
 
+from tbtriage.tui.app import make_app
+from tbtriage.tui.widgets.run_table import RunTable
+from tbtriage.tui.widgets.tag_chart import TagChart
+from tbtriage.tui.widgets.tag_tree import TagTree
 from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, write_run
 from tests._report_data import finding
-from tui.app import make_app
-from tui.widgets.run_table import RunTable
-from tui.widgets.tag_chart import TagChart
-from tui.widgets.tag_tree import TagTree
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ import csv
 import numpy as np
 import pytest
 
+from tbtriage.tui.app import make_app
+from tbtriage.tui.chart_data import SMOOTHING_WEIGHTS
+from tbtriage.tui.widgets.findings_list import FindingsList
+from tbtriage.tui.widgets.tag_chart import TagChart
 from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
 from tests._report_data import finding
-from tui.app import make_app
-from tui.chart_data import SMOOTHING_WEIGHTS
-from tui.widgets.findings_list import FindingsList
-from tui.widgets.tag_chart import TagChart
 
 SPIKE_STEP = 150
 

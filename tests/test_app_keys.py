@@ -6,15 +6,15 @@ import argparse
 
 import pytest
 
-from analysis.config import Config
+from tbtriage.analysis.config import Config
+from tbtriage.cli import app as cmd_app
+from tbtriage.themes import THEME_ORDER, load_themes, series_colours
+from tbtriage.tui.app import make_app
+from tbtriage.tui.bindings import KEY_ACTIONS
+from tbtriage.tui.commands import TriageCommands
+from tbtriage.tui.screens.help import HelpScreen
+from tbtriage.tui.widgets.series_style import series_style
 from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, write_run
-from themes import THEME_ORDER, load_themes, series_colours
-from tui import cmd_app
-from tui.app import make_app
-from tui.bindings import KEY_ACTIONS
-from tui.commands import TriageCommands
-from tui.screens.help import HelpScreen
-from tui.widgets.series_style import series_style
 
 
 @pytest.fixture
@@ -31,7 +31,11 @@ def test_question_mark_shows_every_action_of_the_binding_table_with_remapped_key
     async def scenario(app, pilot):
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        rows = {(str(k), str(a)) for table in app.screen.tables for k, a in zip(table.columns[0].cells, table.columns[1].cells)}
+        rows = {
+            (str(k), str(a))
+            for table in app.screen.tables
+            for k, a in zip(table.columns[0].cells, table.columns[1].cells)
+        }
         assert {action.id for action in KEY_ACTIONS} <= {a for _, a in rows}
         assert ("L", "log_y") in rows and ("^q", "quit") in rows
         await pilot.press("escape")
@@ -129,7 +133,7 @@ def make(logdir, **kwargs):
 
 
 def test_d_puts_the_local_models_diagnosis_under_the_rule_based_one_or_says_it_is_not_installed(logdir, monkeypatch):
-    from tui.widgets import diagnosis
+    from tbtriage.tui.widgets import diagnosis
 
     app = make(logdir)
 

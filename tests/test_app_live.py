@@ -8,14 +8,14 @@ import time
 
 import numpy as np
 
+from tbtriage.tui.app import make_app
+from tbtriage.tui.screens.dashboard import RunDashboard
+from tbtriage.tui.widgets.findings_list import FindingsList
+from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
+from tbtriage.tui.widgets.run_table import RunTable
+from tbtriage.tui.widgets.tag_chart import TagChart
 from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
 from tests._report_data import finding
-from tui.app import make_app
-from tui.screens.dashboard import RunDashboard
-from tui.widgets.findings_list import FindingsList
-from tui.widgets.grad_heatmap import GradHeatmap
-from tui.widgets.run_table import RunTable
-from tui.widgets.tag_chart import TagChart
 
 FOLLOW = 0.05  # seconds between live passes in these tests
 
@@ -87,7 +87,7 @@ def test_f_pauses_live_follow(tmp_path):
 
 
 def test_enter_opens_the_run_dashboard_and_empty_panels_say_so(tmp_path):
-    layers = {f"grad_norm/layer{i}": np.full(40, 10.0 ** -i) for i in range(4)}
+    layers = {f"grad_norm/layer{i}": np.full(40, 10.0**-i) for i in range(4)}
     write_run(tmp_path, "run", {"train/loss": decaying_loss(40), "val/loss": decaying_loss(40) + 0.2, **layers})
     app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=HandAnalyzer())
 
@@ -120,7 +120,9 @@ def test_quitting_while_runs_are_still_being_analysed_exits_at_once(tmp_path):
         write_run(tmp_path, f"run{i:02d}", {"train/loss": decaying_loss(10, seed=i)})
     first_started = threading.Event()
 
-    def slow_analyzer(run, context, _hand=HandAnalyzer()):
+    hand = HandAnalyzer()
+
+    def slow_analyzer(run, context, _hand=hand):
         first_started.set()
         time.sleep(0.3)
         return _hand(run, context)
@@ -142,7 +144,7 @@ def test_quitting_while_runs_are_still_being_analysed_exits_at_once(tmp_path):
 
 
 def test_quitting_while_event_files_are_still_being_read_exits_at_once(tmp_path):
-    import analysis
+    import tbtriage
 
     for i in range(12):
         write_run(tmp_path, f"run{i:02d}", {"train/loss": decaying_loss(10, seed=i)})
@@ -159,7 +161,7 @@ def test_quitting_while_event_files_are_still_being_read_exits_at_once(tmp_path)
             runs_read.append(name)
             on_run(name, run)
 
-        return analysis.load(path, cancel=slow_cancel, on_run=record)
+        return tbtriage.load(path, cancel=slow_cancel, on_run=record)
 
     app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=HandAnalyzer(), loader=slow_load)
 

@@ -7,17 +7,17 @@ import time
 import numpy as np
 import pytest
 
-from analysis.model import Run, Series
-from analysis.smoothing import ema
+from tbtriage.analysis.datamodel import Run, Series
+from tbtriage.analysis.smoothing import ema
+from tbtriage.tui.chart_data import ChartOptions, SeriesRequest, log_ticks, prepare_chart, wall_ticks
+from tbtriage.tui.csv_export import export_filename
+from tbtriage.tui.regex_filter import regex_filter
+from tbtriage.tui.run_rows import LIVE_SECONDS, format_age, run_row, sort_rows
+from tbtriage.tui.safe_text import literal, multiline, plain
+from tbtriage.tui.widgets.grad_heatmap import heatmap_grid, layer_labels
+from tbtriage.tui.widgets.tag_tree import group_tags
 from tests._app_data import NOW, report_for
 from tests._report_data import finding
-from tui.chart_data import ChartOptions, SeriesRequest, log_ticks, prepare_chart, wall_ticks
-from tui.csv_export import export_filename
-from tui.regex_filter import regex_filter
-from tui.run_rows import LIVE_SECONDS, format_age, run_row, sort_rows
-from tui.safe_text import literal, multiline, plain
-from tui.widgets.grad_heatmap import heatmap_grid, layer_labels
-from tui.widgets.tag_tree import group_tags
 
 
 def _smoother(request: SeriesRequest, weight: float) -> np.ndarray:
@@ -97,7 +97,9 @@ def test_run_rows_rank_worst_health_first_and_mark_live_runs_by_the_injected_clo
     broken = _run("broken", NOW - LIVE_SECONDS - 1)
     reports = {
         "live": report_for(live, [], 90),
-        "broken": report_for(broken, [finding("broken", "divergence", "critical", 7), finding("broken", "plateau", "warning", 3)], 20),
+        "broken": report_for(
+            broken, [finding("broken", "divergence", "critical", 7), finding("broken", "plateau", "warning", 3)], 20
+        ),
     }
     rows = [run_row(run, reports.get(run.name), NOW) for run in (live, stale, broken)]
 

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from analysis.compare import (
+from tbtriage.analysis.compare import (
     Stat,
     best_metric,
     compare,
@@ -104,7 +104,11 @@ def test_stat_is_mean_and_sample_std_over_finite_values():
 
 def test_seeds_of_one_config_are_compared_as_a_group():
     reports = [
-        make_report(f"cosine_seed{i}", {"loss": ("train_loss", loss_curve(seed=i)), "val/acc": ("metric", accuracy_curve(top=t))}, score=s)
+        make_report(
+            f"cosine_seed{i}",
+            {"loss": ("train_loss", loss_curve(seed=i)), "val/acc": ("metric", accuracy_curve(top=t))},
+            score=s,
+        )
         for i, (t, s) in enumerate([(0.90, 95), (0.86, 60), (0.88, 90)])
     ]
     reports[1].findings.append(finding("cosine_seed1", "loss_spike", "warning", 700))
@@ -141,10 +145,16 @@ def test_hparams_come_from_plugin_config_files_and_text_summaries_without_touchi
         make_report("lightning", {"loss": ("train_loss", loss_curve())}, path=yaml_run),
         make_report("script", {"loss": ("train_loss", loss_curve())}, path=args_run),
         make_report("plugin", {"loss": ("train_loss", loss_curve())}, hparams={"lr": 0.01, "batch_size": 32.0}),
-        make_report("hf", {"loss": ("train_loss", loss_curve())},
-                    texts={"args/text_summary": json.dumps({"learning_rate": 3e-4, "seed": 1}, indent=2)}),
-        make_report("md", {"loss": ("train_loss", loss_curve())},
-                    texts={"hparams/text_summary": "| key | value |\n|---|---|\n| lr | 0.2 |\n| batch_size | 16 |"}),
+        make_report(
+            "hf",
+            {"loss": ("train_loss", loss_curve())},
+            texts={"args/text_summary": json.dumps({"learning_rate": 3e-4, "seed": 1}, indent=2)},
+        ),
+        make_report(
+            "md",
+            {"loss": ("train_loss", loss_curve())},
+            texts={"hparams/text_summary": "| key | value |\n|---|---|\n| lr | 0.2 |\n| batch_size | 16 |"},
+        ),
         make_report("none", {"loss": ("train_loss", loss_curve())}),
     ]
     values, sources = hparams_of(reports[0])

@@ -9,10 +9,19 @@ import types
 import numpy as np
 import pytest
 
-import analysis
-from analysis.demo import EPOCH_STEPS, HEALTHY_RUNS, MARKER, PLANTED, TOTAL_STEPS, DemoDirError, default_demo_dir, write_demo
-from tui import cmd_demo
-from tui.cli import main
+import tbtriage
+from tbtriage.analysis.demo import (
+    EPOCH_STEPS,
+    HEALTHY_RUNS,
+    MARKER,
+    PLANTED,
+    TOTAL_STEPS,
+    DemoDirError,
+    default_demo_dir,
+    write_demo,
+)
+from tbtriage.cli import demo as cmd_demo
+from tbtriage.cli.main import main
 
 #: The issue's bar for an onset: within 2 % of the run length, or one validation interval for val-based kinds.
 ONSET_TOLERANCE = 0.02 * TOTAL_STEPS
@@ -23,16 +32,20 @@ VAL_BASED_KINDS = {"overfitting"}
 def demo(tmp_path_factory):
     path = tmp_path_factory.mktemp("demo") / "logdir"
     written = write_demo(path)
-    return written, analysis.load(path)
+    return written, tbtriage.load(path)
 
 
 @pytest.fixture(scope="module")
 def report(demo):
-    return analysis.diagnose(demo[1])
+    return tbtriage.diagnose(demo[1])
 
 
 def _digest(root):
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 # ---- what is written ---------------------------------------------------------------------------------
@@ -95,7 +108,7 @@ def test_a_non_empty_directory_that_is_not_a_demo_is_refused(tmp_path):
 
 def test_default_dir_is_cwd_or_a_temporary_one_when_cwd_is_read_only(tmp_path, monkeypatch):
     assert default_demo_dir(tmp_path) == tmp_path / "tbtriage-demo"
-    monkeypatch.setattr("analysis.demo.os.access", lambda *_: False)
+    monkeypatch.setattr("tbtriage.analysis.demo.os.access", lambda *_: False)
     fallback = default_demo_dir(tmp_path)
     assert fallback.parent != tmp_path and fallback.name.startswith("tbtriage-demo-")
     fallback.rmdir()
@@ -157,7 +170,9 @@ def test_demo_falls_back_to_the_summary_when_there_is_no_app(tmp_path, monkeypat
 def test_the_report_finds_each_planted_pathology_at_its_onset(report, planted):
     by_run = {r.name: r for r in report.runs}
     found = [f for f in by_run[planted.run].findings if f.kind == planted.kind]
-    assert found, f"{planted.kind} not found on {planted.run}: {[(f.kind, f.step) for f in by_run[planted.run].findings]}"
+    assert found, (
+        f"{planted.kind} not found on {planted.run}: {[(f.kind, f.step) for f in by_run[planted.run].findings]}"
+    )
     if planted.step is not None:
         tolerance = EPOCH_STEPS if planted.kind in VAL_BASED_KINDS else ONSET_TOLERANCE
         onsets = [f.step for f in found]
@@ -167,7 +182,9 @@ def test_the_report_finds_each_planted_pathology_at_its_onset(report, planted):
 @pytest.mark.parametrize("run", HEALTHY_RUNS)
 def test_healthy_runs_get_nothing_at_warning_or_above(report, run):
     by_run = {r.name: r for r in report.runs}
-    loud = [(f.kind, f.severity, f.step, f.message) for f in by_run[run].findings if f.severity in ("critical", "warning")]
+    loud = [
+        (f.kind, f.severity, f.step, f.message) for f in by_run[run].findings if f.severity in ("critical", "warning")
+    ]
     assert loud == []
 
 

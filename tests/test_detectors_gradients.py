@@ -46,8 +46,11 @@ def test_a_first_layer_whose_gradient_fades_below_a_thousandth_of_the_others_is_
 
 def test_a_layer_with_no_gradient_at_all_is_reported_as_frozen_info():
     steps = steps_every(1000, 10)
-    tags = {"grad_norm/embed": (steps, np.zeros(steps.size)), "grad_norm/fc": (steps, np.full(steps.size, 0.1)),
-            "grad_norm/conv": (steps, np.full(steps.size, 0.2))}
+    tags = {
+        "grad_norm/embed": (steps, np.zeros(steps.size)),
+        "grad_norm/fc": (steps, np.full(steps.size, 0.1)),
+        "grad_norm/conv": (steps, np.full(steps.size, 0.2)),
+    }
     finding = _one(analyze_tags(tags), "vanishing_gradients")
     assert finding.severity == "info" and "frozen" in finding.message
 
@@ -79,7 +82,7 @@ def test_a_loss_scale_falling_from_2_12_to_below_1_from_2000_is_a_critical_amp_o
 def test_a_grad_scaler_that_calibrates_then_hovers_is_healthy():
     steps = steps_every(20000, 10)
     octave = np.maximum(16 - 3 * np.arange(steps.size), 13) + (steps // 2000) % 2
-    assert not kinds(analyze_tags({"grad_scaler/scale": (steps, 2.0 ** octave)}), ("critical", "warning", "info"))
+    assert not kinds(analyze_tags({"grad_scaler/scale": (steps, 2.0**octave)}), ("critical", "warning", "info"))
 
 
 def test_grad_norm_inf_on_many_steps_while_the_loss_stays_finite_is_amp_overflow():
@@ -87,7 +90,8 @@ def test_grad_norm_inf_on_many_steps_while_the_loss_stays_finite_is_amp_overflow
     rng = np.random.default_rng(3)
     grad = scatter(rng, np.full(steps.size, 1.0), 0.1)
     grad[rng.choice(steps.size, 12, replace=False)] = np.inf
-    finding = _one(analyze_tags({"train/grad_norm": (steps, grad), "train/loss": (steps, 2 - steps / 3000)}),
-                   "amp_overflow")
+    finding = _one(
+        analyze_tags({"train/grad_norm": (steps, grad), "train/loss": (steps, 2 - steps / 3000)}), "amp_overflow"
+    )
     assert finding.severity == "warning" and finding.evidence["overflow_points"] == 12
     assert "exploding_gradients" not in kinds(analyze_tags({"train/grad_norm": (steps, grad)}))

@@ -5,8 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests._engine_data import (analyze_scenario, analyze_tags, kinds, loss_from_lr, lr_sgdr, lr_step,
-                                lr_warmup_cosine, scatter, steps_every)
+from tests._engine_data import (
+    analyze_scenario,
+    analyze_tags,
+    kinds,
+    loss_from_lr,
+    lr_sgdr,
+    lr_step,
+    lr_warmup_cosine,
+    scatter,
+    steps_every,
+)
 
 
 def _one(report, kind):
@@ -78,7 +87,11 @@ def test_step_decay_drops_are_not_spikes_and_a_noisy_healthy_loss_has_none():
 def test_a_spike_every_epoch_is_periodic_and_says_where_in_the_epoch(seed):
     finding = _one(analyze_scenario("periodic_spikes", seed)["."], "periodic_spikes")
     assert finding.severity == "warning" and finding.step == 70
-    assert finding.evidence["period"] == 300 and finding.evidence["per_epoch"] and finding.evidence["offset_in_epoch"] == 70
+    assert (
+        finding.evidence["period"] == 300
+        and finding.evidence["per_epoch"]
+        and finding.evidence["offset_in_epoch"] == 70
+    )
     assert "loss_spike" not in kinds(analyze_scenario("periodic_spikes", seed)["."])
 
 

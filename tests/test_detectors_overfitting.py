@@ -55,7 +55,9 @@ def test_validation_accuracy_falling_while_train_loss_falls_is_overfitting():
     train = scatter(rng, 0.05 + 2.0 * np.exp(-steps / 600), 0.04)
     val_steps = steps_every(4000, 200)
     acc = 0.85 - 0.4 * np.exp(-val_steps / 500) - np.where(val_steps > 2000, (val_steps - 2000) / 2000 * 0.08, 0)
-    report = analyze_tags({"train/loss": (steps, train), "eval/accuracy": (val_steps, acc + rng.normal(0, 0.002, acc.size))})
+    report = analyze_tags(
+        {"train/loss": (steps, train), "eval/accuracy": (val_steps, acc + rng.normal(0, 0.002, acc.size))}
+    )
     finding = next(f for f in report.findings if f.kind == "overfitting")
     assert abs(finding.step - 2000) <= 200 and finding.evidence["val_tag"] == "eval/accuracy"
 
@@ -63,23 +65,29 @@ def test_validation_accuracy_falling_while_train_loss_falls_is_overfitting():
 def test_five_evaluations_are_not_enough_to_warn():
     steps = steps_every(500, 10)
     val_steps = np.array([100, 200, 300, 400, 500])
-    report = analyze_tags({"train_loss": (steps, 2.0 * np.exp(-steps / 100) + 0.1),
-                           "val_loss": (val_steps, np.array([1.0, 0.6, 0.7, 0.8, 0.9]))})
+    report = analyze_tags(
+        {
+            "train_loss": (steps, 2.0 * np.exp(-steps / 100) + 0.1),
+            "val_loss": (val_steps, np.array([1.0, 0.6, 0.7, 0.8, 0.9])),
+        }
+    )
     assert "overfitting" not in kinds(report)
 
 
 def test_a_tf_estimator_model_dir_with_an_eval_subdir_is_judged_like_keras_siblings():
     from types import SimpleNamespace
 
-    from analysis.engine import analyze_run, logdir_context
+    from tbtriage.analysis.engine import analyze_run, logdir_context
     from tests._engine_data import RunSpec, to_run
 
     steps = steps_every(20000, 100)
     rng = np.random.default_rng(4)
     eval_steps = steps_every(20000, 1000)
     eval_loss = 0.5 + 1.5 * np.exp(-eval_steps / 3000) + np.maximum(eval_steps - 8000, 0) / 12000 * 0.3
-    runs = {".": to_run(".", RunSpec({"loss": (steps, scatter(rng, 0.1 + 2.0 * np.exp(-steps / 3000), 0.03))})),
-            "eval": to_run("eval", RunSpec({"loss": (eval_steps, eval_loss)}))}
+    runs = {
+        ".": to_run(".", RunSpec({"loss": (steps, scatter(rng, 0.1 + 2.0 * np.exp(-steps / 3000), 0.03))})),
+        "eval": to_run("eval", RunSpec({"loss": (eval_steps, eval_loss)})),
+    }
     context = logdir_context(SimpleNamespace(runs=runs))
     finding = next(f for f in analyze_run(runs["."], None, context).findings if f.kind == "overfitting")
     assert finding.evidence["val_run"] == "eval" and abs(finding.step - 8000) <= 1000

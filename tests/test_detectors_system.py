@@ -7,10 +7,20 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from analysis.engine import analyze_run, logdir_context
-from analysis.model import Note
-from tests._engine_data import (BY_NAME, RunSpec, analyze_scenario, build, analyze_tags, kinds, lr_sgdr, lr_warmup_cosine,
-                                steps_every, to_run)
+from tbtriage.analysis.datamodel import Note
+from tbtriage.analysis.engine import analyze_run, logdir_context
+from tests._engine_data import (
+    BY_NAME,
+    RunSpec,
+    analyze_scenario,
+    analyze_tags,
+    build,
+    kinds,
+    lr_sgdr,
+    lr_warmup_cosine,
+    steps_every,
+    to_run,
+)
 
 
 def _one(report, kind):
@@ -34,8 +44,13 @@ def test_a_loader_that_slows_down_at_1800_is_a_bottleneck_from_there():
 def test_a_busy_gpu_with_fast_loading_is_fine():
     steps = steps_every(3000, 10)
     rng = np.random.default_rng(0)
-    report = analyze_tags({"time": (steps, np.full(steps.size, 0.4)), "data_time": (steps, np.full(steps.size, 0.01)),
-                           "gpu/util": (steps, rng.normal(95, 2, steps.size))})
+    report = analyze_tags(
+        {
+            "time": (steps, np.full(steps.size, 0.4)),
+            "data_time": (steps, np.full(steps.size, 0.01)),
+            "gpu/util": (steps, rng.normal(95, 2, steps.size)),
+        }
+    )
     assert not kinds(report, ("critical", "warning", "info"))
 
 
@@ -56,12 +71,15 @@ def test_an_lr_schedule_that_ends_at_1900_of_3000_is_an_lr_anomaly_from_1900():
     assert finding.step == 1900 and "stayed there" in finding.message
 
 
-@pytest.mark.parametrize("lr", [
-    lr_warmup_cosine(steps_every(3000, 10), 1e-3, 100, 3000),  # cosine down to exactly 0 at the last step
-    lr_sgdr(steps_every(3000, 10), 0.1, 500),  # warm restarts back up to the peak
-    np.where(steps_every(3000, 10) < 1500, 0.1, 0.01),  # step decay
-    np.linspace(0.0, 1e-3, 300),  # a run still in its warmup
-])
+@pytest.mark.parametrize(
+    "lr",
+    [
+        lr_warmup_cosine(steps_every(3000, 10), 1e-3, 100, 3000),  # cosine down to exactly 0 at the last step
+        lr_sgdr(steps_every(3000, 10), 0.1, 500),  # warm restarts back up to the peak
+        np.where(steps_every(3000, 10) < 1500, 0.1, 0.01),  # step decay
+        np.linspace(0.0, 1e-3, 300),  # a run still in its warmup
+    ],
+)
 def test_ordinary_schedules_are_not_lr_anomalies(lr):
     assert "lr_anomaly" not in kinds(analyze_tags({"lr": (steps_every(3000, 10), lr)}), ("critical", "warning", "info"))
 
@@ -77,7 +95,9 @@ def test_reader_notes_become_run_restart_and_data_integrity_findings():
     run = to_run("r", RunSpec({"loss": (np.arange(10), np.ones(10))}))
     run.notes.append(Note("data_integrity", "r/events.out.tfevents.1", "bad CRC at byte 4096: stopped there", 4096))
     finding = _one(analyze_run(run), "data_integrity")
-    assert finding.severity == "warning" and finding.evidence["offset"] == 4096 and finding.message.startswith("bad CRC")
+    assert (
+        finding.severity == "warning" and finding.evidence["offset"] == 4096 and finding.message.startswith("bad CRC")
+    )
 
 
 def test_a_run_that_stopped_writing_while_its_siblings_continue_is_stalled_in_a_live_logdir():
@@ -90,15 +110,19 @@ def test_a_run_that_stopped_writing_while_its_siblings_continue_is_stalled_in_a_
 
 def test_runs_of_a_sequential_sweep_and_finished_runs_are_not_stalled():
     steps = steps_every(3000, 10)
-    specs = {"first": RunSpec({"loss": (steps, 2 - steps / 3000)}, 1.0, 1_700_000_000.0),
-             "second": RunSpec({"loss": (steps, 2 - steps / 3000)}, 1.0, 1_700_004_000.0)}
+    specs = {
+        "first": RunSpec({"loss": (steps, 2 - steps / 3000)}, 1.0, 1_700_000_000.0),
+        "second": RunSpec({"loss": (steps, 2 - steps / 3000)}, 1.0, 1_700_004_000.0),
+    }
     runs = {name: to_run(name, spec) for name, spec in specs.items()}
     context = logdir_context(SimpleNamespace(runs=runs), now=1_700_007_100.0)
     assert "stalled" not in kinds(analyze_run(runs["first"], None, context), ("critical", "warning", "info"))
     # A parallel run that stopped early but whose lr schedule had run down to ~0 finished; it did not stall.
     lr = lr_warmup_cosine(steps_every(1000, 10), 1e-3, 10, 1000)
-    specs = {"short": RunSpec({"loss": (steps[:100], 2 - steps[:100] / 3000), "lr": (steps[:100], lr)}, 1.0),
-             "long": RunSpec({"loss": (steps, 2 - steps / 3000)}, 1.0)}
+    specs = {
+        "short": RunSpec({"loss": (steps[:100], 2 - steps[:100] / 3000), "lr": (steps[:100], lr)}, 1.0),
+        "long": RunSpec({"loss": (steps, 2 - steps / 3000)}, 1.0),
+    }
     runs = {name: to_run(name, spec) for name, spec in specs.items()}
     context = logdir_context(SimpleNamespace(runs=runs), now=runs["long"].last_wall_time + 5)
     assert "stalled" not in kinds(analyze_run(runs["short"], None, context), ("critical", "warning", "info"))

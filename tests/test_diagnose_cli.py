@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import llm
+from tbtriage.analysis import llm
+from tbtriage.cli.main import main
 from tests._app_data import write_run
 from tests.tiny_gguf import build_tiny_gguf
-from tui.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +52,20 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_with_a_model_the_answer_follows_the_rule_based_findings_and_is_grounded(logdir, tiny_model, capsys, clean_env):
     pytest.importorskip("llama_cpp")
-    code, out, err = run_cli(capsys, str(logdir), "--run", "big_lr", "--model", str(tiny_model),
-                             "--max-tokens", "60", "--threads", "1", "--lang", "en")
+    code, out, err = run_cli(
+        capsys,
+        str(logdir),
+        "--run",
+        "big_lr",
+        "--model",
+        str(tiny_model),
+        "--max-tokens",
+        "60",
+        "--threads",
+        "1",
+        "--lang",
+        "en",
+    )
     assert code == 0, err
     rules = out.index("## Rule-based findings")
     model = out.index("## Model diagnosis (tiny-random-llama, offline)")
@@ -65,8 +77,9 @@ def test_with_a_model_the_answer_follows_the_rule_based_findings_and_is_grounded
 
 def test_json_mode_prints_one_validated_object_with_unsupported_claims(logdir, tiny_model, capsys, clean_env):
     pytest.importorskip("llama_cpp")
-    code, out, err = run_cli(capsys, str(logdir), "--run", "big_lr", "--model", str(tiny_model),
-                             "--format", "json", "--threads", "1")
+    code, out, err = run_cli(
+        capsys, str(logdir), "--run", "big_lr", "--model", str(tiny_model), "--format", "json", "--threads", "1"
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["run"] == "big_lr" and any(f["kind"] == "divergence" for f in data["findings"])
@@ -104,7 +117,9 @@ def test_without_any_model_the_rules_still_print_and_one_line_says_where_to_get_
     [(None, "model file not found"), (b"<html>404</html>" * 4, "not a GGUF file"), ("cut", "truncated GGUF file")],
     ids=["missing", "not-gguf", "truncated"],
 )
-def test_a_bad_model_file_is_one_clear_line_and_exit_2(logdir, tiny_model, tmp_path, capsys, clean_env, content, problem):
+def test_a_bad_model_file_is_one_clear_line_and_exit_2(
+    logdir, tiny_model, tmp_path, capsys, clean_env, content, problem
+):
     bad = tmp_path / "model.gguf"
     if content == "cut":
         bad.write_bytes(tiny_model.read_bytes()[:100_000])

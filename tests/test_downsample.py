@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.downsample import minmax_downsample
+from tbtriage.analysis.downsample import minmax_downsample
 
 
 def test_a_single_spike_in_a_million_points_survives_downsampling_to_80_columns():

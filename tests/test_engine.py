@@ -13,11 +13,19 @@ import json
 import numpy as np
 import pytest
 
-import analysis
-from analysis.engine import Report, analyze_run, diagnose, scalar_span
-from analysis.model import FINDING_KINDS, ROLES, SEVERITIES
-from tests._engine_data import (HEALTHY, PATHOLOGIES, SCENARIOS, RunSpec, random_healthy, to_run, tolerance,
-                                write_scenario)
+import tbtriage
+from tbtriage.analysis.datamodel import FINDING_KINDS, ROLES, SEVERITIES
+from tbtriage.analysis.engine import Report, analyze_run, diagnose, scalar_span
+from tests._engine_data import (
+    HEALTHY,
+    PATHOLOGIES,
+    SCENARIOS,
+    RunSpec,
+    random_healthy,
+    to_run,
+    tolerance,
+    write_scenario,
+)
 
 #: Analyse as if the morning after: the logdir is not live, so a stopped run is worth an info at most.
 MORNING_AFTER = 86400.0
@@ -29,7 +37,7 @@ def logdir(tmp_path_factory):
     for scenario in SCENARIOS:
         if scenario.now_offset is None:
             write_scenario(root, scenario)
-    return analysis.load(root)
+    return tbtriage.load(root)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +61,11 @@ def test_each_planted_pathology_is_found_at_its_onset(report, scenario):
     by_name = {r.name: r for r in report.runs}
     for expected in scenario.expected:
         run = by_name[_run_name(scenario, expected.run)]
-        hits = [f for f in run.findings if f.kind == expected.kind
-                and SEVERITIES.index(f.severity) <= SEVERITIES.index(expected.severity)]
+        hits = [
+            f
+            for f in run.findings
+            if f.kind == expected.kind and SEVERITIES.index(f.severity) <= SEVERITIES.index(expected.severity)
+        ]
         assert hits, f"{expected.kind} not found: {[(f.kind, f.severity, f.step) for f in run.findings]}"
         if expected.step is not None:
             allowed = tolerance(scenario, expected, {expected.run: run.run})
@@ -72,7 +83,7 @@ def test_healthy_runs_get_no_warning_or_critical_finding(report, scenario):
 def test_a_run_that_stops_writing_while_its_siblings_go_on_is_stalled_in_a_live_logdir(tmp_path):
     scenario = next(s for s in SCENARIOS if s.now_offset is not None)
     directory = write_scenario(tmp_path, scenario)
-    logdir = analysis.load(directory)
+    logdir = tbtriage.load(directory)
     latest = max(scalar_span(run)[1] for run in logdir.runs.values())
     live = {r.name: r for r in diagnose(logdir, now=latest + scenario.now_offset).runs}
     stalled = [f for f in live["seed1"].findings if f.kind == "stalled"]
@@ -97,23 +108,27 @@ def test_the_json_report_follows_the_contract(report, logdir):
     text = report.to_json()
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert set(data) == {"tool", "version", "logdir", "runs"}
-    assert data["tool"] == "tbtriage" and data["version"] == analysis.__version__
+    assert data["tool"] == "tbtriage" and data["version"] == tbtriage.__version__
     assert data["logdir"] == str(logdir.path)
     assert [r["run"] for r in data["runs"]] == [r.name for r in report.runs]
     for run in data["runs"]:
         assert set(run) == {"run", "files", "last_step", "last_wall_time", "tags", "health", "findings"}
         assert isinstance(run["files"], list) and run["files"] and all(isinstance(f, str) for f in run["files"])
         assert isinstance(run["last_step"], int) and _is_number(run["last_wall_time"])
-        for tag, info in run["tags"].items():
+        for info in run["tags"].values():
             assert set(info) == {"role", "points"} and (info["role"] is None or info["role"] in ROLES)
             assert isinstance(info["points"], int) and info["points"] > 0
         assert set(run["health"]) == {"score", "components"} and 0 <= run["health"]["score"] <= 100
-        assert set(run["health"]["components"]) == {"convergence", "stability", "gradient_health",
-                                                    "resource_efficiency", "overfitting_risk"}
+        assert set(run["health"]["components"]) == {
+            "convergence",
+            "stability",
+            "gradient_health",
+            "resource_efficiency",
+            "overfitting_risk",
+        }
         assert all(v is None or 0 <= v <= 100 for v in run["health"]["components"].values())
         for finding in run["findings"]:
-            assert set(finding) == {"kind", "severity", "tags", "step", "end_step", "evidence", "message",
-                                    "suggestion"}
+            assert set(finding) == {"kind", "severity", "tags", "step", "end_step", "evidence", "message", "suggestion"}
             assert finding["kind"] in FINDING_KINDS and finding["severity"] in SEVERITIES
             assert isinstance(finding["tags"], list) and isinstance(finding["evidence"], dict)
             assert finding["step"] is None or isinstance(finding["step"], int)
@@ -161,12 +176,26 @@ def test_a_run_of_a_million_points_is_analysed(tmp_path):
 def test_any_float32_data_is_analysed_without_an_error_or_a_numpy_warning():
     import warnings
 
-    from analysis.engine import run_report_dict
-    from analysis.model import Run, Series
+    from tbtriage.analysis.datamodel import Run, Series
+    from tbtriage.analysis.engine import run_report_dict
 
     rng = np.random.default_rng(7)
-    tags = ["train/loss", "eval/loss", "train/learning_rate", "train/grad_norm", "grad_norm/layer1", "weight_norm/fc",
-            "act/relu_zero_frac", "loss_scale", "data_time", "time", "gpu/util", "eval/accuracy", "loss_cls", "epoch"]
+    tags = [
+        "train/loss",
+        "eval/loss",
+        "train/learning_rate",
+        "train/grad_norm",
+        "grad_norm/layer1",
+        "weight_norm/fc",
+        "act/relu_zero_frac",
+        "loss_scale",
+        "data_time",
+        "time",
+        "gpu/util",
+        "eval/accuracy",
+        "loss_cls",
+        "epoch",
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for _ in range(150):
@@ -188,11 +217,18 @@ def test_a_really_trained_network_with_sane_settings_gets_no_warning(seed):
     assert not [f for f in report.findings if f.severity != "info"] and report.health.score >= 90
 
 
-@pytest.mark.parametrize("settings,kind", [
-    ({"lr": 8.0, "schedule": "constant", "epochs": 2, "n_train": 4000}, "divergence"),
-    ({"lr": 1e-6, "schedule": "constant", "epochs": 6, "n_train": 4000}, "slow_convergence"),
-    ({"n_train": 300, "epochs": 120, "batch": 32, "hidden": 256, "label_noise": 0.3, "weight_decay": 0.0}, "overfitting"),
-], ids=["lr_too_high", "lr_too_low", "small_data_no_regularisation"])
+@pytest.mark.parametrize(
+    "settings,kind",
+    [
+        ({"lr": 8.0, "schedule": "constant", "epochs": 2, "n_train": 4000}, "divergence"),
+        ({"lr": 1e-6, "schedule": "constant", "epochs": 6, "n_train": 4000}, "slow_convergence"),
+        (
+            {"n_train": 300, "epochs": 120, "batch": 32, "hidden": 256, "label_noise": 0.3, "weight_decay": 0.0},
+            "overfitting",
+        ),
+    ],
+    ids=["lr_too_high", "lr_too_low", "small_data_no_regularisation"],
+)
 def test_a_really_trained_network_with_a_bad_setting_gets_the_right_diagnosis(settings, kind):
     from tests._engine_data import train_mlp
 

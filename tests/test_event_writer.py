@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as tensorboard_crc
 
-from analysis.event_writer import encode_scalar_block, frame_records, masked_crc32c, write_event_file
+from tbtriage.analysis.event_writer import encode_scalar_block, frame_records, masked_crc32c, write_event_file
 
 
 @settings(max_examples=60, deadline=None)

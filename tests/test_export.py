@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-import analysis
-from analysis import export as export_mod
-from tui.cli import main
+import tbtriage
+from tbtriage.analysis import export as export_mod
+from tbtriage.cli.main import main
 from tests._event_files import write_pytorch_run
 
 
@@ -29,7 +29,7 @@ def test_csv_holds_every_point_exactly(logdir, tmp_path, capsys):
     assert main(["export", str(logdir), "--out", str(out)]) == 0
     assert "wrote" in capsys.readouterr().err
     rows = list(csv.DictReader(out.open()))
-    loaded = analysis.load(logdir)
+    loaded = tbtriage.load(logdir)
     expected = sum(len(s) for r in loaded.runs.values() for s in r.scalars.values())
     assert len(rows) == expected
     got = [float(r["value"]) for r in rows if r["run"] == "bs32" and r["tag"] == "train/loss"]
@@ -41,9 +41,9 @@ def test_filters_and_smoothing(logdir, capsys):
     assert main(["export", str(logdir), "--runs", "64$", "--tags", "^train/", "--smoothing", "0.6"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert {(r["run"], r["tag"]) for r in rows} == {("bs64", "train/loss")}
-    from analysis.smoothing import ema
+    from tbtriage.analysis.smoothing import ema
 
-    s = analysis.load(logdir).runs["bs64"].scalars["train/loss"]
+    s = tbtriage.load(logdir).runs["bs64"].scalars["train/loss"]
     np.testing.assert_allclose([float(r["smoothed"]) for r in rows], ema(s.values, 0.6), rtol=0, atol=1e-12)
 
 
@@ -109,7 +109,7 @@ def test_piping_into_head_ends_quietly(tmp_path):
     logdir = write_pytorch_run(tmp_path / "big", n=4000)  # ~260 kB of CSV: more than a pipe holds
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "export", str(logdir)],
+        [sys.executable, "-m", "tbtriage", "export", str(logdir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent),

@@ -8,10 +8,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.features import context_windows, find_spikes, periodicity, series_features
-from analysis.model import Run, Series
-from analysis.roles import assign_roles
-from analysis.smoothing import diff_noise, ema, scale_noise
+from tbtriage.analysis.datamodel import Run, Series
+from tbtriage.analysis.features import context_windows, find_spikes, periodicity, series_features
+from tbtriage.analysis.roles import assign_roles
+from tbtriage.analysis.smoothing import diff_noise, ema, scale_noise
 
 
 def tensorboard_smoothing(values, weight):
@@ -31,9 +31,12 @@ def tensorboard_smoothing(values, weight):
 
 
 values_with_gaps = st.lists(
-    st.one_of(st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False), st.just(float("nan")),
-              st.just(float("inf"))),
-    min_size=1, max_size=400)
+    st.one_of(
+        st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False), st.just(float("nan")), st.just(float("inf"))
+    ),
+    min_size=1,
+    max_size=400,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -125,7 +128,9 @@ def test_spikes_that_recur_every_epoch_have_that_period():
 def test_a_flat_start_is_a_plateau_and_a_falling_curve_has_none_at_its_start():
     rng = np.random.default_rng(5)
     steps = np.arange(0, 3000, 10)
-    stuck = np.where(steps < 900, 2.303, 0.3 + 2.0 * np.exp(-(steps - 900) / 300)) * np.exp(rng.normal(0, 0.02, steps.size))
+    stuck = np.where(steps < 900, 2.303, 0.3 + 2.0 * np.exp(-(steps - 900) / 300)) * np.exp(
+        rng.normal(0, 0.02, steps.size)
+    )
     plateaus = series_features("loss", Series(steps, steps * 1.0, stuck), "train_loss", -1).plateaus
     assert plateaus and plateaus[0][0] <= 60 and 800 <= plateaus[0][1] <= 950
     falling = 0.3 + 2.0 * np.exp(-steps / 500) * np.exp(rng.normal(0, 0.02, steps.size))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from analysis.grounding import UNSUPPORTED_MARK, check_answer, check_text, mark_unsupported
-from analysis.prompt import Evidence, build_prompt
+from tbtriage.analysis.grounding import UNSUPPORTED_MARK, check_answer, check_text, mark_unsupported
+from tbtriage.analysis.prompt import Evidence, build_prompt
 from tests._llm_data import BLOWUP_STEP, GRAD_RISE_STEP, LAST_STEP, blowup_report
 
 EVIDENCE = Evidence(
@@ -77,8 +77,12 @@ def test_json_answers_check_evidence_steps_and_texts_but_not_fix_values():
     answer = {
         "summary": "Gradient explosion at step 1210 with grad_norm 149.",
         "causes": [
-            {"cause": "lr too high, loss 7.5 at step 999", "confidence": "high",
-             "evidence_steps": [1210, 4242], "fixes": ["clip at 1.0", "lr 1e-4 from step 1210"]},
+            {
+                "cause": "lr too high, loss 7.5 at step 999",
+                "confidence": "high",
+                "evidence_steps": [1210, 4242],
+                "fixes": ["clip at 1.0", "lr 1e-4 from step 1210"],
+            },
         ],
     }
     g = check_answer(answer, EVIDENCE)

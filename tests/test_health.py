@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.health import health
-from analysis.model import Finding
+from tbtriage.analysis.datamodel import Finding
+from tbtriage.analysis.health import health
 from tests._engine_data import analyze_scenario, analyze_tags, steps_every
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import _kernel, decode
+from tbtriage.analysis import _kernel, decode
 
 
 @pytest.fixture
@@ -29,7 +29,9 @@ def test_the_warm_marker_names_the_kernel_source_so_an_upgrade_is_cold_again(cac
     decode._mark_warm()
     assert decode._numba_cache_warm()
     real = Path.read_bytes
-    monkeypatch.setattr(Path, "read_bytes", lambda p: real(p) + b"# a newer version" if p.name == "_kernel.py" else real(p))
+    monkeypatch.setattr(
+        Path, "read_bytes", lambda p: real(p) + b"# a newer version" if p.name == "_kernel.py" else real(p)
+    )
     assert not decode._numba_cache_warm()
 
 

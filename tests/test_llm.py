@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis import llm
-from analysis.gguf_check import GGML_BLOCK_SIZES, GGUFError, check_gguf
-from analysis.llm_answer import AnswerError, limits_for, parse_answer, worst_case_tokens
-from analysis.prompt import build_prompt
+from tbtriage.analysis import llm
+from tbtriage.analysis.gguf_check import GGML_BLOCK_SIZES, GGUFError, check_gguf
+from tbtriage.analysis.llm_answer import AnswerError, limits_for, parse_answer, worst_case_tokens
+from tbtriage.analysis.prompt import build_prompt
 from tests._llm_data import blowup_report
 from tests.tiny_gguf import build_tiny_gguf
 
@@ -92,7 +92,9 @@ def test_a_missing_model_file_is_named(tmp_path):
 def test_the_tensor_size_table_agrees_with_gguf_py():
     gguf = pytest.importorskip("gguf")
     theirs = {int(t): sizes for t, sizes in gguf.GGML_QUANT_SIZES.items()}
-    assert {t: theirs[t] for t in GGML_BLOCK_SIZES if t in theirs} == {t: s for t, s in GGML_BLOCK_SIZES.items() if t in theirs}
+    assert {t: theirs[t] for t in GGML_BLOCK_SIZES if t in theirs} == {
+        t: s for t, s in GGML_BLOCK_SIZES.items() if t in theirs
+    }
     assert set(theirs) <= set(GGML_BLOCK_SIZES)
 
 
@@ -290,8 +292,8 @@ sys.path.insert(0, {str(ROOT)!r})
 def fds():
     return [(os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in (1, 2)]
 before = fds()
-from analysis import llm
-from analysis.prompt import build_prompt
+from tbtriage.analysis import llm
+from tbtriage.analysis.prompt import build_prompt
 from tests._llm_data import blowup_report
 r = llm.Runner(llm.Settings(llm.ModelChoice(Path({str(tiny_model)!r}), '--model'), threads=1))
 r.load()

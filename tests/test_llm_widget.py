@@ -11,10 +11,10 @@ from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
-from analysis import llm
+from tbtriage.analysis import llm
+from tbtriage.tui.widgets.llm_diagnosis import LLMDiagnosis
 from tests._llm_data import blowup_report
 from tests.tiny_gguf import build_tiny_gguf
-from tui.widgets.llm_diagnosis import LLMDiagnosis
 
 
 @pytest.fixture(scope="module")
@@ -190,11 +190,12 @@ def test_pressing_d_in_the_app_streams_a_diagnosis_into_the_diagnosis_pane(tmp_p
     pytest.importorskip("llama_cpp")
     import numpy as np
 
-    from analysis.config import Config
-    from tests._app_data import HandAnalyzer, decaying_loss, drive as drive_app, fixed_clock, settle, write_run
+    from tbtriage.analysis.config import Config
+    from tbtriage.tui.app import make_app
+    from tbtriage.tui.widgets.diagnosis import DiagnosisPane
+    from tests._app_data import HandAnalyzer, decaying_loss, fixed_clock, settle, write_run
+    from tests._app_data import drive as drive_app
     from tests._report_data import finding
-    from tui.app import make_app
-    from tui.widgets.diagnosis import DiagnosisPane
 
     loss = decaying_loss(60)
     loss[40:] = np.nan

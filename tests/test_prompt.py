@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from analysis import prompt as prompt_mod
-from analysis.prompt import SMALL_MODEL_BUDGET, build_prompt, default_budget, default_lang, estimate_tokens
-from analysis.compare import hparams_of
-from analysis.run_config import parse_flat_yaml
+from tbtriage.analysis import prompt as prompt_mod
+from tbtriage.analysis.compare import hparams_of
+from tbtriage.analysis.prompt import SMALL_MODEL_BUDGET, build_prompt, default_budget, default_lang, estimate_tokens
+from tbtriage.analysis.run_config import parse_flat_yaml
 from tests._llm_data import BLOWUP_STEP, GRAD_RISE_STEP, blowup_report
 
 
@@ -60,7 +60,10 @@ def test_a_larger_context_gets_a_larger_budget():
 
 def test_no_raw_series_reaches_the_prompt():
     report = blowup_report(loss_scale=7.3)  # loss values no other number in the prompt shares
-    p = build_prompt(report, budget=prompt_mod.MAX_BUDGET, )
+    p = build_prompt(
+        report,
+        budget=prompt_mod.MAX_BUDGET,
+    )
     loss = report.run.scalars["train/loss"]
     # The loss is shown as best and final only: none of its points away from those appear.
     middle = [prompt_mod.fmt_num(v) for s, v in zip(loss.steps, loss.values) if 300 <= s <= 900]
@@ -74,7 +77,10 @@ def test_no_raw_series_reaches_the_prompt():
 
 def test_windows_show_grad_norm_and_lr_around_the_critical_step():
     report = blowup_report(n_findings=2)
-    p = build_prompt(report, budget=1200, )
+    p = build_prompt(
+        report,
+        budget=1200,
+    )
     # Windows come from features.context_windows, keyed by role.
     assert f"around {GRAD_RISE_STEP} grad_norm: steps 1130..1230 every 10: 1.2 " in p.user
     assert f"around {GRAD_RISE_STEP} lr: 0.003 (flat, steps 1130..1230)" in p.user

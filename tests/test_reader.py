@@ -11,8 +11,8 @@ import pytest
 from tensorboard.backend.event_processing import event_accumulator as ea
 from tensorboard.util import tensor_util
 
-import analysis
-from analysis.logdir import LogdirError
+import tbtriage
+from tbtriage.analysis.logdir import LogdirError
 from tests._event_files import event_files, write_pytorch_run, write_tf2_run
 
 KERNELS = ["pure", "jit"]
@@ -35,7 +35,7 @@ def pytorch_logdir(tmp_path_factory):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_pytorch_point_matches_event_accumulator(pytorch_logdir, kernel):
-    logdir = analysis.load(pytorch_logdir, kernel=kernel)
+    logdir = tbtriage.load(pytorch_logdir, kernel=kernel)
     assert sorted(logdir.runs) == ["ablation/no_attn", "bs64_cosine", "keras/train"]
     for name in ("bs64_cosine", "ablation/no_attn"):
         run = logdir.runs[name]
@@ -52,13 +52,13 @@ def test_every_pytorch_point_matches_event_accumulator(pytorch_logdir, kernel):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_a_run_that_goes_nan_keeps_its_nans(pytorch_logdir, kernel):
-    s = analysis.load(pytorch_logdir, kernel=kernel).runs["ablation/no_attn"].scalars["train/loss"]
+    s = tbtriage.load(pytorch_logdir, kernel=kernel).runs["ablation/no_attn"].scalars["train/loss"]
     assert np.isnan(s.values[120:]).all() and np.isfinite(s.values[:120]).all()
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_tf2_tensor_scalars_of_every_dtype_match_the_accumulator_tensors(pytorch_logdir, kernel):
-    run = analysis.load(pytorch_logdir, kernel=kernel).runs["keras/train"]
+    run = tbtriage.load(pytorch_logdir, kernel=kernel).runs["keras/train"]
     acc = accumulator(pytorch_logdir / "keras" / "train")
     tensor_tags = [t for t in acc.Tags()["tensors"] if t not in ("hist", "notes")]
     assert sorted(run.scalars) == sorted(tensor_tags)
@@ -79,7 +79,7 @@ def test_histograms_text_and_hparams_are_read(tmp_path, kernel):
     w = SummaryWriter(str(tmp_path / "c"))
     w.add_hparams({"lr": 0.1, "optimizer": "adam", "amp": True}, {"hparam/accuracy": 0.9}, name="hp")
     w.close()
-    logdir = analysis.load(tmp_path, kernel=kernel)
+    logdir = tbtriage.load(tmp_path, kernel=kernel)
     a = logdir.runs["a"]
     acc = accumulator(tmp_path / "a")
     expect = acc.Histograms("weights/fc")
@@ -97,8 +97,8 @@ def test_histograms_text_and_hparams_are_read(tmp_path, kernel):
 
 
 def test_the_pure_and_compiled_paths_agree_point_for_point(pytorch_logdir):
-    pure = analysis.load(pytorch_logdir, kernel="pure")
-    jit = analysis.load(pytorch_logdir, kernel="jit")
+    pure = tbtriage.load(pytorch_logdir, kernel="pure")
+    jit = tbtriage.load(pytorch_logdir, kernel="jit")
     for name, run in pure.runs.items():
         other = jit.runs[name]
         assert run.scalars.keys() == other.scalars.keys()
@@ -119,7 +119,7 @@ def test_a_truncated_tail_is_not_an_error_and_reading_resumes_there(tmp_path, ke
     f = run_dir / "events.out.tfevents.1.host"
     cut = len(full) - 37  # the middle of the last record
     f.write_bytes(full[:cut])
-    logdir = analysis.load(tmp_path / "logdir", kernel=kernel)
+    logdir = tbtriage.load(tmp_path / "logdir", kernel=kernel)
     run = logdir.runs["live"]
     assert run.notes == []  # the last file of a live run: just not finished yet
     before = len(run.scalars["train/loss"])
@@ -127,7 +127,7 @@ def test_a_truncated_tail_is_not_an_error_and_reading_resumes_there(tmp_path, ke
     with open(f, "ab") as fh:
         fh.write(full[cut:])
     assert logdir.refresh() == ["live"]
-    reference = analysis.load(src, kernel=kernel).runs["."]
+    reference = tbtriage.load(src, kernel=kernel).runs["."]
     assert len(run.scalars["train/loss"]) == len(reference.scalars["train/loss"]) >= before
     np.testing.assert_array_equal(run.scalars["train/loss"].values, reference.scalars["train/loss"].values)
     # Only the appended bytes (plus the incomplete record's own start) were read again.
@@ -157,7 +157,7 @@ def test_a_growing_file_is_tailed_by_offset_and_new_files_are_picked_up(tmp_path
     for i in range(50):
         w.add_scalar("loss", 1.0 / (i + 1), i)
     flushed(w, tmp_path / "run")
-    logdir = analysis.load(tmp_path, kernel=kernel)
+    logdir = tbtriage.load(tmp_path, kernel=kernel)
     run = logdir.runs["run"]
     assert len(run.scalars["loss"]) == 50
     assert logdir.refresh() == []  # nothing appended: nothing re-read
@@ -185,12 +185,12 @@ def test_a_growing_file_is_tailed_by_offset_and_new_files_are_picked_up(tmp_path
 def test_a_bad_crc_mid_file_keeps_records_before_and_resyncs_after(tmp_path, kernel):
     src = write_pytorch_run(tmp_path / "src", n=300)
     data = bytearray(Path(event_files(src)[0]).read_bytes())
-    reference = analysis.load(src, kernel=kernel).runs["."]
+    reference = tbtriage.load(src, kernel=kernel).runs["."]
     bad_at = len(data) // 2
     data[bad_at] ^= 0xFF
     (tmp_path / "ld" / "r").mkdir(parents=True)
     (tmp_path / "ld" / "r" / "events.out.tfevents.9.x").write_bytes(bytes(data))
-    run = analysis.load(tmp_path / "ld", kernel=kernel).runs["r"]
+    run = tbtriage.load(tmp_path / "ld", kernel=kernel).runs["r"]
     (note,) = [n for n in run.notes if n.kind == "data_integrity"]
     assert note.file == "r/events.out.tfevents.9.x" and note.offset is not None and note.offset <= bad_at
     assert "checksum" in note.message and "resumed" in note.message
@@ -211,7 +211,7 @@ def test_empty_garbage_and_misnamed_files_get_one_line_each_and_other_data_stays
     (tmp_path / "run" / "events.out.tfevents.0.empty").write_bytes(b"")
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "events.out.tfevents.5.notes").write_text("this is a README, not events\n" * 20)
-    logdir = analysis.load(tmp_path, kernel=kernel)
+    logdir = tbtriage.load(tmp_path, kernel=kernel)
     assert len(logdir.runs["run"].scalars["train/loss"]) == 50
     empty = [n for n in logdir.runs["run"].notes if "empty" in n.message]
     assert len(empty) == 1 and empty[0].file == "run/events.out.tfevents.0.empty"
@@ -233,7 +233,7 @@ def test_a_restart_from_a_checkpoint_keeps_the_newer_points(tmp_path, kernel):
     for i in range(1500, 3000, 10):
         w.add_scalar("loss", 2.0, i)
     w.close()
-    run = analysis.load(tmp_path, kernel=kernel).runs["resumed"]
+    run = tbtriage.load(tmp_path, kernel=kernel).runs["resumed"]
     s = run.scalars["loss"]
     assert np.all(np.diff(s.steps) > 0)
     assert s.values[s.steps < 1500].tolist() == [1.0] * 150
@@ -254,7 +254,7 @@ def test_purge_step_session_start_drops_orphaned_points_like_tensorboard(tmp_pat
     for i in range(60, 70):
         w.add_scalar("loss", -1.0, i)
     w.close()
-    run = analysis.load(tmp_path, kernel=kernel).runs["r"]
+    run = tbtriage.load(tmp_path, kernel=kernel).runs["r"]
     acc = accumulator(tmp_path / "r")
     expect = acc.Scalars("loss")
     np.testing.assert_array_equal(run.scalars["loss"].steps, [e.step for e in expect])
@@ -268,7 +268,7 @@ def test_nested_runs_keras_subruns_and_symlink_loops(tmp_path):
     write_tf2_run(tmp_path / "keras_model" / "train", n=10)
     write_tf2_run(tmp_path / "keras_model" / "validation", n=10)
     os.symlink(tmp_path, tmp_path / "exp1" / "loop")  # a loop back to the root
-    logdir = analysis.load(tmp_path)
+    logdir = tbtriage.load(tmp_path)
     assert sorted(logdir.runs) == ["exp1/seed0", "exp1/seed1", "keras_model/train", "keras_model/validation"]
 
 
@@ -283,7 +283,7 @@ def test_an_unreadable_directory_is_reported_and_skipped(tmp_path, monkeypatch):
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    logdir = analysis.load(tmp_path)
+    logdir = tbtriage.load(tmp_path)
     assert list(logdir.runs) == ["ok"]
     assert len(logdir.warnings) == 1 and "secret" in logdir.warnings[0] and "permission denied" in logdir.warnings[0]
 
@@ -291,20 +291,20 @@ def test_an_unreadable_directory_is_reported_and_skipped(tmp_path, monkeypatch):
 def test_loading_a_single_event_file_and_a_run_directory(tmp_path):
     write_pytorch_run(tmp_path / "r", n=30)
     f = event_files(tmp_path / "r")[0]
-    assert list(analysis.load(f).runs) == ["."]
-    assert len(analysis.load(tmp_path / "r").runs["."].scalars["train/loss"]) == 30
-    assert list(analysis.load(tmp_path, runs="^r$").runs) == ["r"]
-    assert list(analysis.load(tmp_path, runs="nomatch").runs) == []
+    assert list(tbtriage.load(f).runs) == ["."]
+    assert len(tbtriage.load(tmp_path / "r").runs["."].scalars["train/loss"]) == 30
+    assert list(tbtriage.load(tmp_path, runs="^r$").runs) == ["r"]
+    assert list(tbtriage.load(tmp_path, runs="nomatch").runs) == []
 
 
 def test_missing_paths_and_bad_filters_raise_one_clear_line(tmp_path):
     with pytest.raises(LogdirError, match="no such file or directory"):
-        analysis.load(tmp_path / "nope")
+        tbtriage.load(tmp_path / "nope")
     with pytest.raises(LogdirError, match="not a valid regular expression"):
-        analysis.load(tmp_path, runs="(")
+        tbtriage.load(tmp_path, runs="(")
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(LogdirError, match="not an event file"):
-        analysis.load(tmp_path / "notes.txt")
+        tbtriage.load(tmp_path / "notes.txt")
 
 
 def test_the_logdir_is_never_written_to(pytorch_logdir, tmp_path):
@@ -316,17 +316,17 @@ def test_the_logdir_is_never_written_to(pytorch_logdir, tmp_path):
 
     before = snapshot()
     for kernel in KERNELS:
-        analysis.load(copy, kernel=kernel).refresh()
+        tbtriage.load(copy, kernel=kernel).refresh()
     assert snapshot() == before
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_a_cancelled_read_stops_at_a_record_and_the_next_refresh_completes_it(tmp_path, monkeypatch, kernel):
-    from analysis import decode
+    from tbtriage.analysis import decode
 
     write_pytorch_run(tmp_path / "a", n=300)
     write_pytorch_run(tmp_path / "b", n=300)
-    reference = analysis.load(tmp_path, kernel=kernel)
+    reference = tbtriage.load(tmp_path, kernel=kernel)
     monkeypatch.setattr(decode, "POINTS_PER_CALL", 40)  # many kernel calls per file
     polls = []
 
@@ -335,7 +335,7 @@ def test_a_cancelled_read_stops_at_a_record_and_the_next_refresh_completes_it(tm
         return len(polls) > 6  # a few kernel calls in (polls also come before each run and file)
 
     seen = []
-    logdir = analysis.load(tmp_path, kernel=kernel, cancel=cancel, on_run=lambda name, run: seen.append(name))
+    logdir = tbtriage.load(tmp_path, kernel=kernel, cancel=cancel, on_run=lambda name, run: seen.append(name))
     total = sum(len(s) for r in reference.runs.values() for s in r.scalars.values())
     read = sum(len(s) for r in logdir.runs.values() for s in r.scalars.values())
     assert 0 < read < total  # stopped part-way, keeping what it had read
@@ -353,7 +353,7 @@ def test_a_cancelled_read_stops_at_a_record_and_the_next_refresh_completes_it(tm
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_thousands_of_per_layer_tags_all_come_back(tmp_path, kernel):
-    from analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
+    from tbtriage.analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
 
     tags = [f"grad_norm/layers.{i}.{'mlp' * (i % 20)}.weight" for i in range(3000)]  # > the first intern table
     steps = np.arange(3)
@@ -361,7 +361,7 @@ def test_thousands_of_per_layer_tags_all_come_back(tmp_path, kernel):
     (tmp_path / "big_model").mkdir()
     data = frame_records([file_version_event(1e9)]) + encode_scalar_block(tags, steps, 1e9 + steps, values)
     (tmp_path / "big_model" / event_file_name(1e9)).write_bytes(data)
-    run = analysis.load(tmp_path, kernel=kernel).runs["big_model"]
+    run = tbtriage.load(tmp_path, kernel=kernel).runs["big_model"]
     assert len(run.scalars) == 3000
     for i in (0, 1999, 2048, 2999):
         np.testing.assert_array_equal(run.scalars[tags[i]].values, values[i].astype(np.float32))
@@ -369,7 +369,7 @@ def test_thousands_of_per_layer_tags_all_come_back(tmp_path, kernel):
 
 def test_a_file_that_shrinks_after_reading_gets_one_note_and_keeps_its_points(tmp_path):
     write_pytorch_run(tmp_path / "r", n=100)
-    logdir = analysis.load(tmp_path)
+    logdir = tbtriage.load(tmp_path)
     f = Path(event_files(tmp_path / "r")[0])
     f.write_bytes(f.read_bytes()[:100])  # an rsync or a cleanup rewrote it
     assert logdir.refresh() == []

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2
 
-import analysis
+import tbtriage
 from tests._event_files import event_files, write_pytorch_run
 
 
@@ -38,7 +38,7 @@ def check(tmp_path: Path, pristine, damaged: bytes, first_bad: int, kernel: str)
     run_dir = tmp_path / "ld" / "r"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "events.out.tfevents.1.h").write_bytes(damaged)
-    run = analysis.load(tmp_path / "ld", kernel=kernel).runs["r"]  # must not raise
+    run = tbtriage.load(tmp_path / "ld", kernel=kernel).runs["r"]  # must not raise
     got = points_of(run)
     for end, points in records:
         if end <= first_bad:
@@ -81,7 +81,7 @@ def test_the_compiled_path_survives_corruption_too(tmp_path_factory, pristine, d
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_the_numpy_resync_finds_the_same_record_as_the_kernel(pristine, data):
-    from analysis import _kernel, decode
+    from tbtriage.analysis import _kernel, decode
 
     raw, _ = pristine
     start = data.draw(st.integers(0, len(raw) - 1))

@@ -6,9 +6,9 @@ import re
 
 import numpy as np
 
-from analysis.compare import compare
-from analysis.render_html import SPARK_HEIGHT, render_html, sparkline_svg
-from analysis.render_markdown import evidence_text, num, render_markdown, run_markdown
+from tbtriage.analysis.compare import compare
+from tbtriage.analysis.render_html import SPARK_HEIGHT, render_html, sparkline_svg
+from tbtriage.analysis.render_markdown import evidence_text, num, render_markdown, run_markdown
 from tests._report_data import accuracy_curve, finding, loss_curve, make_report, series
 
 HOSTILE = "<script>alert(1)</script>"
@@ -64,8 +64,16 @@ def test_markdown_compares_seed_groups():
 
 
 def test_a_detectors_summary_sentence_leads_the_evidence_and_context_windows_stay_in_the_json():
-    f = finding("r", "loss_spike", "warning", 300, summary="loss 1.2 → 9.8 between steps 290 and 300 (×8)",
-                largest_ratio=8.1, context={"lr": [[290, 1e-3], [300, 1e-3]]}, context_tags={"lr": "lr"})
+    f = finding(
+        "r",
+        "loss_spike",
+        "warning",
+        300,
+        summary="loss 1.2 → 9.8 between steps 290 and 300 (×8)",
+        largest_ratio=8.1,
+        context={"lr": [[290, 1e-3], [300, 1e-3]]},
+        context_tags={"lr": "lr"},
+    )
     text = run_markdown(make_report("r", {"train/loss": ("train_loss", loss_curve())}, [f], score=80))
     assert "   - evidence: loss 1.2 → 9.8 between steps 290 and 300 (×8)\n   - numbers: largest_ratio 8.1\n" in text
     assert "context" not in text
@@ -87,7 +95,9 @@ def test_run_markdown_of_a_healthy_run_says_so():
 
 def test_hostile_names_cannot_break_the_table_or_reach_the_terminal():
     name = "evil|run`\x1b[2J\x07"
-    report = make_report(name, {"loss|x": ("train_loss", loss_curve())}, [finding(name, "plateau", "warning", 100, ("loss|x",))])
+    report = make_report(
+        name, {"loss|x": ("train_loss", loss_curve())}, [finding(name, "plateau", "warning", 100, ("loss|x",))]
+    )
     text = render_markdown([report], logdir="runs/\x1b]0;title\x07")
     assert "\x1b" not in text and "\x07" not in text
     assert "\\x1b[2J" in text  # shown, not obeyed
@@ -98,7 +108,14 @@ def test_hostile_names_cannot_break_the_table_or_reach_the_terminal():
 
 def test_numbers_are_quoted_the_way_a_person_would():
     assert [num(v) for v in (None, float("nan"), float("inf"), -float("inf"), 3, 0.123456, 1234567.0, 1.5e-7)] == [
-        "—", "NaN", "+Inf", "-Inf", "3", "0.1235", "1234567", "1.500e-07",
+        "—",
+        "NaN",
+        "+Inf",
+        "-Inf",
+        "3",
+        "0.1235",
+        "1234567",
+        "1.500e-07",
     ]
     assert evidence_text({"steps": list(range(10))}) == "steps [0, 1, 2, 3, 4, 5, … 4 more]"
 
@@ -122,7 +139,7 @@ def test_html_escapes_a_tag_named_like_a_script():
         HOSTILE,
         {HOSTILE: ("train_loss", loss_curve())},
         [finding(HOSTILE, "loss_spike", "warning", 300, (HOSTILE,), note=HOSTILE)],
-        texts={"args/text_summary": '{"name": "%s"}' % HOSTILE.replace('"', "")},
+        texts={"args/text_summary": '{{"name": "{}"}}'.format(HOSTILE.replace('"', ""))},
     )
     page = render_html([report], logdir=HOSTILE, comparison=compare([report]))
     assert HOSTILE not in page

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from tensorboardX import SummaryWriter
 
-from analysis.demo import write_demo
+from tbtriage.analysis.demo import write_demo
+from tbtriage.cli.main import main
 from tests._report_contract import contract_problems
-from tui.cli import main
 
 
 def _write_run(directory, losses, every=10, val=None):
@@ -47,7 +47,11 @@ def demo_dir(tmp_path_factory):
 
 
 def _digest(root):
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _strict_json(text):
@@ -85,13 +89,39 @@ def test_json_follows_the_contract_and_is_strict_json(demo_dir, capsys):
 def test_the_contract_validator_catches_what_it_should():
     good = {"tool": "tbtriage", "version": "0.1.0", "logdir": "x", "runs": []}
     assert contract_problems(good) == []
-    bad_finding = {"kind": "spooky", "severity": "fatal", "tags": "loss", "step": 1.5, "end_step": None,
-                   "evidence": [], "message": "", "suggestion": None}
-    run = {"run": "r", "files": [], "last_step": 3, "last_wall_time": 1.0, "tags": {"t": {"role": "boss", "points": -1}},
-           "health": {"score": 140, "components": {"c": "high"}}, "findings": [bad_finding]}
+    bad_finding = {
+        "kind": "spooky",
+        "severity": "fatal",
+        "tags": "loss",
+        "step": 1.5,
+        "end_step": None,
+        "evidence": [],
+        "message": "",
+        "suggestion": None,
+    }
+    run = {
+        "run": "r",
+        "files": [],
+        "last_step": 3,
+        "last_wall_time": 1.0,
+        "tags": {"t": {"role": "boss", "points": -1}},
+        "health": {"score": 140, "components": {"c": "high"}},
+        "findings": [bad_finding],
+    }
     problems = contract_problems({**good, "runs": [run]})
-    for needle in ("kind", "severity", ".tags", ".step", "evidence", "message", "suggestion", "role", "points",
-                   "score", "components.c"):
+    for needle in (
+        "kind",
+        "severity",
+        ".tags",
+        ".step",
+        "evidence",
+        "message",
+        "suggestion",
+        "role",
+        "points",
+        "score",
+        "components.c",
+    ):
         assert any(needle in p for p in problems), needle
 
 

@@ -4,43 +4,74 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.config import Config, ConfigError, load_config
-from analysis.roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
+from tbtriage.analysis.config import Config, ConfigError, load_config
+from tbtriage.analysis.roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
 
 CONVENTIONS = {
     # PyTorch SummaryWriter examples
-    "Loss/train": ("train_loss", -1), "Loss/test": ("val_loss", -1), "Accuracy/val": ("metric", 1),
+    "Loss/train": ("train_loss", -1),
+    "Loss/test": ("val_loss", -1),
+    "Accuracy/val": ("metric", 1),
     # Lightning
-    "train_loss_step": ("train_loss", -1), "val_loss_epoch": ("val_loss", -1), "lr-AdamW": ("lr", 0),
-    "lr-SGD-momentum": ("momentum", 0), "epoch": ("epoch", 0),
+    "train_loss_step": ("train_loss", -1),
+    "val_loss_epoch": ("val_loss", -1),
+    "lr-AdamW": ("lr", 0),
+    "lr-SGD-momentum": ("momentum", 0),
+    "epoch": ("epoch", 0),
     # HF Trainer
-    "train/loss": ("train_loss", -1), "eval/loss": ("val_loss", -1), "train/learning_rate": ("lr", 0),
-    "train/grad_norm": ("grad_norm", 0), "eval/accuracy": ("metric", 1), "train/epoch": ("epoch", 0),
+    "train/loss": ("train_loss", -1),
+    "eval/loss": ("val_loss", -1),
+    "train/learning_rate": ("lr", 0),
+    "train/grad_norm": ("grad_norm", 0),
+    "eval/accuracy": ("metric", 1),
+    "train/epoch": ("epoch", 0),
     "train/train_samples_per_second": ("throughput", 1),
     # Keras (in the train/ sibling run)
-    "epoch_loss": ("train_loss", -1), "epoch_accuracy": ("metric", 1), "epoch_learning_rate": ("lr", 0),
+    "epoch_loss": ("train_loss", -1),
+    "epoch_accuracy": ("metric", 1),
+    "epoch_learning_rate": ("lr", 0),
     # timm
-    "eval_top1": ("metric", 1), "eval_top5": ("metric", 1),
+    "eval_top1": ("metric", 1),
+    "eval_top5": ("metric", 1),
     # mmengine / detectron2
-    "val/bbox_mAP": ("metric", 1), "grad_norm": ("grad_norm", 0), "data_time": ("data_time", -1),
-    "time": ("step_time", -1), "bbox/AP50": ("metric", 1), "memory": ("gpu_mem", 0),
+    "val/bbox_mAP": ("metric", 1),
+    "grad_norm": ("grad_norm", 0),
+    "data_time": ("data_time", -1),
+    "time": ("step_time", -1),
+    "bbox/AP50": ("metric", 1),
+    "memory": ("gpu_mem", 0),
     # ultralytics
-    "metrics/mAP50(B)": ("metric", 1), "metrics/mAP50-95(B)": ("metric", 1), "lr/pg0": ("lr", 0),
+    "metrics/mAP50(B)": ("metric", 1),
+    "metrics/mAP50-95(B)": ("metric", 1),
+    "lr/pg0": ("lr", 0),
     "metrics/precision(B)": ("metric", 1),
     # nvitop's resource collector, ignite's GpuInfo
     "resources/gpu:0/gpu_utilization (%)/mean": ("gpu_util", 1),
     "resources/gpu:0/memory_used (MiB)/mean": ("gpu_mem", 0),
     "training/gpu:0 util(%)": ("gpu_util", 1),
     # fairseq
-    "gnorm": ("grad_norm", 0), "loss_scale": ("loss_scale", 0), "wps": ("throughput", 1),
+    "gnorm": ("grad_norm", 0),
+    "loss_scale": ("loss_scale", 0),
+    "wps": ("throughput", 1),
     # plain names
-    "acc": ("metric", 1), "val_acc": ("metric", 1), "perplexity": ("metric", -1), "wer": ("metric", -1),
-    "bleu": ("metric", 1), "f1": ("metric", 1), "top1_err": ("metric", -1), "valloss": ("val_loss", -1),
+    "acc": ("metric", 1),
+    "val_acc": ("metric", 1),
+    "perplexity": ("metric", -1),
+    "wer": ("metric", -1),
+    "bleu": ("metric", 1),
+    "f1": ("metric", 1),
+    "top1_err": ("metric", -1),
+    "valloss": ("val_loss", -1),
     # instrumentation
-    "grad_norm/layer1.weight": ("grad_norm_layer", 0), "gradients/conv1": ("grad_norm_layer", 0),
-    "grad_2.0_norm_total": ("grad_norm", 0), "weight_norm/fc": ("weight_norm", 0),
-    "act/relu1_zero_frac": ("activation_zero_frac", 0), "grad_scaler/scale": ("loss_scale", 0),
-    "perf/step_time": ("step_time", -1), "perf/data_time": ("data_time", -1), "gpu/util": ("gpu_util", 1),
+    "grad_norm/layer1.weight": ("grad_norm_layer", 0),
+    "gradients/conv1": ("grad_norm_layer", 0),
+    "grad_2.0_norm_total": ("grad_norm", 0),
+    "weight_norm/fc": ("weight_norm", 0),
+    "act/relu1_zero_frac": ("activation_zero_frac", 0),
+    "grad_scaler/scale": ("loss_scale", 0),
+    "perf/step_time": ("step_time", -1),
+    "perf/data_time": ("data_time", -1),
+    "gpu/util": ("gpu_util", 1),
     "DeviceStatsMonitor.on_train_batch_start/allocated_bytes.all.current": ("gpu_mem", 0),
 }
 
@@ -50,13 +81,21 @@ def test_every_framework_convention_gets_its_role(tag, expected):
     assert assign_roles([tag])[tag] == expected
 
 
-@pytest.mark.parametrize("tag", [
-    "resources/host/cpu_percent (%)/mean",  # host, not the accelerator
-    "resources/gpu:0/power_usage (W)/mean",  # power is not utilisation
-    "resources/gpu:0/memory_free (MiB)/mean",  # capacity, not usage
-    "train/train_runtime", "eval/runtime", "weight_decay", "loss_weight/cls", "train/grad_penalty",
-    "my_custom_counter", "eta_seconds",
-])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "resources/host/cpu_percent (%)/mean",  # host, not the accelerator
+        "resources/gpu:0/power_usage (W)/mean",  # power is not utilisation
+        "resources/gpu:0/memory_free (MiB)/mean",  # capacity, not usage
+        "train/train_runtime",
+        "eval/runtime",
+        "weight_decay",
+        "loss_weight/cls",
+        "train/grad_penalty",
+        "my_custom_counter",
+        "eta_seconds",
+    ],
+)
 def test_tags_that_are_not_what_their_words_suggest_stay_unknown(tag):
     assert assign_roles([tag])[tag] == (None, 0)
 
@@ -87,7 +126,8 @@ def test_train_and_validation_series_of_the_same_quantity_are_paired():
     lightning = assign_roles(["train_loss_step", "train_loss_epoch", "val_loss", "val_acc"])
     # The most sampled train series wins; a validation metric without a train twin stays unpaired.
     assert pair_train_val(lightning, points={"train_loss_step": 1000, "train_loss_epoch": 10}) == [
-        ("train_loss_step", "val_loss")]
+        ("train_loss_step", "val_loss")
+    ]
     assert quantity_key("val_loss_epoch") == quantity_key("train_loss") == "loss"
 
 
@@ -97,11 +137,26 @@ def test_a_lone_train_loss_and_lone_validation_loss_pair_even_with_unrelated_nam
 
 
 def test_headline_series_are_the_main_ones():
-    roles = assign_roles(["train/loss", "eval/loss", "eval_top5", "eval_top1", "lr/pg1", "lr/pg0", "train/grad_norm",
-                          "grad_norm/layer1.weight"])
+    roles = assign_roles(
+        [
+            "train/loss",
+            "eval/loss",
+            "eval_top5",
+            "eval_top1",
+            "lr/pg1",
+            "lr/pg0",
+            "train/grad_norm",
+            "grad_norm/layer1.weight",
+        ]
+    )
     primary = primary_tags(roles, points={"train/loss": 100})
     assert (primary.train_loss, primary.val_loss, primary.val_metric, primary.lr, primary.grad_norm) == (
-        "train/loss", "eval/loss", "eval_top1", "lr/pg0", "train/grad_norm")
+        "train/loss",
+        "eval/loss",
+        "eval_top1",
+        "lr/pg0",
+        "train/grad_norm",
+    )
 
 
 def test_user_roles_from_the_config_win_over_the_built_in_rules(tmp_path):
@@ -109,8 +164,12 @@ def test_user_roles_from_the_config_win_over_the_built_in_rules(tmp_path):
     config_file.write_text('[roles]\n"^objective$" = "train_loss"\n"^acc$" = "none"\n"my_score" = "metric+"\n')
     config = load_config(config_file)
     roles = assign_roles(["objective", "acc", "my_score", "loss"], config)
-    assert roles == {"objective": ("train_loss", -1), "acc": (None, 0), "my_score": ("metric", 1),
-                     "loss": ("train_loss", -1)}
+    assert roles == {
+        "objective": ("train_loss", -1),
+        "acc": (None, 0),
+        "my_score": ("metric", 1),
+        "loss": ("train_loss", -1),
+    }
 
 
 def test_a_missing_default_config_is_fine_and_gives_the_defaults(tmp_path, monkeypatch):
@@ -126,13 +185,16 @@ def test_the_default_config_lives_under_xdg_config_home(tmp_path, monkeypatch):
     assert (config.theme, config.keys, config.llm) == ("light", {"quit": "Q"}, {"threads": 4})
 
 
-@pytest.mark.parametrize("text,problem", [
-    ("[roles\n", "invalid TOML"),
-    ('[roles]\n"(" = "lr"\n', "not a valid regular expression"),
-    ('[roles]\n"x" = "banana"\n', "unknown role"),
-    ('roles = 3\n', "must be a table"),
-    ('theme = 3\n', "theme must be a string"),
-])
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("[roles\n", "invalid TOML"),
+        ('[roles]\n"(" = "lr"\n', "not a valid regular expression"),
+        ('[roles]\n"x" = "banana"\n', "unknown role"),
+        ("roles = 3\n", "must be a table"),
+        ("theme = 3\n", "theme must be a string"),
+    ],
+)
 def test_a_broken_config_raises_one_clear_line_naming_the_file(tmp_path, text, problem):
     config_file = tmp_path / "config.toml"
     config_file.write_text(text)

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.config import Config
-from analysis.model import Run, Series
+from tbtriage.analysis.config import Config
+from tbtriage.analysis.datamodel import Run, Series
+from tbtriage.tui.app import make_app
 from tests._app_data import NOW, HandAnalyzer, fixed_clock, settle
 from tests._report_data import finding
-from tui.app import make_app
 
 POINTS = 400
 STEPS = np.arange(POINTS, dtype=np.int64) * 10
@@ -30,8 +30,13 @@ def _series(values: np.ndarray, minutes_ago: float) -> Series:
 
 def _run(name: str, scalars: dict[str, np.ndarray], minutes_ago: float) -> Run:
     series = {tag: _series(values, minutes_ago) for tag, values in scalars.items()}
-    return Run(name=name, path=Path("runs") / name, scalars=series, last_step=int(STEPS[-1]),
-               last_wall_time=float(NOW - minutes_ago * 60))
+    return Run(
+        name=name,
+        path=Path("runs") / name,
+        scalars=series,
+        last_step=int(STEPS[-1]),
+        last_wall_time=float(NOW - minutes_ago * 60),
+    )
 
 
 def _runs() -> dict[str, Run]:
@@ -43,15 +48,33 @@ def _runs() -> dict[str, Run]:
     diverged[240:] = np.nan
     diverged[230:240] = np.linspace(1.0, 30.0, 10)
     lr = np.minimum(t / 0.1, 1.0) * 3e-3 * 0.5 * (1 + np.cos(np.pi * t))
-    layers = {f"grad_norm/layer{i}": np.abs(1.0 * 10.0 ** -i * (1 + 0.2 * rng.standard_normal(POINTS))) for i in range(4)}
+    layers = {f"grad_norm/layer{i}": np.abs(1.0 * 10.0**-i * (1 + 0.2 * rng.standard_normal(POINTS))) for i in range(4)}
     layers["grad_norm/layer0"][225:240] *= 1e3
     overfit_val = 0.8 + 0.6 * (t - 0.5) ** 2 * 4
     return {
-        "bert_base": _run("bert_base", {"train/loss": noisy, "val/loss": noisy + 0.1, "lr": lr,
-                                        "gpu/util": 90 + rng.standard_normal(POINTS), "time/step": 0.3 + 0.01 * rng.random(POINTS),
-                                        "time/data": 0.02 + 0.01 * rng.random(POINTS)}, 0.5),
-        "gpt_lr3e-3": _run("gpt_lr3e-3", {"train/loss": diverged, "val/loss": diverged + 0.2, "lr": lr * 10,
-                                          "optim/momentum": np.full(POINTS, 0.9), **layers}, 42.0),
+        "bert_base": _run(
+            "bert_base",
+            {
+                "train/loss": noisy,
+                "val/loss": noisy + 0.1,
+                "lr": lr,
+                "gpu/util": 90 + rng.standard_normal(POINTS),
+                "time/step": 0.3 + 0.01 * rng.random(POINTS),
+                "time/data": 0.02 + 0.01 * rng.random(POINTS),
+            },
+            0.5,
+        ),
+        "gpt_lr3e-3": _run(
+            "gpt_lr3e-3",
+            {
+                "train/loss": diverged,
+                "val/loss": diverged + 0.2,
+                "lr": lr * 10,
+                "optim/momentum": np.full(POINTS, 0.9),
+                **layers,
+            },
+            42.0,
+        ),
         "resnet_bs32": _run("resnet_bs32", {"train/loss": noisy * 0.8, "val/loss": overfit_val}, 200.0),
     }
 
@@ -74,8 +97,14 @@ def _app():
                             finding("gpt_lr3e-3", "exploding_gradients", "critical", 2250, tags=("grad_norm/layer0",))]),
         "resnet_bs32": (64, [finding("resnet_bs32", "overfitting", "warning", 2000, tags=("val/loss",))]),
     })  # fmt: skip
-    return make_app("runs", config=Config(), follow=False, clock=fixed_clock, analyzer=analyzer,
-                    loader=lambda path, **_: FixedLogdir(_runs()))
+    return make_app(
+        "runs",
+        config=Config(),
+        follow=False,
+        clock=fixed_clock,
+        analyzer=analyzer,
+        loader=lambda path, **_: FixedLogdir(_runs()),
+    )
 
 
 async def _loaded(pilot) -> None:

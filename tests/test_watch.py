@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 from tensorboardX import SummaryWriter
 
-import analysis
-from analysis.model import Finding
-from analysis.json_safe import json_safe as jsonable
-from analysis.watch import Watcher, alert_payload, engine_analyzer, finding_key, run_on_alert
-from tui.cli import main
+import tbtriage
+from tbtriage.analysis.datamodel import Finding
+from tbtriage.analysis.json_safe import json_safe as jsonable
+from tbtriage.analysis.watch import Watcher, alert_payload, engine_analyzer, finding_key, run_on_alert
+from tbtriage.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ class LiveRun:
 def test_only_new_findings_are_reported_as_a_live_run_goes_nan(tmp_path):
     live = LiveRun(tmp_path / "run")
     live.train(_healthy(np.arange(1, 201) * 10))
-    watcher = Watcher(analysis.load(tmp_path), engine_analyzer(None))
+    watcher = Watcher(tbtriage.load(tmp_path), engine_analyzer(None))
     first = watcher.poll()
     assert not [f for f in first if f.severity == "critical"]
     size_before = watcher.logdir.runs["run"].bytes_read
@@ -72,7 +72,7 @@ def test_watch_once_prints_findings_and_feeds_the_hook_valid_json(tmp_path, caps
     live.train(losses)
     live.close()
     alerts = tmp_path / "alerts.jsonl"
-    hook = f"cat >> {alerts}; echo \"$TBTRIAGE_KIND\" >> {tmp_path / 'kinds.txt'}"
+    hook = f'cat >> {alerts}; echo "$TBTRIAGE_KIND" >> {tmp_path / "kinds.txt"}'
     assert main(["watch", str(tmp_path / "logs"), "--once", "--on-alert", hook]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert any("CRITICAL" in line and "divergence" in line and "exp_a @ 1510" in line for line in printed)
@@ -93,8 +93,12 @@ def test_watch_follows_appends_and_stops_cleanly_on_ctrl_c(tmp_path):
     live.train(_healthy(np.arange(1, 201) * 10))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "watch", str(tmp_path), "--interval", "0.2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        [sys.executable, "-m", "tbtriage", "watch", str(tmp_path), "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     try:
         deadline = time.monotonic() + 60
@@ -128,8 +132,17 @@ def test_a_failing_hook_reports_its_status():
 
 
 def test_finding_identity_and_strict_json_payload():
-    finding = Finding("divergence", "critical", "run", ("train/loss",), 2010, None,
-                      {"last_finite": np.float64(4.5), "values": np.array([1.0, np.nan, np.inf])}, "m", "s")
+    finding = Finding(
+        "divergence",
+        "critical",
+        "run",
+        ("train/loss",),
+        2010,
+        None,
+        {"last_finite": np.float64(4.5), "values": np.array([1.0, np.nan, np.inf])},
+        "m",
+        "s",
+    )
     assert finding_key(finding) == ("run", "divergence", ("train/loss",), 2010)
     payload = alert_payload(finding, "logs/")
     text = json.dumps(payload, allow_nan=False)  # would raise on a bare NaN

@@ -8,11 +8,16 @@ variables, so switching theme restyles everything, charts included.
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from functools import cache
 from pathlib import Path
 
 from textual.theme import Theme
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 THEME_DIR = Path(__file__).resolve().parent
 STYLESHEET = THEME_DIR / "app.tcss"

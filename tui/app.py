@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from textual import work
 from textual.app import App
@@ -21,25 +22,25 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.worker import Worker, WorkerState, get_current_worker
 
-import analysis
-from analysis.config import Config, load_config
-from analysis.discover import find_runs
-from analysis.engine import analyze_run, logdir_context
-from analysis.model import Finding, Run, RunReport
-from analysis.render_markdown import run_markdown
-from analysis.roles import assign_roles, primary_tags
-from themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
-from tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config
-from tui.chart_data import ChartOptions, SeriesRequest
-from tui.commands import TriageCommands
-from tui.csv_export import export_filename, write_series_csv
-from tui.messages import Exported, LoadFailed, LogdirRead, Progress, Refreshed, RunAnalyzed, RunsDiscovered
-from tui.safe_text import plain
-from tui.screens.dashboard import RunDashboard
-from tui.screens.help import HelpScreen
-from tui.screens.main import MainScreen
-from tui.widgets.findings_list import finding_key
-from tui.widgets.series_style import SlotBook
+import tbtriage
+from tbtriage.analysis.config import Config, load_config
+from tbtriage.analysis.datamodel import Finding, Run, RunReport
+from tbtriage.analysis.discover import find_runs
+from tbtriage.analysis.engine import analyze_run, logdir_context
+from tbtriage.analysis.render_markdown import run_markdown
+from tbtriage.analysis.roles import assign_roles, primary_tags
+from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
+from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config
+from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
+from tbtriage.tui.commands import TriageCommands
+from tbtriage.tui.csv_export import export_filename, write_series_csv
+from tbtriage.tui.messages import Exported, LoadFailed, LogdirRead, Progress, Refreshed, RunAnalyzed, RunsDiscovered
+from tbtriage.tui.safe_text import plain
+from tbtriage.tui.screens.dashboard import RunDashboard
+from tbtriage.tui.screens.help import HelpScreen
+from tbtriage.tui.screens.main import MainScreen
+from tbtriage.tui.widgets.findings_list import finding_key
+from tbtriage.tui.widgets.series_style import SlotBook
 
 #: Live follow re-reads appended bytes this often. Loggers flush every 10-120 s, so 5 s shows a new
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
@@ -65,7 +66,7 @@ def _while_shown(handler):
     """Worker messages can land while the app shuts down; with the main screen gone there is nothing to update."""
 
     @functools.wraps(handler)
-    def guarded(self: "TriageApp", message) -> None:
+    def guarded(self: TriageApp, message) -> None:
         if self.is_running and self.main_screen.is_mounted:
             handler(self, message)
 
@@ -139,7 +140,11 @@ class TriageApp(App[int]):
         if self.keymap:
             self.set_keymap(self.keymap)
         if self.unknown_keys:
-            self.notify(f"config [keys]: unknown action(s) {', '.join(map(plain, self.unknown_keys))}", severity="warning", markup=False)
+            self.notify(
+                f"config [keys]: unknown action(s) {', '.join(map(plain, self.unknown_keys))}",
+                severity="warning",
+                markup=False,
+            )
         self.push_screen(self.main_screen)
         self.load_logdir()
         self.set_interval(self.follow_seconds, self._follow_tick)
@@ -231,8 +236,12 @@ class TriageApp(App[int]):
             self.new_findings |= fresh
             for finding in report.findings:
                 if finding_key(finding) in fresh and finding.severity != "info":
-                    self.notify(f"{plain(finding.run)}: {finding.kind} at step {finding.step}", title="New finding",
-                                severity="error" if finding.severity == "critical" else "warning", markup=False)
+                    self.notify(
+                        f"{plain(finding.run)}: {finding.kind} at step {finding.step}",
+                        title="New finding",
+                        severity="error" if finding.severity == "critical" else "warning",
+                        markup=False,
+                    )
         self.seen_findings |= keys
         self.reports[report.name] = report
         self.runs.setdefault(report.name, report.run)
@@ -273,7 +282,11 @@ class TriageApp(App[int]):
             self.notify(f"{message.rows} rows to {message.path}", title="Exported CSV", markup=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "refresh" and event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+        if event.worker.group == "refresh" and event.state in (
+            WorkerState.SUCCESS,
+            WorkerState.ERROR,
+            WorkerState.CANCELLED,
+        ):
             self._refreshing = False
             if event.state == WorkerState.ERROR:
                 self.notify(f"live follow: {plain(str(event.worker.error))}", severity="warning", markup=False)
@@ -420,7 +433,9 @@ class TriageApp(App[int]):
             return
         self.selected = [finding.run] if self.selected else []
         self.current_run = finding.run
-        tag = finding.tags[0] if finding.tags and finding.tags[0] in self.runs[finding.run].scalars else self.current_tag
+        tag = (
+            finding.tags[0] if finding.tags and finding.tags[0] in self.runs[finding.run].scalars else self.current_tag
+        )
         self.current_tag = tag
         window = None
         series = self.runs[finding.run].scalars.get(tag) if tag else None
@@ -538,6 +553,7 @@ def make_app(
     if chosen not in THEME_ORDER:
         raise ValueError(f"unknown theme {chosen!r} (choose from {', '.join(THEME_ORDER)})")
     if analyzer is None:
+
         def analyzer(run: Run, context: Any) -> RunReport:
             return analyze_run(run, config, context)
 
@@ -549,6 +565,6 @@ def make_app(
         follow=follow,
         clock=clock,
         follow_seconds=follow_seconds,
-        loader=loader or analysis.load,
+        loader=loader or tbtriage.load,
         analyzer=analyzer,
     )

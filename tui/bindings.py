@@ -43,33 +43,89 @@ class KeyAction:
 
 KEY_ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("help", "question_mark", "help", "Help", "Show every key and what it does", "app"),
-    KeyAction("filter", "slash", "filter", "Filter", "Filter the runs (or the tags, when they have focus) by regex", "app"),
+    KeyAction(
+        "filter", "slash", "filter", "Filter", "Filter the runs (or the tags, when they have focus) by regex", "app"
+    ),
     KeyAction("smoothing", "s", "cycle_smoothing", "Smooth", "Cycle the chart's EMA smoothing weight", "app"),
     KeyAction("log_y", "l", "toggle_log_y", "Log-y", "Toggle a logarithmic y axis", "app"),
     KeyAction("x_axis", "x", "cycle_x_axis", "X-axis", "Cycle the x axis: step, relative time, wall time", "app"),
-    KeyAction("outliers", "o", "toggle_outliers", "Outliers", "Toggle an outlier-ignoring y range (5th-95th percentile)", "app"),
-    KeyAction("export", "e", "export_csv", "Export", "Export the charted series (raw and smoothed) to CSV in the current directory", "app"),
+    KeyAction(
+        "outliers",
+        "o",
+        "toggle_outliers",
+        "Outliers",
+        "Toggle an outlier-ignoring y range (5th-95th percentile)",
+        "app",
+    ),
+    KeyAction(
+        "export",
+        "e",
+        "export_csv",
+        "Export",
+        "Export the charted series (raw and smoothed) to CSV in the current directory",
+        "app",
+    ),
     KeyAction("follow", "f", "toggle_follow", "Follow", "Toggle live follow of appended events", "app"),
     KeyAction("diagnose", "d", "diagnose", "Diagnose", "Diagnose run with the local model", "app", footer=False),
-    KeyAction("all_findings", "a", "toggle_all_findings", "All findings", "Show findings of every run, or of the selected run only", "app", footer=False),
-    KeyAction("copy_report", "c", "copy_report", "Copy", "Copy the run's report (Markdown) to the clipboard", "app", footer=False),
+    KeyAction(
+        "all_findings",
+        "a",
+        "toggle_all_findings",
+        "All findings",
+        "Show findings of every run, or of the selected run only",
+        "app",
+        footer=False,
+    ),
+    KeyAction(
+        "copy_report",
+        "c",
+        "copy_report",
+        "Copy",
+        "Copy the run's report (Markdown) to the clipboard",
+        "app",
+        footer=False,
+    ),
     KeyAction("refresh", "r", "refresh", "Reload", "Read newly appended events now", "app", footer=False),
     KeyAction("theme", "t", "cycle_theme", "Theme", "Cycle the colour theme", "app", footer=False),
-    KeyAction("zoom_in", "plus,equals_sign", "zoom(0.5)", "Zoom in", "Zoom the chart in around its centre", "app", footer=False),
+    KeyAction(
+        "zoom_in",
+        "plus,equals_sign",
+        "zoom(0.5)",
+        "Zoom in",
+        "Zoom the chart in around its centre",
+        "app",
+        footer=False,
+    ),
     KeyAction("zoom_out", "minus", "zoom(2.0)", "Zoom out", "Zoom the chart out", "app", footer=False),
     KeyAction("pan_left", "left_square_bracket", "pan(-0.25)", "Pan left", "Pan the chart left", "app", footer=False),
-    KeyAction("pan_right", "right_square_bracket", "pan(0.25)", "Pan right", "Pan the chart right", "app", footer=False),
+    KeyAction(
+        "pan_right", "right_square_bracket", "pan(0.25)", "Pan right", "Pan the chart right", "app", footer=False
+    ),
     KeyAction("reset_view", "0", "reset_view", "Reset view", "Show the whole x range again", "app", footer=False),
     KeyAction("quit", "q", "quit", "Quit", "Quit tbtriage", "app"),
     KeyAction("cursor_down", "j", "cursor_down", "Down", "Move down", "lists", footer=False, palette=False),
     KeyAction("cursor_up", "k", "cursor_up", "Up", "Move up", "lists", footer=False, palette=False),
     KeyAction("first", "g", "first", "Top", "Go to the first row", "lists", footer=False, palette=False),
     KeyAction("last", "G", "last", "Bottom", "Go to the last row", "lists", footer=False, palette=False),
-    KeyAction("select_run", "space", "toggle_select", "Select", "Select the run to overlay it on the chart", "runs", palette=False),
+    KeyAction(
+        "select_run",
+        "space",
+        "toggle_select",
+        "Select",
+        "Select the run to overlay it on the chart",
+        "runs",
+        palette=False,
+    ),
     KeyAction("open_run", "enter", "open_dashboard", "Dashboard", "Open the run's dashboard", "runs", palette=False),
-    KeyAction("sort", "S", "cycle_sort", "Sort", "Cycle the sort: health, name, last step, liveness", "runs", palette=False),
-    KeyAction("jump", "enter", "jump", "Jump", "Chart the finding's run and tag around its step", "findings", palette=False),
-    KeyAction("close_filter", "escape", "close_filter", "Clear", "Clear the filter and close it", "filter", palette=False),
+    KeyAction(
+        "sort", "S", "cycle_sort", "Sort", "Cycle the sort: health, name, last step, liveness", "runs", palette=False
+    ),
+    KeyAction(
+        "jump", "enter", "jump", "Jump", "Chart the finding's run and tag around its step", "findings", palette=False
+    ),
+    KeyAction(
+        "close_filter", "escape", "close_filter", "Clear", "Clear the filter and close it", "filter", palette=False
+    ),
     KeyAction("close_dashboard", "escape", "close", "Back", "Back to the main screen", "dashboard", palette=False),
 )
 

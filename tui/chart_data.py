@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
 
 import numpy as np
 
-from analysis.downsample import Downsampled, minmax_downsample
-from analysis.model import Finding, Series
+from tbtriage.analysis.datamodel import Finding, Series
+from tbtriage.analysis.downsample import Downsampled, minmax_downsample
 
 X_AXES = ("step", "relative", "wall")
 X_AXIS_TITLES = {"step": "step", "relative": "relative time", "wall": "wall time"}
@@ -50,12 +50,12 @@ class ChartOptions:
     ignore_outliers: bool = False
     window: tuple[float, float] | None = None  # zoomed x range in the current axis' units
 
-    def next_smoothing(self) -> "ChartOptions":
+    def next_smoothing(self) -> ChartOptions:
         weights = SMOOTHING_WEIGHTS
         index = weights.index(self.smoothing) if self.smoothing in weights else -1
         return replace(self, smoothing=weights[(index + 1) % len(weights)])
 
-    def next_x_axis(self) -> "ChartOptions":
+    def next_x_axis(self) -> ChartOptions:
         # The zoom window is in the old axis' units, so it cannot carry over.
         return replace(self, x_axis=X_AXES[(X_AXES.index(self.x_axis) + 1) % len(X_AXES)], window=None)
 
@@ -160,7 +160,9 @@ class BucketedLines:
         return self._percentiles[log_y]
 
 
-def bucket_lines(requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother) -> BucketedLines:
+def bucket_lines(
+    requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother
+) -> BucketedLines:
     """Window, smooth and min/max-bucket `requests` for a chart `width` cells wide (log-y and range not applied)."""
     buckets = max(width, 1) * BUCKETS_PER_CELL
     lines, onsets, window_values = [], [], []
@@ -204,7 +206,9 @@ def finish_chart(bucketed: BucketedLines, options: ChartOptions) -> PreparedChar
     )
 
 
-def prepare_chart(requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother) -> PreparedChart:
+def prepare_chart(
+    requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother
+) -> PreparedChart:
     """Everything a chart `width` cells wide draws for `requests` under `options`."""
     return finish_chart(bucket_lines(requests, options, width, smoother), options)
 
@@ -271,7 +275,7 @@ def log_ticks(lo: float, hi: float) -> tuple[tuple[float, ...], tuple[str, ...]]
         chosen = chosen[:: math.ceil(len(chosen) / MAX_LOG_TICKS)]
     if len(chosen) < 2:
         chosen = [lo, hi]
-    return tuple(chosen), tuple(f"{10 ** v:.3g}" for v in chosen)
+    return tuple(chosen), tuple(f"{10**v:.3g}" for v in chosen)
 
 
 #: (upper bound of the span in seconds, unit label, seconds per unit) for the relative-time axis.
@@ -299,7 +303,9 @@ def _rescale_x(line: ChartLine, divisor: float) -> ChartLine:
     def scale(d: Downsampled | None) -> Downsampled | None:
         if d is None:
             return d
-        return replace(d, x=d.x / divisor, nan_x=d.nan_x / divisor, posinf_x=d.posinf_x / divisor, neginf_x=d.neginf_x / divisor)
+        return replace(
+            d, x=d.x / divisor, nan_x=d.nan_x / divisor, posinf_x=d.posinf_x / divisor, neginf_x=d.neginf_x / divisor
+        )
 
     return ChartLine(line.run, line.slot, scale(line.raw), scale(line.smooth))
 

@@ -7,19 +7,20 @@ theme switch per theme. Run names are untrusted and are matched and shown as pla
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
-from themes import THEME_ORDER
-from tui.bindings import KEY_ACTIONS, effective_key
-from tui.safe_text import plain
+from tbtriage.themes import THEME_ORDER
+from tbtriage.tui.bindings import KEY_ACTIONS, effective_key
+from tbtriage.tui.safe_text import plain
 
 if TYPE_CHECKING:
-    from tui.app import TriageApp
+    from tbtriage.tui.app import TriageApp
 
 #: Actions offered on every screen; the others act on the main screen's chart, lists or filter.
 _ANYWHERE = {"help", "log_y", "smoothing", "outliers", "theme", "follow", "refresh", "copy_report", "quit"}
@@ -33,10 +34,10 @@ class PaletteCommand:
 
 
 class TriageCommands(Provider):
-    app: "TriageApp"
+    app: TriageApp
 
     def commands(self) -> list[PaletteCommand]:
-        from tui.screens.main import MainScreen
+        from tbtriage.tui.screens.main import MainScreen
 
         app = self.app
         on_main = isinstance(self.screen, MainScreen)
@@ -47,10 +48,20 @@ class TriageCommands(Provider):
             key = effective_key(action, app.keymap)
             found.append(PaletteCommand(action.help, f"key: {key}", partial(app.run_action, action.action)))
         for theme in THEME_ORDER:
-            found.append(PaletteCommand(f"Switch theme to {theme}", "colours of panes and charts", partial(setattr, app, "theme", theme)))
+            found.append(
+                PaletteCommand(
+                    f"Switch theme to {theme}", "colours of panes and charts", partial(setattr, app, "theme", theme)
+                )
+            )
         if on_main:
             for name in app.runs:
-                found.append(PaletteCommand(f"Open run {plain(name)}", "its dashboard: losses, gradients, lr, device", partial(app.open_dashboard, name)))
+                found.append(
+                    PaletteCommand(
+                        f"Open run {plain(name)}",
+                        "its dashboard: losses, gradients, lr, device",
+                        partial(app.open_dashboard, name),
+                    )
+                )
         return found
 
     async def discover(self) -> Hits:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from analysis.export import write_csv
-from tui.chart_data import SeriesRequest
+from tbtriage.analysis.export import write_csv
+from tbtriage.tui.chart_data import SeriesRequest
 
 #: Characters kept from a tag in the file name; the rest become `_` (tags hold `/`, spaces, anything).
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")

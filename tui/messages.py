@@ -10,7 +10,7 @@ from pathlib import Path
 
 from textual.message import Message
 
-from analysis.model import Finding, RunReport
+from tbtriage.analysis.datamodel import Finding, RunReport
 
 
 class RunsDiscovered(Message):

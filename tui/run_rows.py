@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.compare import worst_finding
-from analysis.model import Finding, Run, RunReport
+from tbtriage.analysis.compare import worst_finding
+from tbtriage.analysis.datamodel import Finding, Run, RunReport
 
 #: A run whose last event is younger than this is marked live. PyTorch's and tensorboardX's
 #: SummaryWriter flush every 120 s by default, so a training run's file grows at least that

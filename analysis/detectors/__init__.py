@@ -6,9 +6,24 @@ findings most severe first, then by onset.
 
 from __future__ import annotations
 
-from ..model import SEVERITIES, Finding
-from . import (activations, amp, convergence, divergence, gradients, lr, notes, oscillation, overfitting,
-               resources, spikes, stalled, tasks, warmup, weights)
+from ..datamodel import SEVERITIES, Finding
+from . import (
+    activations,
+    amp,
+    convergence,
+    divergence,
+    gradients,
+    lr,
+    notes,
+    oscillation,
+    overfitting,
+    resources,
+    spikes,
+    stalled,
+    tasks,
+    warmup,
+    weights,
+)
 from .base import ExternalSeries, LogdirContext, RunData
 
 #: (module, kinds it can report), in the order they run.

@@ -46,15 +46,21 @@ def detect(data: RunData) -> list:
     dead.sort(key=lambda d: -d[1])
     tag, recent, start, onset, points = dead[0]
     severity = confident("critical" if recent >= CRITICAL_FRAC else "warning", points)
-    summary = (f"{tag} {start:.0%} → {recent:.0%} of units output zero"
-               + (f" since step {onset}" if onset else ""))
-    evidence = {"summary": summary, "tag": tag, "recent_zero_fraction": recent, "start_zero_fraction": start,
-                "layers": [d[0] for d in dead[:10]], "layer_count": len(dead)}
+    summary = f"{tag} {start:.0%} → {recent:.0%} of units output zero" + (f" since step {onset}" if onset else "")
+    evidence = {
+        "summary": summary,
+        "tag": tag,
+        "recent_zero_fraction": recent,
+        "start_zero_fraction": start,
+        "layers": [d[0] for d in dead[:10]],
+        "layer_count": len(dead),
+    }
     evidence.update(data.context_evidence(onset))
     names = ", ".join(d[0] for d in dead[:3]) + (f" and {len(dead) - 3} more" if len(dead) > 3 else "")
     message = f"dead units: {recent:.0%} of activations are zero in {names}"
-    suggestion = ("Lower the learning rate (one large update can kill ReLUs for good), use LeakyReLU/GELU, "
-                  "Kaiming initialisation with a small positive bias, and BatchNorm/LayerNorm before the "
-                  f"activation; re-check from the last checkpoint before step {onset}")
-    return [finding(data, "dead_units", severity, [d[0] for d in dead[:8]], onset, None, evidence, message,
-                    suggestion)]
+    suggestion = (
+        "Lower the learning rate (one large update can kill ReLUs for good), use LeakyReLU/GELU, "
+        "Kaiming initialisation with a small positive bias, and BatchNorm/LayerNorm before the "
+        f"activation; re-check from the last checkpoint before step {onset}"
+    )
+    return [finding(data, "dead_units", severity, [d[0] for d in dead[:8]], onset, None, evidence, message, suggestion)]

@@ -50,8 +50,14 @@ def _collapse(data: RunData, tag: str) -> dict | None:
     near_peak = np.flatnonzero(after[:first_low] >= peak - 1.0)
     onset_index = start + (int(near_peak[-1]) + 1 if near_peak.size else 0)
     halvings = int(np.sum(np.diff(octaves[start:]) <= -0.9))
-    return {"onset": int(steps[onset_index]), "peak": float(2**peak), "final": float(values[-1]),
-            "halvings": halvings, "end": int(steps[-1]), "points": int(values.size)}
+    return {
+        "onset": int(steps[onset_index]),
+        "peak": float(2**peak),
+        "final": float(values[-1]),
+        "halvings": halvings,
+        "end": int(steps[-1]),
+        "points": int(values.size),
+    }
 
 
 def _overflow_skips(data: RunData) -> dict | None:
@@ -67,36 +73,81 @@ def _overflow_skips(data: RunData) -> dict | None:
     loss = data.primary.train_loss
     if loss is not None and data.features[loss].first_nonfinite_step is not None:
         return None
-    return {"tag": tag, "share": share, "count": int(bad.sum()), "onset": int(series.steps[np.argmax(bad)]),
-            "end": int(series.steps[np.flatnonzero(bad)[-1]]), "points": int(bad.size)}
+    return {
+        "tag": tag,
+        "share": share,
+        "count": int(bad.sum()),
+        "onset": int(series.steps[np.argmax(bad)]),
+        "end": int(series.steps[np.flatnonzero(bad)[-1]]),
+        "points": int(bad.size),
+    }
 
 
 def detect(data: RunData) -> list:
     out = []
-    advice = ["switch to bf16 autocast (no loss scaling needed)",
-              "or keep softmax/attention scores, norms and the loss in fp32 under fp16",
-              "call scaler.unscale_(optimizer) before clipping, and look for an op overflowing fp16's 65504"]
+    advice = [
+        "switch to bf16 autocast (no loss scaling needed)",
+        "or keep softmax/attention scores, norms and the loss in fp32 under fp16",
+        "call scaler.unscale_(optimizer) before clipping, and look for an op overflowing fp16's 65504",
+    ]
     for tag in data.tags("loss_scale"):
         event = _collapse(data, tag)
         if event is None:
             continue
         severity = "critical" if event["final"] < MIN_SCALE else "warning"
-        summary = (f"{tag} {fmt(event['peak'])} → {fmt(event['final'])} from step {event['onset']} "
-                   f"({event['halvings']} halvings after the start)")
-        evidence = {"summary": summary, "tag": tag, "peak_scale": event["peak"], "final_scale": event["final"],
-                    "halvings": event["halvings"]}
+        summary = (
+            f"{tag} {fmt(event['peak'])} → {fmt(event['final'])} from step {event['onset']} "
+            f"({event['halvings']} halvings after the start)"
+        )
+        evidence = {
+            "summary": summary,
+            "tag": tag,
+            "peak_scale": event["peak"],
+            "final_scale": event["final"],
+            "halvings": event["halvings"],
+        }
         evidence.update(data.context_evidence(event["onset"]))
-        message = f"AMP loss scale collapsed to {fmt(event['final'])} from step {event['onset']}: steps keep overflowing"
-        out.append(finding(data, "amp_overflow", confident(severity, event["points"]), [tag], event["onset"],
-                           event["end"], evidence, message, sentence(advice)))
+        message = (
+            f"AMP loss scale collapsed to {fmt(event['final'])} from step {event['onset']}: steps keep overflowing"
+        )
+        out.append(
+            finding(
+                data,
+                "amp_overflow",
+                confident(severity, event["points"]),
+                [tag],
+                event["onset"],
+                event["end"],
+                evidence,
+                message,
+                sentence(advice),
+            )
+        )
     skips = _overflow_skips(data)
     if skips and not out:
         severity = "warning" if skips["share"] >= OVERFLOW_WARN else "info"
-        summary = (f"{skips['tag']} Inf/NaN at {skips['count']} of {skips['points']} logged steps "
-                   f"({skips['share']:.1%}) from step {skips['onset']} while the loss stayed finite")
-        evidence = {"summary": summary, "tag": skips["tag"], "overflow_share": skips["share"],
-                    "overflow_points": skips["count"]}
+        summary = (
+            f"{skips['tag']} Inf/NaN at {skips['count']} of {skips['points']} logged steps "
+            f"({skips['share']:.1%}) from step {skips['onset']} while the loss stayed finite"
+        )
+        evidence = {
+            "summary": summary,
+            "tag": skips["tag"],
+            "overflow_share": skips["share"],
+            "overflow_points": skips["count"],
+        }
         message = f"gradient overflow on {skips['share']:.1%} of logged steps (skipped fp16 updates)"
-        out.append(finding(data, "amp_overflow", confident(severity, skips["points"]), [skips["tag"]],
-                           skips["onset"], skips["end"], evidence, message, sentence(advice)))
+        out.append(
+            finding(
+                data,
+                "amp_overflow",
+                confident(severity, skips["points"]),
+                [skips["tag"]],
+                skips["onset"],
+                skips["end"],
+                evidence,
+                message,
+                sentence(advice),
+            )
+        )
     return out

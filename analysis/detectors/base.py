@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
+from ..datamodel import Finding, Run, Series, SeriesFeatures
 from ..features import context_tags, context_windows, finite_view
-from ..model import Finding, Run, Series, SeriesFeatures
 from ..roles import PrimaryTags
 
 #: Adversarial loss terms (GAN generator/discriminator/critic): they rise and fall against each other by
@@ -70,7 +71,9 @@ class RunData:
 
     def tags(self, *roles: str) -> list[str]:
         """Tags having one of `roles`, in the run's order, with at least one point."""
-        return [t for t, (r, _) in self.roles.items() if r in roles and t in self.run.scalars and len(self.run.scalars[t])]
+        return [
+            t for t, (r, _) in self.roles.items() if r in roles and t in self.run.scalars and len(self.run.scalars[t])
+        ]
 
     def finite(self, tag: str) -> tuple[np.ndarray, np.ndarray]:
         return finite_view(self.run.scalars[tag])
@@ -101,8 +104,10 @@ class RunData:
         if not windows:
             return {}
         tags = context_tags(self.run, self.roles)
-        return {"context": {role: [[s, v] for s, v in points] for role, points in windows.items()},
-                "context_tags": {role: tags[role] for role in windows}}
+        return {
+            "context": {role: [[s, v] for s, v in points] for role, points in windows.items()},
+            "context_tags": {role: tags[role] for role in windows},
+        }
 
     def lr_values_near(self, step: int, before: int = 3, after: int = 3) -> tuple[float, float] | None:
         """(lr just before, lr just after) `step` from the main lr tag: (max of the `before` points before,
@@ -173,8 +178,17 @@ def finding(
 ) -> Finding:
     """A Finding on this run, evidence numbers rounded."""
     clean = {k: (num(v) if isinstance(v, float) else v) for k, v in evidence.items()}
-    return Finding(kind, severity, data.name, tuple(dict.fromkeys(tags)), None if step is None else int(step),
-                   None if end_step is None else int(end_step), clean, message, suggestion)
+    return Finding(
+        kind,
+        severity,
+        data.name,
+        tuple(dict.fromkeys(tags)),
+        None if step is None else int(step),
+        None if end_step is None else int(end_step),
+        clean,
+        message,
+        suggestion,
+    )
 
 
 def confident(severity: str, points: int, needed: int = MIN_CONFIDENT_POINTS) -> str:

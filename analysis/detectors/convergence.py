@@ -28,7 +28,18 @@ import numpy as np
 
 from ..features import EDGE_FRAC
 from ..smoothing import mad_sigma
-from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, level_at, pct, position, smoothed_level
+from .base import (
+    MIN_CONFIDENT_POINTS,
+    RunData,
+    adversarial,
+    confident,
+    finding,
+    fmt,
+    level_at,
+    pct,
+    position,
+    smoothed_level,
+)
 
 NO_DROP = 0.02
 LEARNED = 0.1
@@ -64,7 +75,7 @@ def _still_warming_up(data: RunData) -> bool:
     steps, lr = data.finite(data.primary.lr)
     if lr.size < 4:
         return False
-    tail = lr[-max(2, lr.size // 5):]
+    tail = lr[-max(2, lr.size // 5) :]
     return bool(tail[-1] > tail[0] * 1.05 and lr[-1] >= 0.95 * lr.max())
 
 
@@ -105,8 +116,14 @@ def _slow(data: RunData, tag: str):
     slope2, error2 = _slope(level.steps, level.medians, level.steps >= middle_step)
     first_half, second_half = -slope1 * half_span, -slope2 * half_span
     slowed_down = (first_half - second_half) > DECELERATION_K * half_span * math.hypot(error1, error2)
-    evidence = {"tag": tag, "start_level": start, "middle_level": middle, "end_level": end,
-                "relative_drop": drop, "steps": int(steps[-1] - steps[0])}
+    evidence = {
+        "tag": tag,
+        "start_level": start,
+        "middle_level": middle,
+        "end_level": end,
+        "relative_drop": drop,
+        "steps": int(steps[-1] - steps[0]),
+    }
     if data.primary.lr:
         lr = data.finite(data.primary.lr)[1]
         if lr.size:
@@ -116,28 +133,52 @@ def _slow(data: RunData, tag: str):
     if abs(drop) < NO_DROP and dipped < LEARNED:
         evidence["summary"] = f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}"
         message = f"{tag} has not moved in {span} steps ({fmt(start)} → {fmt(end)}): the model is not learning"
-        suggestion = ("Check that the optimizer gets the model's parameters and the loss is not detached "
-                      "(requires_grad, zero_grad/step order), that the lr is not ~0, and the initialisation "
-                      "and input normalisation; then raise the lr ×10 with an lr range test")
-        return finding(data, "slow_convergence", confident("warning", n, 2 * MIN_CONFIDENT_POINTS),
-                       [tag], int(steps[0]), int(steps[-1]), evidence, message, suggestion)
+        suggestion = (
+            "Check that the optimizer gets the model's parameters and the loss is not detached "
+            "(requires_grad, zero_grad/step order), that the lr is not ~0, and the initialisation "
+            "and input normalisation; then raise the lr ×10 with an lr range test"
+        )
+        return finding(
+            data,
+            "slow_convergence",
+            confident("warning", n, 2 * MIN_CONFIDENT_POINTS),
+            [tag],
+            int(steps[0]),
+            int(steps[-1]),
+            evidence,
+            message,
+            suggestion,
+        )
     # Same pace in both halves: the second fell at least LINEAR_RATIO as much as the first, or at least
     # MIN_RATIO as much with the difference within noise (a short, noisy crawl gives a ragged ratio).
     same_pace = second_half >= LINEAR_RATIO * first_half or (second_half >= MIN_RATIO * first_half and not slowed_down)
-    crawling = (0 < drop < SLOW_DROP and first_half > 0 and same_pace and second_half > CRAWL_NOISE_K * edge_noise)
+    crawling = 0 < drop < SLOW_DROP and first_half > 0 and same_pace and second_half > CRAWL_NOISE_K * edge_noise
     if not crawling:
         return None
-    evidence["summary"] = (f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}: "
-                           f"{pct(-first_half / scale)} in the first half, {pct(-second_half / scale)} in the "
-                           "second, no sign of levelling off")
+    evidence["summary"] = (
+        f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}: "
+        f"{pct(-first_half / scale)} in the first half, {pct(-second_half / scale)} in the "
+        "second, no sign of levelling off"
+    )
     message = f"{tag} fell only {drop:.0%} in {span} steps and keeps crawling at the same pace"
     factor_text = ""
     if "lr_max" in evidence:
         factor_text = f" (e.g. {fmt(evidence['lr_max'])} → {fmt(evidence['lr_max'] * 10)})"
-    suggestion = (f"Raise the learning rate ×3–10{factor_text}, ideally after an lr range test; check "
-                  "weight initialisation (Kaiming/Xavier), input normalisation and Adam's eps (1e-8, not 1e-3)")
-    return finding(data, "slow_convergence", confident("warning", n, 2 * MIN_CONFIDENT_POINTS), [tag],
-                   int(steps[0]), int(steps[-1]), evidence, message, suggestion)
+    suggestion = (
+        f"Raise the learning rate ×3–10{factor_text}, ideally after an lr range test; check "
+        "weight initialisation (Kaiming/Xavier), input normalisation and Adam's eps (1e-8, not 1e-3)"
+    )
+    return finding(
+        data,
+        "slow_convergence",
+        confident("warning", n, 2 * MIN_CONFIDENT_POINTS),
+        [tag],
+        int(steps[0]),
+        int(steps[-1]),
+        evidence,
+        message,
+        suggestion,
+    )
 
 
 def _slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
@@ -146,10 +187,10 @@ def _slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float
     if x.size < 3:
         return 0.0, float("inf")
     x = x - x.mean()
-    denominator = float(((x * x).sum()))
+    denominator = float((x * x).sum())
     if denominator <= 0:
         return 0.0, float("inf")
-    slope = float(((x * (y - y.mean())).sum())) / denominator
+    slope = float((x * (y - y.mean())).sum()) / denominator
     residual = y - y.mean() - slope * x
     return slope, mad_sigma(residual) / np.sqrt(denominator)
 
@@ -211,30 +252,52 @@ def _plateaus(data: RunData, tag: str) -> list:
         window = max(0.5 * (end - start), 0.05 * data.span)
         ahead = later & (level_steps <= end + window)
         after = (level - float(np.min(medians[ahead]))) / window if ahead.any() else 0.0
-        if after < PLATEAU_ACCEL * max(during, 0.0) or (level - float(np.min(medians[ahead]))) < 0.5 * PLATEAU_DROP * abs(level):
+        if after < PLATEAU_ACCEL * max(during, 0.0) or (
+            level - float(np.min(medians[ahead]))
+        ) < 0.5 * PLATEAU_DROP * abs(level):
             continue
         at_start = position(data, start) <= START_FRAC
         chance = _chance_level(level) if at_start else None
         fraction = (end - start) / data.span
         evidence = {
-            "tag": tag, "level": level, "plateau_fraction": fraction, "then_min": lowest,
-            "summary": (f"{tag} flat at {fmt(level)} from step {start} to {end} ({fraction:.0%} of the run), "
-                        f"then fell to {fmt(lowest)} ({pct(-drop)})"),
+            "tag": tag,
+            "level": level,
+            "plateau_fraction": fraction,
+            "then_min": lowest,
+            "summary": (
+                f"{tag} flat at {fmt(level)} from step {start} to {end} ({fraction:.0%} of the run), "
+                f"then fell to {fmt(lowest)} ({pct(-drop)})"
+            ),
         }
         if chance:
             evidence["chance_level_classes"] = chance
             evidence["summary"] += f"; {fmt(level)} ≈ ln({chance}), the loss of a uniform guess over {chance} classes"
         if at_start:
             message = f"{tag} sat at its initial level {fmt(level)} for {fraction:.0%} of the run before learning"
-            suggestion = ("Check the initialisation (no zero/constant init, Kaiming for ReLU), input normalisation "
-                          "and the lr at the start (a warmup too long or too low); a loss stuck at chance level "
-                          "often means labels and inputs are misaligned or the output layer is saturated")
+            suggestion = (
+                "Check the initialisation (no zero/constant init, Kaiming for ReLU), input normalisation "
+                "and the lr at the start (a warmup too long or too low); a loss stuck at chance level "
+                "often means labels and inputs are misaligned or the output layer is saturated"
+            )
             severity = "warning" if fraction >= START_WARN_FRAC else "info"
         else:
             message = f"{tag} plateaued at {fmt(level)} from step {start} to {end}, then dropped again"
-            suggestion = ("A saddle the optimizer left by itself; a cosine/one-cycle schedule or a short lr "
-                          "warm restart usually shortens such stretches")
+            suggestion = (
+                "A saddle the optimizer left by itself; a cosine/one-cycle schedule or a short lr "
+                "warm restart usually shortens such stretches"
+            )
             severity = "info"
-        out.append(finding(data, "plateau", confident(severity, values.size, 2 * MIN_CONFIDENT_POINTS), [tag],
-                           start, end, evidence, message, suggestion))
+        out.append(
+            finding(
+                data,
+                "plateau",
+                confident(severity, values.size, 2 * MIN_CONFIDENT_POINTS),
+                [tag],
+                start,
+                end,
+                evidence,
+                message,
+                suggestion,
+            )
+        )
     return out

@@ -113,8 +113,11 @@ def _blowup(data: RunData, tag: str) -> dict | None:
         return None  # the schedule restarted: a loss jump after an lr jump is expected
     best_step = int(level.steps[best_index])
     return {
-        "onset": onset, "best": -direction * best_level, "best_step": best_step,
-        "end": -direction * end_level, "start": -direction * start_level,
+        "onset": onset,
+        "best": -direction * best_level,
+        "best_step": best_step,
+        "end": -direction * end_level,
+        "start": -direction * start_level,
         "rise_vs_progress": rise / progress if progress > 0 else None,
     }
 
@@ -165,8 +168,7 @@ def detect(data: RunData) -> list:
     return findings
 
 
-def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None, blow: dict | None,
-             persistent: bool):
+def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None, blow: dict | None, persistent: bool):
     tag = tags[0]
     feats = data.features[tag]
     evidence: dict = {"tag": tag}
@@ -177,8 +179,13 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
             f"{tag} best {fmt(blow['best'])} at step {blow['best_step']}, rose from step {blow['onset']} "
             f"to {fmt(blow['end'])}" + (f" ({pct(change)})" if change is not None else "")
         )
-        evidence.update(best=blow["best"], best_step=blow["best_step"], end_level=blow["end"],
-                        start_level=blow["start"], blowup_step=blow["onset"])
+        evidence.update(
+            best=blow["best"],
+            best_step=blow["best_step"],
+            end_level=blow["end"],
+            start_level=blow["start"],
+            blowup_step=blow["onset"],
+        )
     if bad_values:
         where = f"{tag} {bad_values['first_value']} from step {bad_values['onset']}"
         if "last_finite_step" in bad_values:
@@ -207,9 +214,12 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
     advice = []
     if grad_rose:
         advice.append(clip_advice(data, onset))
-    advice.append("resume from the last checkpoint before step "
-                  f"{onset} with the peak lr ×0.5 (and a warmup if there is none)")
+    advice.append(
+        f"resume from the last checkpoint before step {onset} with the peak lr ×0.5 (and a warmup if there is none)"
+    )
     if bad_values:
-        advice.append("keep softmax/attention scores and the loss in fp32 (or train in bf16) and check the batch "
-                      f"at step {onset} for NaN/Inf inputs or labels")
+        advice.append(
+            "keep softmax/attention scores and the loss in fp32 (or train in bf16) and check the batch "
+            f"at step {onset} for NaN/Inf inputs or labels"
+        )
     return finding(data, "divergence", severity, tags, onset, None, evidence, message, sentence(advice))

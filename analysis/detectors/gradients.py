@@ -57,9 +57,19 @@ def _spike_events(data: RunData, tag: str) -> list[dict]:
     for s in feats.extra.get("spikes", ()):
         ratio = s.peak / s.before if s.before > 0 else np.inf
         if ratio >= SPIKE_RATIO and s.z >= max(SPIKE_Z, SPIKE_TAIL_MULT * tail):
-            out.append({"step": s.start_step, "peak_step": s.peak_step, "end_step": s.end_step, "before": s.before,
-                        "peak": s.peak, "prev_step": s.prev_step, "prev_value": s.prev_value, "ratio": ratio,
-                        "sustained": False})
+            out.append(
+                {
+                    "step": s.start_step,
+                    "peak_step": s.peak_step,
+                    "end_step": s.end_step,
+                    "before": s.before,
+                    "peak": s.peak,
+                    "prev_step": s.prev_step,
+                    "prev_value": s.prev_value,
+                    "ratio": ratio,
+                    "sustained": False,
+                }
+            )
     return out
 
 
@@ -81,7 +91,7 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     # Inf/NaN "for good": the norm ends non-finite and at least half its points from the first one on are.
     nonfinite_tail = False
     if feats.first_nonfinite_step is not None and not np.isfinite(series.values[-1]):
-        tail = series.values[int(np.searchsorted(series.steps, feats.first_nonfinite_step)):]
+        tail = series.values[int(np.searchsorted(series.steps, feats.first_nonfinite_step)) :]
         nonfinite_tail = bool((~np.isfinite(tail)).mean() >= 0.5)
     if values.size < 8:
         return None
@@ -104,8 +114,16 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
         if nonfinite_tail and not _loss_went_nonfinite(data):
             at = int(np.searchsorted(steps, feats.first_nonfinite_step))
             before = float(np.median(values[max(0, at - 20) : at])) if at else None
-            return {"step": feats.first_nonfinite_step, "peak_step": feats.first_nonfinite_step, "end_step": None,
-                    "before": before, "peak": float("inf"), "ratio": np.inf, "sustained": True, "nonfinite": True}
+            return {
+                "step": feats.first_nonfinite_step,
+                "peak_step": feats.first_nonfinite_step,
+                "end_step": None,
+                "before": before,
+                "peak": float("inf"),
+                "ratio": np.inf,
+                "sustained": True,
+                "nonfinite": True,
+            }
         return None
     # Walk back from the crossing to the last point still within the calm level's own scatter.
     first_point = int(level.first[crossing])
@@ -113,11 +131,18 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     calm_points = np.flatnonzero(logs[:first_point] <= base_level + max(ONSET_NOISE_K * scatter, np.log10(ONSET_CALM)))
     onset_index = min(int(calm_points[-1]) + 1 if calm_points.size else 0, values.size - 1)
     peak_index = int(np.argmax(values))
-    return {"step": int(steps[onset_index]), "peak_step": int(steps[peak_index]), "end_step": int(steps[-1]),
-            "before": float(10 ** base_level), "peak": float(values[peak_index]),
-            "prev_step": int(steps[max(onset_index - 1, 0)]), "prev_value": float(values[max(onset_index - 1, 0)]),
-            "ratio": float(values[peak_index] / 10 ** base_level), "sustained": True,
-            "nonfinite": bool(nonfinite_tail)}
+    return {
+        "step": int(steps[onset_index]),
+        "peak_step": int(steps[peak_index]),
+        "end_step": int(steps[-1]),
+        "before": float(10**base_level),
+        "peak": float(values[peak_index]),
+        "prev_step": int(steps[max(onset_index - 1, 0)]),
+        "prev_value": float(values[max(onset_index - 1, 0)]),
+        "ratio": float(values[peak_index] / 10**base_level),
+        "sustained": True,
+        "nonfinite": bool(nonfinite_tail),
+    }
 
 
 def _exploding(data: RunData) -> list:
@@ -141,17 +166,22 @@ def _exploding(data: RunData) -> list:
     severity = confident("critical" if critical else "warning", data.features[lead].points)
     if worst.get("before") is not None and np.isfinite(worst["peak"]):
         prev_value = worst.get("prev_value", worst["before"])
-        summary = (f"{lead} {fmt(prev_value)} → {fmt(worst['peak'])} between steps {worst.get('prev_step', worst['step'])} "
-                   f"and {worst['peak_step']} (×{worst['ratio']:.0f} its baseline of {fmt(worst['before'])})")
+        summary = (
+            f"{lead} {fmt(prev_value)} → {fmt(worst['peak'])} between steps {worst.get('prev_step', worst['step'])} "
+            f"and {worst['peak_step']} (×{worst['ratio']:.0f} its baseline of {fmt(worst['before'])})"
+        )
     else:
         summary = f"{lead} Inf/NaN from step {worst['step']}"
     if worst.get("nonfinite") and np.isfinite(worst["peak"]):
         summary += f", then Inf/NaN from step {data.features[lead].first_nonfinite_step}"
     evidence = {
-        "summary": summary, "tag": lead, "events": len(events),
+        "summary": summary,
+        "tag": lead,
+        "events": len(events),
         "steps": [e["peak_step"] for e in sorted(events, key=lambda e: e["step"])[:10]],
         "largest_ratio": None if not np.isfinite(worst["ratio"]) else float(worst["ratio"]),
-        "baseline": worst.get("before"), "peak": worst["peak"] if np.isfinite(worst["peak"]) else None,
+        "baseline": worst.get("before"),
+        "peak": worst["peak"] if np.isfinite(worst["peak"]) else None,
         "sustained": bool(worst["sustained"]),
     }
     if layers:
@@ -159,16 +189,34 @@ def _exploding(data: RunData) -> list:
         evidence["layer_count"] = len(layers)
     evidence.update(data.context_evidence(worst["peak_step"]))
     if worst["sustained"]:
-        message = f"{lead} exploded from step {first['step']} (×{worst['ratio']:.0f})" if np.isfinite(worst["ratio"]) \
+        message = (
+            f"{lead} exploded from step {first['step']} (×{worst['ratio']:.0f})"
+            if np.isfinite(worst["ratio"])
             else f"{lead} became Inf/NaN at step {worst['step']}"
+        )
     else:
-        message = (f"{lead} spiked ×{worst['ratio']:.0f} above its baseline"
-                   + (f" {len(events)} times" if len(events) > 1 else f" at step {worst['peak_step']}"))
-    advice = [clip_advice(data, first["step"]), "lower the peak lr ×0.3–0.5 or lengthen the warmup",
-              "under fp16 AMP keep attention softmax and the loss in fp32 (or use bf16)"]
+        message = f"{lead} spiked ×{worst['ratio']:.0f} above its baseline" + (
+            f" {len(events)} times" if len(events) > 1 else f" at step {worst['peak_step']}"
+        )
+    advice = [
+        clip_advice(data, first["step"]),
+        "lower the peak lr ×0.3–0.5 or lengthen the warmup",
+        "under fp16 AMP keep attention softmax and the loss in fp32 (or use bf16)",
+    ]
     tags = [lead] + layers[:8]
-    return [finding(data, "exploding_gradients", severity, tags, first["step"],
-                    max(e["end_step"] or e["peak_step"] for e in events), evidence, message, sentence(advice))]
+    return [
+        finding(
+            data,
+            "exploding_gradients",
+            severity,
+            tags,
+            first["step"],
+            max(e["end_step"] or e["peak_step"] for e in events),
+            evidence,
+            message,
+            sentence(advice),
+        )
+    ]
 
 
 def _vanishing_layers(data: RunData) -> list:
@@ -194,25 +242,42 @@ def _vanishing_layers(data: RunData) -> list:
     # Onset: where the layer's level first fell below LAYER_RATIO × the others' (or the series start).
     level = data.features[tag].extra["level"]
     below = np.flatnonzero(level.medians <= max(LAYER_RATIO * others, ABSOLUTE_FLOOR))
-    onset = int(steps[level.first[below[0]]]) if below.size and values.size else (int(steps[0]) if values.size else None)
+    onset = (
+        int(steps[level.first[below[0]]]) if below.size and values.size else (int(steps[0]) if values.size else None)
+    )
     names = ", ".join(w[0] for w in weak[:5])
-    summary = (f"{tag} recent median {fmt(value)} vs {fmt(others)} for the other layers "
-               f"({value / others:.1e} of them)" + (f"; it started at {fmt(start)}" if decayed else ""))
-    evidence = {"summary": summary, "tag": tag, "recent": value, "others_median": others,
-                "layers": [w[0] for w in weak[:10]], "started_at": start}
+    summary = (
+        f"{tag} recent median {fmt(value)} vs {fmt(others)} for the other layers "
+        f"({value / others:.1e} of them)" + (f"; it started at {fmt(start)}" if decayed else "")
+    )
+    evidence = {
+        "summary": summary,
+        "tag": tag,
+        "recent": value,
+        "others_median": others,
+        "layers": [w[0] for w in weak[:10]],
+        "started_at": start,
+    }
     if all_zero:
         message = f"{tag} has had no gradient at all: frozen, detached or unused"
         severity = "info"
-        suggestion = ("If the layer should train, check requires_grad, that its output reaches the loss (no "
-                      ".detach()/no_grad) and that the optimizer holds its parameters")
+        suggestion = (
+            "If the layer should train, check requires_grad, that its output reaches the loss (no "
+            ".detach()/no_grad) and that the optimizer holds its parameters"
+        )
     else:
         message = f"vanishing gradients in {names}: {value / others:.0e} of the other layers' norm"
         severity = confident("warning", data.features[tag].points)
-        suggestion = ("Add residual connections or normalisation (BatchNorm/LayerNorm) before the weak layers, "
-                      "use ReLU/GELU instead of sigmoid/tanh, Kaiming/Xavier initialisation, and log per-layer "
-                      "gradient flow to confirm")
-    return [finding(data, "vanishing_gradients", severity, [w[0] for w in weak[:8]], onset, None, evidence,
-                    message, suggestion)]
+        suggestion = (
+            "Add residual connections or normalisation (BatchNorm/LayerNorm) before the weak layers, "
+            "use ReLU/GELU instead of sigmoid/tanh, Kaiming/Xavier initialisation, and log per-layer "
+            "gradient flow to confirm"
+        )
+    return [
+        finding(
+            data, "vanishing_gradients", severity, [w[0] for w in weak[:8]], onset, None, evidence, message, suggestion
+        )
+    ]
 
 
 def _vanishing_global(data: RunData) -> list:
@@ -239,15 +304,35 @@ def _vanishing_global(data: RunData) -> list:
         return []
     below = np.flatnonzero(values <= 10 * GLOBAL_DROP * early)
     onset = int(steps[below[0]]) if below.size else int(steps[0])
-    evidence = {"summary": (f"{tag} fell from {fmt(early)} to {fmt(late)} (×{late / early:.0e}) while {loss} stalled "
-                            f"at {fmt(loss_feats.extra['end_level'])} (started at {fmt(start)})"),
-                "tag": tag, "early": early, "recent": late, "loss_tag": loss}
+    evidence = {
+        "summary": (
+            f"{tag} fell from {fmt(early)} to {fmt(late)} (×{late / early:.0e}) while {loss} stalled "
+            f"at {fmt(loss_feats.extra['end_level'])} (started at {fmt(start)})"
+        ),
+        "tag": tag,
+        "early": early,
+        "recent": late,
+        "loss_tag": loss,
+    }
     message = f"{tag} vanished (×{late / early:.0e}) from step {onset} while {loss} stopped improving"
-    suggestion = ("Check for saturating activations (sigmoid/tanh) and dead ReLUs, add normalisation or residual "
-                  "connections, re-initialise with Kaiming/Xavier; a too-small lr at the end of a schedule also "
-                  "shows like this")
-    return [finding(data, "vanishing_gradients", confident("warning", values.size), [tag, loss], onset, None,
-                    evidence, message, suggestion)]
+    suggestion = (
+        "Check for saturating activations (sigmoid/tanh) and dead ReLUs, add normalisation or residual "
+        "connections, re-initialise with Kaiming/Xavier; a too-small lr at the end of a schedule also "
+        "shows like this"
+    )
+    return [
+        finding(
+            data,
+            "vanishing_gradients",
+            confident("warning", values.size),
+            [tag, loss],
+            onset,
+            None,
+            evidence,
+            message,
+            suggestion,
+        )
+    ]
 
 
 def detect(data: RunData) -> list:

@@ -26,8 +26,10 @@ NEW_HIGH = 1.5
 JUMP = 3.0
 TRANSIENT = 3
 
-_ADVICE = ("check the scheduler: stepped per batch vs per epoch, its total/max steps vs the real run length, "
-           "a resume that did not restore the scheduler's state_dict, or an lr overwritten by a callback")
+_ADVICE = (
+    "check the scheduler: stepped per batch vs per epoch, its total/max steps vs the real run length, "
+    "a resume that did not restore the scheduler's state_dict, or an lr overwritten by a callback"
+)
 
 
 def _zero_stretches(steps: np.ndarray, zero: np.ndarray) -> list[tuple[int, int]]:
@@ -51,15 +53,36 @@ def detect(data: RunData) -> list:
         at = int(np.argmax(bad))
         what = "NaN/Inf" if not np.isfinite(values[at]) else f"negative ({fmt(float(values[at]))})"
         evidence = {"summary": f"{tag} is {what} at step {int(steps[at])}", "tag": tag, "points": int(bad.sum())}
-        out.append(finding(data, "lr_anomaly", "critical", [tag], int(steps[at]), int(steps[np.flatnonzero(bad)[-1]]),
-                           evidence, f"{tag} became {what} at step {int(steps[at])}", sentence([_ADVICE])))
+        out.append(
+            finding(
+                data,
+                "lr_anomaly",
+                "critical",
+                [tag],
+                int(steps[at]),
+                int(steps[np.flatnonzero(bad)[-1]]),
+                evidence,
+                f"{tag} became {what} at step {int(steps[at])}",
+                sentence([_ADVICE]),
+            )
+        )
         return out
     peak = float(values.max())
     if peak <= 0:
         evidence = {"summary": f"{tag} is 0 at all {n} points", "tag": tag}
-        out.append(finding(data, "lr_anomaly", confident("critical", n), [tag], int(steps[0]), int(steps[-1]),
-                           evidence, f"{tag} is 0 for the whole run: nothing is being trained",
-                           sentence(["set a non-zero learning rate", _ADVICE])))
+        out.append(
+            finding(
+                data,
+                "lr_anomaly",
+                confident("critical", n),
+                [tag],
+                int(steps[0]),
+                int(steps[-1]),
+                evidence,
+                f"{tag} is 0 for the whole run: nothing is being trained",
+                sentence(["set a non-zero learning rate", _ADVICE]),
+            )
+        )
         return out
     span = max(1, int(steps[-1] - steps[0]))
     zero = values <= ZERO_REL * peak
@@ -70,14 +93,36 @@ def detect(data: RunData) -> list:
             continue
         at_end = hi == n - 1
         where = "from the start" if lo == 0 else ("to the end" if at_end else "in the middle of the run")
-        summary = (f"{tag} is 0 from step {int(steps[lo])} to {int(steps[hi])} ({length / span:.0%} of the run, "
-                   f"{where}); its peak was {fmt(peak)}")
-        evidence = {"summary": summary, "tag": tag, "zero_from": int(steps[lo]), "zero_to": int(steps[hi]),
-                    "zero_fraction": length / span, "peak": peak}
-        message = (f"{tag} reached 0 at step {int(steps[lo])} and stayed there for the last {length / span:.0%} "
-                   "of the run" if at_end else f"{tag} is stuck at 0 for {length / span:.0%} of the run {where}")
-        out.append(finding(data, "lr_anomaly", confident("warning", n), [tag], int(steps[lo]), int(steps[hi]),
-                           evidence, message, sentence([_ADVICE])))
+        summary = (
+            f"{tag} is 0 from step {int(steps[lo])} to {int(steps[hi])} ({length / span:.0%} of the run, "
+            f"{where}); its peak was {fmt(peak)}"
+        )
+        evidence = {
+            "summary": summary,
+            "tag": tag,
+            "zero_from": int(steps[lo]),
+            "zero_to": int(steps[hi]),
+            "zero_fraction": length / span,
+            "peak": peak,
+        }
+        message = (
+            f"{tag} reached 0 at step {int(steps[lo])} and stayed there for the last {length / span:.0%} of the run"
+            if at_end
+            else f"{tag} is stuck at 0 for {length / span:.0%} of the run {where}"
+        )
+        out.append(
+            finding(
+                data,
+                "lr_anomaly",
+                confident("warning", n),
+                [tag],
+                int(steps[lo]),
+                int(steps[hi]),
+                evidence,
+                message,
+                sentence([_ADVICE]),
+            )
+        )
     out.extend(_jumps(data, tag, steps, values, peak))
     return out
 
@@ -99,8 +144,11 @@ def _jumps(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, peak:
     candidates = index[new_high | jump][:50]
     # A blip comes back within TRANSIENT points to ≤ 1.5 × where it came from (a restart stays up and decays
     # over many points, so it is neither a blip nor, at ≤ its old peak, a new high).
-    returned = {int(i) for i in candidates
-                if values[i + 1 : i + 1 + TRANSIENT].size and values[i + 1 : i + 1 + TRANSIENT].min() <= 1.5 * values[i - 1]}
+    returned = {
+        int(i)
+        for i in candidates
+        if values[i + 1 : i + 1 + TRANSIENT].size and values[i + 1 : i + 1 + TRANSIENT].min() <= 1.5 * values[i - 1]
+    }
     highs = set(index[new_high].tolist())
     events = sorted(i for i in map(int, candidates) if i in returned or i in highs)
     if not events:
@@ -108,16 +156,39 @@ def _jumps(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, peak:
     first = events[0]
     before, after = float(values[first - 1]), float(values[first])
     kind = "blip" if first in returned else "new high"
-    summary = (f"{tag} {fmt(before)} → {fmt(after)} between steps {int(steps[first - 1])} and {int(steps[first])} "
-               f"(×{after / before:.0f})" if before > 0 else f"{tag} 0 → {fmt(after)} at step {int(steps[first])}")
+    summary = (
+        f"{tag} {fmt(before)} → {fmt(after)} between steps {int(steps[first - 1])} and {int(steps[first])} "
+        f"(×{after / before:.0f})"
+        if before > 0
+        else f"{tag} 0 → {fmt(after)} at step {int(steps[first])}"
+    )
     if kind == "new high":
         summary += f", {after / running_max[first - 1]:.1f}× its previous maximum"
     else:
         summary += ", back down within a few points"
-    evidence = {"summary": summary, "tag": tag, "events": len(events), "steps": [int(steps[i]) for i in events[:10]],
-                "kind": kind, "before": before, "after": after}
+    evidence = {
+        "summary": summary,
+        "tag": tag,
+        "events": len(events),
+        "steps": [int(steps[i]) for i in events[:10]],
+        "kind": kind,
+        "before": before,
+        "after": after,
+    }
     evidence.update(data.context_evidence(int(steps[first])))
-    message = (f"{tag} jumped ×{after / max(before, 1e-30):.0f} at step {int(steps[first])}"
-               + (" above anything its schedule reached before" if kind == "new high" else " and fell back"))
-    return [finding(data, "lr_anomaly", confident("warning", n), [tag], int(steps[first]), int(steps[events[-1]]),
-                    evidence, message, sentence([_ADVICE]))]
+    message = f"{tag} jumped ×{after / max(before, 1e-30):.0f} at step {int(steps[first])}" + (
+        " above anything its schedule reached before" if kind == "new high" else " and fell back"
+    )
+    return [
+        finding(
+            data,
+            "lr_anomaly",
+            confident("warning", n),
+            [tag],
+            int(steps[first]),
+            int(steps[events[-1]]),
+            evidence,
+            message,
+            sentence([_ADVICE]),
+        )
+    ]

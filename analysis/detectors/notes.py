@@ -7,16 +7,20 @@ before the bad record is kept). Each note becomes one finding with the reader's 
 
 from __future__ import annotations
 
-from ..model import SEVERITIES
+from ..datamodel import SEVERITIES
 from .base import RunData, finding
 
 _SUGGESTIONS = {
-    "run_restart": ("The run was resumed from a checkpoint and repeated steps; the newer points were kept, as "
-                    "TensorBoard does. If that was not intended, check the resume logic (global step restored, "
-                    "a fresh log dir per attempt) and why the first attempt stopped"),
-    "data_integrity": ("The intact records before the damage were kept. A truncated last record is normal while "
-                       "a run is still writing; otherwise the file was cut by a crash, a full disk or a copy: "
-                       "re-copy it from the source if you have it"),
+    "run_restart": (
+        "The run was resumed from a checkpoint and repeated steps; the newer points were kept, as "
+        "TensorBoard does. If that was not intended, check the resume logic (global step restored, "
+        "a fresh log dir per attempt) and why the first attempt stopped"
+    ),
+    "data_integrity": (
+        "The intact records before the damage were kept. A truncated last record is normal while "
+        "a run is still writing; otherwise the file was cut by a crash, a full disk or a copy: "
+        "re-copy it from the source if you have it"
+    ),
 }
 
 
@@ -29,6 +33,7 @@ def detect(data: RunData) -> list:
         evidence = {"summary": note.message, "file": note.file}
         if note.offset is not None:
             evidence["offset"] = note.offset
-        out.append(finding(data, note.kind, severity, [], note.step, None, evidence, note.message,
-                           _SUGGESTIONS[note.kind]))
+        out.append(
+            finding(data, note.kind, severity, [], note.step, None, evidence, note.message, _SUGGESTIONS[note.kind])
+        )
     return out

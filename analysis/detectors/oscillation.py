@@ -118,17 +118,21 @@ def detect(data: RunData) -> list:
     onset, evidence = found
     evidence["tag"] = tag
     amplitude_rel = evidence["amplitude"] / scale
-    message = (f"{tag} oscillates with an amplitude of {amplitude_rel:.0%} of its level from step {onset}"
-               if evidence["pattern"] == "swings" else
-               f"{tag} bounces up and down every step from step {onset} (spread {amplitude_rel:.0%} of its level)")
+    message = (
+        f"{tag} oscillates with an amplitude of {amplitude_rel:.0%} of its level from step {onset}"
+        if evidence["pattern"] == "swings"
+        else f"{tag} bounces up and down every step from step {onset} (spread {amplitude_rel:.0%} of its level)"
+    )
     lr_tag = data.primary.lr
     lr_note = ""
     if lr_tag is not None:
         lr_values = data.finite(lr_tag)[1]
         if lr_values.size:
             lr_note = f" (from {fmt(float(np.max(lr_values)))} to {fmt(float(np.max(lr_values)) * 0.3)})"
-    suggestion = (f"Lower the learning rate ×0.3{lr_note} or decay it; a larger batch (or gradient "
-                  "accumulation ×4) averages the noisy directions; with momentum/Adam keep beta1≈0.9")
+    suggestion = (
+        f"Lower the learning rate ×0.3{lr_note} or decay it; a larger batch (or gradient "
+        "accumulation ×4) averages the noisy directions; with momentum/Adam keep beta1≈0.9"
+    )
     severity = confident("warning", feats.points, 2 * MIN_CONFIDENT_POINTS)
     return [finding(data, "oscillation", severity, [tag], onset, int(steps[-1]), evidence, message, suggestion)]
 
@@ -142,8 +146,11 @@ def _swings(steps, values, level, scale, whole_range, noise):
     p10, p90 = np.percentile(residual, [10, 90])
     amplitude = 0.5 * (p90 - p10)
     chance = _MEDIAN_EFFICIENCY * noise / np.sqrt(max(buckets.size, 1))
-    if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range
-            and amplitude >= SWING_NOISE_K * chance):
+    if not (
+        amplitude >= SWING_REL * scale
+        and amplitude >= SWING_RANGE * whole_range
+        and amplitude >= SWING_NOISE_K * chance
+    ):
         return None
     count, first, spread = _reversals(residual, amplitude)
     if count < MIN_REVERSALS or first is None or spread > RHYTHM_CV:
@@ -155,11 +162,17 @@ def _swings(steps, values, level, scale, whole_range, noise):
     cycles = count / 2
     period = (steps[-1] - onset) / cycles if cycles else None
     return onset, {
-        "pattern": "swings", "amplitude": float(amplitude), "level": level, "reversals": count,
+        "pattern": "swings",
+        "amplitude": float(amplitude),
+        "level": level,
+        "reversals": count,
         "period_steps": None if period is None else int(period),
-        "noise_expected": float(chance), "rhythm_power_share": share,
-        "summary": (f"swings of ±{fmt(amplitude)} around a level of {fmt(level)} ({amplitude / scale:.0%}), "
-                    f"{count} reversals from step {onset}" + (f", every ~{int(period)} steps" if period else "")),
+        "noise_expected": float(chance),
+        "rhythm_power_share": share,
+        "summary": (
+            f"swings of ±{fmt(amplitude)} around a level of {fmt(level)} ({amplitude / scale:.0%}), "
+            f"{count} reversals from step {onset}" + (f", every ~{int(period)} steps" if period else "")
+        ),
     }
 
 
@@ -186,7 +199,9 @@ def _bouncing(steps, values, scale, whole_range):
     dense = np.convolve(alternating.astype(float), np.ones(window) / window, mode="valid") >= 0.6
     onset_index = int(np.argmax(dense)) if dense.any() else 0
     return int(steps[onset_index]), {
-        "pattern": "bouncing", "amplitude": float(spread), "lag1_autocorrelation": rho,
+        "pattern": "bouncing",
+        "amplitude": float(spread),
+        "lag1_autocorrelation": rho,
         "summary": f"consecutive points alternate (lag-1 autocorrelation {rho:.2f}), spread {fmt(spread)} "
-                   f"({spread / scale:.0%} of the level)",
+        f"({spread / scale:.0%} of the level)",
     }

@@ -72,11 +72,18 @@ def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: 
     x = steps[best_index:].astype(np.float64)
     y = worse_up[best_index:]
     x = x - x.mean()
-    if float(((x * (y - y.mean())).sum())) <= 0:
+    if float((x * (y - y.mean())).sum()) <= 0:
         return None
-    return {"best_index": best_index, "best_step": int(steps[best_index]), "best": -direction * best,
-            "final": -direction * final, "rel": rel, "noise": noise, "evals": int(values.size),
-            "last_step": int(steps[-1])}
+    return {
+        "best_index": best_index,
+        "best_step": int(steps[best_index]),
+        "best": -direction * best,
+        "final": -direction * final,
+        "rel": rel,
+        "noise": noise,
+        "evals": int(values.size),
+        "last_step": int(steps[-1]),
+    }
 
 
 def _train_change(data: RunData, tag: str, since: int) -> float | None:
@@ -109,8 +116,17 @@ def _candidates(data: RunData) -> list[tuple[str, str, np.ndarray, np.ndarray, i
         steps, values = external.series.steps, external.series.values
         finite = np.isfinite(values)
         role = external.features.role
-        out.append((train_tag, external.tag, steps[finite], values[finite], external.features.direction or -1,
-                    role == "metric", external.run))
+        out.append(
+            (
+                train_tag,
+                external.tag,
+                steps[finite],
+                values[finite],
+                external.features.direction or -1,
+                role == "metric",
+                external.run,
+            )
+        )
     metric = data.primary.val_metric
     if metric and metric not in paired_val and data.primary.train_loss and data.features[metric].direction:
         steps, values = data.finite(metric)
@@ -135,13 +151,21 @@ def detect(data: RunData) -> list:
     train_tag, val_tag, turn, improved, is_metric, val_run = lead
     val_label = f"{val_run}:{val_tag}" if val_run else val_tag
     others = events[1:]
-    summary = (f"{val_label} best {fmt(turn['best'])} at step {turn['best_step']}, now {fmt(turn['final'])} "
-               f"({pct((turn['final'] - turn['best']) / abs(turn['best']))}) while {train_tag} "
-               f"{'fell' if data.features[train_tag].direction <= 0 else 'rose'} {abs(improved):.0%} since")
+    summary = (
+        f"{val_label} best {fmt(turn['best'])} at step {turn['best_step']}, now {fmt(turn['final'])} "
+        f"({pct((turn['final'] - turn['best']) / abs(turn['best']))}) while {train_tag} "
+        f"{'fell' if data.features[train_tag].direction <= 0 else 'rose'} {abs(improved):.0%} since"
+    )
     evidence = {
-        "summary": summary, "val_tag": val_tag, "train_tag": train_tag, "best_step": turn["best_step"],
-        "best": turn["best"], "final": turn["final"], "relative_change": turn["rel"],
-        "train_improvement": improved, "evaluations": turn["evals"],
+        "summary": summary,
+        "val_tag": val_tag,
+        "train_tag": train_tag,
+        "best_step": turn["best_step"],
+        "best": turn["best"],
+        "final": turn["final"],
+        "relative_change": turn["rel"],
+        "train_improvement": improved,
+        "evaluations": turn["evals"],
     }
     if val_run:
         evidence["val_run"] = val_run
@@ -149,19 +173,34 @@ def detect(data: RunData) -> list:
         evidence["also"] = [f"{e[5]}:{e[1]}" if e[5] else e[1] for e in others]
     warn_rel = WARN_REL_METRIC if is_metric else WARN_REL_LOSS
     severity = "warning" if turn["rel"] >= warn_rel and turn["evals"] >= CONFIDENT_EVALS else "info"
-    message = (f"overfitting: {val_label} is {turn['rel']:.0%} worse than its best at step {turn['best_step']} "
-               f"while {train_tag} keeps improving")
+    message = (
+        f"overfitting: {val_label} is {turn['rel']:.0%} worse than its best at step {turn['best_step']} "
+        f"while {train_tag} keeps improving"
+    )
     epochs = ""
     if data.epoch_length:
         epochs = f" (~{max(1, round((turn['best_step'] - (data.first_step or 0)) / data.epoch_length))} epochs)"
     hp_wd = _hparam(data, "weight_decay", "wd", "weight-decay")
-    advice = [f"keep the checkpoint from step {turn['best_step']}{epochs} and early-stop there",
-              "add regularisation: weight decay 0.05–0.1 with AdamW"
-              + (f" (weight_decay is {hp_wd} now)" if hp_wd is not None else "")
-              + ", dropout 0.1–0.3, stronger augmentation (RandAugment, mixup/cutmix) or more data"]
+    advice = [
+        f"keep the checkpoint from step {turn['best_step']}{epochs} and early-stop there",
+        "add regularisation: weight decay 0.05–0.1 with AdamW"
+        + (f" (weight_decay is {hp_wd} now)" if hp_wd is not None else "")
+        + ", dropout 0.1–0.3, stronger augmentation (RandAugment, mixup/cutmix) or more data",
+    ]
     tags = [train_tag] + ([val_tag] if not val_run else [])
-    return [finding(data, "overfitting", severity, tags, turn["best_step"], turn["last_step"], evidence,
-                    message, sentence(advice))]
+    return [
+        finding(
+            data,
+            "overfitting",
+            severity,
+            tags,
+            turn["best_step"],
+            turn["last_step"],
+            evidence,
+            message,
+            sentence(advice),
+        )
+    ]
 
 
 def _hparam(data: RunData, *names: str):

@@ -85,10 +85,15 @@ def _data_share(data: RunData) -> dict | None:
         return None
     onset = _onset(steps, share >= DATA_INFO, int(common[0]))
     from_onset = steps >= onset
-    return {"tags": [data_tag, step_tag], "share": typical_share,
-            "data_time": float(np.median(dv[di][np.isin(common, steps[from_onset])])),
-            "step_time": float(np.median(sv[si][np.isin(common, steps[from_onset])])), "onset": onset,
-            "end": int(steps[-1]), "points": int(common.size)}
+    return {
+        "tags": [data_tag, step_tag],
+        "share": typical_share,
+        "data_time": float(np.median(dv[di][np.isin(common, steps[from_onset])])),
+        "step_time": float(np.median(sv[si][np.isin(common, steps[from_onset])])),
+        "onset": onset,
+        "end": int(steps[-1]),
+        "points": int(common.size),
+    }
 
 
 def _utilisation(data: RunData) -> dict | None:
@@ -127,8 +132,10 @@ def detect(data: RunData) -> list:
     evidence: dict = {}
     onsets, ends, points = [], [], []
     if share:
-        parts.append(f"{share['tags'][0]} {fmt(share['data_time'])} of {fmt(share['step_time'])} per step "
-                     f"({share['share']:.0%} waiting for data)")
+        parts.append(
+            f"{share['tags'][0]} {fmt(share['data_time'])} of {fmt(share['step_time'])} per step "
+            f"({share['share']:.0%} waiting for data)"
+        )
         tags += share["tags"]
         severe |= share["share"] >= DATA_WARN
         evidence.update(data_share=share["share"], data_time=share["data_time"], step_time=share["step_time"])
@@ -140,8 +147,14 @@ def detect(data: RunData) -> list:
         evidence["gpu_util_median"] = util["util"]
         onsets.append(util["onset"]), ends.append(util["end"]), points.append(util["points"])
     evidence["summary"] = "; ".join(parts)
-    workers = next((v for k, v in data.run.hparams.items()
-                    if k.rsplit(".", 1)[-1].lower() in ("num_workers", "workers", "dataloader_num_workers")), None)
+    workers = next(
+        (
+            v
+            for k, v in data.run.hparams.items()
+            if k.rsplit(".", 1)[-1].lower() in ("num_workers", "workers", "dataloader_num_workers")
+        ),
+        None,
+    )
     pin = next((v for k, v in data.run.hparams.items() if k.rsplit(".", 1)[-1].lower() == "pin_memory"), None)
     if workers is not None:
         evidence["num_workers"] = workers
@@ -150,12 +163,15 @@ def detect(data: RunData) -> list:
     else:
         message = f"the GPU is idle most of the time ({util['util']:.0f}% median utilisation)"
     worker_target = 8 if not isinstance(workers, (int, float)) or workers < 4 else int(workers) * 2
-    advice = [f"DataLoader(num_workers={worker_target}" + (f", up from {workers}" if workers is not None else "")
-              + ", pin_memory=True, persistent_workers=True, prefetch_factor=4)"
-              + (" (pin_memory is off now)" if pin is False else ""),
-              "move decoding/augmentation to the GPU (DALI, torchvision.transforms.v2 on tensors) or cache "
-              "preprocessed data", "check storage read throughput; a larger batch raises utilisation when the "
-              "model itself is small"]
+    advice = [
+        f"DataLoader(num_workers={worker_target}"
+        + (f", up from {workers}" if workers is not None else "")
+        + ", pin_memory=True, persistent_workers=True, prefetch_factor=4)"
+        + (" (pin_memory is off now)" if pin is False else ""),
+        "move decoding/augmentation to the GPU (DALI, torchvision.transforms.v2 on tensors) or cache preprocessed data",
+        "check storage read throughput; a larger batch raises utilisation when the model itself is small",
+    ]
     severity = confident("warning" if severe else "info", max(points))
-    return [finding(data, "input_bottleneck", severity, tags, min(onsets), max(ends), evidence, message,
-                    sentence(advice))]
+    return [
+        finding(data, "input_bottleneck", severity, tags, min(onsets), max(ends), evidence, message, sentence(advice))
+    ]

@@ -82,8 +82,11 @@ def detect(data: RunData) -> list:
         if not spikes:
             continue
         scale = feats.extra["scale"]
-        periodic = [s for s in spikes if s.z >= PERIODIC_Z and _relative(s, scale) >= PERIODIC_REL
-                    and position(data, s.start_step) >= 0.02]
+        periodic = [
+            s
+            for s in spikes
+            if s.z >= PERIODIC_Z and _relative(s, scale) >= PERIODIC_REL and position(data, s.start_step) >= 0.02
+        ]
         period = periodicity([s.peak_step for s in periodic]) if len(periodic) >= PERIODIC_MIN_SPIKES else None
         in_pattern: set[int] = set()
         if period:
@@ -94,11 +97,14 @@ def detect(data: RunData) -> list:
             else:
                 in_pattern = set()
         tail = feats.extra.get("tail_z95", 0.0)
-        big = [s for s in spikes
-               if s.peak_step not in in_pattern
-               and s.z >= max(SPIKE_Z, SPIKE_TAIL_MULT * tail)
-               and _relative(s, scale) >= SPIKE_REL
-               and position(data, s.start_step) >= EARLY_FRAC]
+        big = [
+            s
+            for s in spikes
+            if s.peak_step not in in_pattern
+            and s.z >= max(SPIKE_Z, SPIKE_TAIL_MULT * tail)
+            and _relative(s, scale) >= SPIKE_REL
+            and position(data, s.start_step) >= EARLY_FRAC
+        ]
         if big:
             findings.append(_spike_finding(data, tag, big, scale))
     return _one_per_event(findings)
@@ -109,8 +115,11 @@ def _pattern_members(spikes: list[Spike], period: int) -> set[int]:
     offsets = sorted(s.peak_step % period for s in spikes)
     phase = offsets[len(offsets) // 2]
     tolerance = max(1, 0.1 * period)
-    return {s.peak_step for s in spikes
-            if min((s.peak_step - phase) % period, period - (s.peak_step - phase) % period) <= tolerance}
+    return {
+        s.peak_step
+        for s in spikes
+        if min((s.peak_step - phase) % period, period - (s.peak_step - phase) % period) <= tolerance
+    }
 
 
 def _spike_finding(data: RunData, tag: str, spikes: list[Spike], scale: float):
@@ -120,35 +129,62 @@ def _spike_finding(data: RunData, tag: str, spikes: list[Spike], scale: float):
     feats = data.features[tag]
     ratios = sorted(s.peak / s.before for s in spikes if s.before > 0)
     typical = ratios[len(ratios) // 2] if ratios else None
-    severity = "warning" if (ratio is not None and ratio >= WARN_RATIO) or (
-        len(spikes) >= WARN_COUNT and typical is not None and typical >= WARN_COUNT_RATIO) else "info"
+    severity = (
+        "warning"
+        if (ratio is not None and ratio >= WARN_RATIO)
+        or (len(spikes) >= WARN_COUNT and typical is not None and typical >= WARN_COUNT_RATIO)
+        else "info"
+    )
     severity = confident(severity, feats.points)
-    summary = (f"{tag} {fmt(worst.prev_value)} → {fmt(worst.peak)} between steps {worst.prev_step} and "
-               f"{worst.peak_step}" + (f" (×{ratio:.1f})" if ratio else "") +
-               f", back to {fmt(worst.after)} by step {worst.end_step + 1 if worst.end_step == worst.peak_step else worst.end_step}")
+    summary = (
+        f"{tag} {fmt(worst.prev_value)} → {fmt(worst.peak)} between steps {worst.prev_step} and "
+        f"{worst.peak_step}"
+        + (f" (×{ratio:.1f})" if ratio else "")
+        + f", back to {fmt(worst.after)} by step {worst.end_step + 1 if worst.end_step == worst.peak_step else worst.end_step}"
+    )
     evidence = {
-        "summary": summary, "tag": tag, "count": len(spikes),
-        "spikes": [{"step": s.peak_step, "before": s.before, "peak": s.peak, "after": s.after,
-                    "sigma": round(s.z, 1)} for s in spikes[:10]],
+        "summary": summary,
+        "tag": tag,
+        "count": len(spikes),
+        "spikes": [
+            {"step": s.peak_step, "before": s.before, "peak": s.peak, "after": s.after, "sigma": round(s.z, 1)}
+            for s in spikes[:10]
+        ],
         "largest_ratio": ratio,
     }
-    evidence["spikes"] = [{k: (round(v, 4) if isinstance(v, float) and k != "sigma" else v) for k, v in d.items()}
-                          for d in evidence["spikes"]]
+    evidence["spikes"] = [
+        {k: (round(v, 4) if isinstance(v, float) and k != "sigma" else v) for k, v in d.items()}
+        for d in evidence["spikes"]
+    ]
     evidence.update(data.context_evidence(worst.peak_step))
     grads = evidence.get("context", {}).get("grad_norm")
     grad_spiked = bool(grads) and max(v for _, v in grads) > 5 * min(v for _, v in grads)
     count = f"{len(spikes)} loss spikes" if len(spikes) > 1 else "a loss spike"
-    message = (f"{count} on {tag} (largest " + (f"×{ratio:.1f}" if ratio else f"{worst.z:.0f}σ") +
-               f" at step {worst.peak_step}), recovered")
+    message = (
+        f"{count} on {tag} (largest "
+        + (f"×{ratio:.1f}" if ratio else f"{worst.z:.0f}σ")
+        + f" at step {worst.peak_step}), recovered"
+    )
     advice = []
     if grad_spiked:
         advice.append(clip_advice(data, spikes[0].start_step) + " (the gradient norm spiked with the loss)")
     else:
         advice.append("lower the peak lr ×0.5 or clip gradients (max_norm≈1.0)")
-    advice.append(f"inspect the batches at steps {', '.join(str(s.peak_step) for s in spikes[:5])} for outliers or "
-                  "bad labels; with Adam, a larger eps (1e-6) or beta2=0.95 damps rare huge updates")
-    return finding(data, "loss_spike", severity, [tag], spikes[0].start_step, spikes[-1].end_step, evidence,
-                   message, sentence(advice))
+    advice.append(
+        f"inspect the batches at steps {', '.join(str(s.peak_step) for s in spikes[:5])} for outliers or "
+        "bad labels; with Adam, a larger eps (1e-6) or beta2=0.95 damps rare huge updates"
+    )
+    return finding(
+        data,
+        "loss_spike",
+        severity,
+        [tag],
+        spikes[0].start_step,
+        spikes[-1].end_step,
+        evidence,
+        message,
+        sentence(advice),
+    )
 
 
 def _periodic(data: RunData, tag: str, spikes: list[Spike], period: int):
@@ -162,26 +198,48 @@ def _periodic(data: RunData, tag: str, spikes: list[Spike], period: int):
         into = offsets[len(offsets) // 2]
     ratios = [s.peak / s.before for s in spikes if s.before > 0]
     typical = sorted(ratios)[len(ratios) // 2] if ratios else None
-    summary = (f"{len(spikes)} spikes on {tag} every {period} steps from step {spikes[0].peak_step}"
-               + (f" (×{typical:.1f} typical)" if typical else "")
-               + (f"; epoch = {epoch} steps, spikes {into} steps into each epoch" if per_epoch else ""))
-    evidence = {"summary": summary, "tag": tag, "period": period, "count": len(spikes),
-                "steps": [s.peak_step for s in spikes[:20]], "epoch_length": epoch,
-                "typical_ratio": typical, "per_epoch": per_epoch}
+    summary = (
+        f"{len(spikes)} spikes on {tag} every {period} steps from step {spikes[0].peak_step}"
+        + (f" (×{typical:.1f} typical)" if typical else "")
+        + (f"; epoch = {epoch} steps, spikes {into} steps into each epoch" if per_epoch else "")
+    )
+    evidence = {
+        "summary": summary,
+        "tag": tag,
+        "period": period,
+        "count": len(spikes),
+        "steps": [s.peak_step for s in spikes[:20]],
+        "epoch_length": epoch,
+        "typical_ratio": typical,
+        "per_epoch": per_epoch,
+    }
     if per_epoch:
         evidence["offset_in_epoch"] = into
         message = f"{tag} spikes once per epoch ({period} steps), {into} steps into each epoch"
-        suggestion = (f"Shuffle the training data every epoch (DataLoader(shuffle=True) / set_epoch on the "
-                      f"DistributedSampler) and find the sample(s) at batch {into} of the epoch order: a corrupt "
-                      "shard, an extreme image or a mislabelled example")
+        suggestion = (
+            f"Shuffle the training data every epoch (DataLoader(shuffle=True) / set_epoch on the "
+            f"DistributedSampler) and find the sample(s) at batch {into} of the epoch order: a corrupt "
+            "shard, an extreme image or a mislabelled example"
+        )
     else:
         message = f"{tag} spikes every {period} steps ({len(spikes)} times)"
-        suggestion = (f"Something runs every {period} steps: look for a periodic job (eval, checkpoint, "
-                      "logging of a different batch, a data shard boundary) and the batch it feeds; shuffle "
-                      "the data and check the sample order")
+        suggestion = (
+            f"Something runs every {period} steps: look for a periodic job (eval, checkpoint, "
+            "logging of a different batch, a data shard boundary) and the batch it feeds; shuffle "
+            "the data and check the sample order"
+        )
     severity = confident("warning", feats.points)
-    return finding(data, "periodic_spikes", severity, [tag], spikes[0].start_step, spikes[-1].end_step, evidence,
-                   message, suggestion)
+    return finding(
+        data,
+        "periodic_spikes",
+        severity,
+        [tag],
+        spikes[0].start_step,
+        spikes[-1].end_step,
+        evidence,
+        message,
+        suggestion,
+    )
 
 
 def _one_per_event(findings: list) -> list:
@@ -189,8 +247,17 @@ def _one_per_event(findings: list) -> list:
     of each kind and note the others in it."""
     out = []
     for f in findings:
-        twin = next((g for g in out if g.kind == f.kind and g.step is not None and f.step is not None
-                     and abs(g.step - f.step) <= max(1, (g.end_step or g.step) - g.step + 1)), None)
+        twin = next(
+            (
+                g
+                for g in out
+                if g.kind == f.kind
+                and g.step is not None
+                and f.step is not None
+                and abs(g.step - f.step) <= max(1, (g.end_step or g.step) - g.step + 1)
+            ),
+            None,
+        )
         if twin is None:
             out.append(f)
         else:

@@ -55,19 +55,30 @@ def detect(data: RunData) -> list:
     threshold = max(MIN_SILENCE_S, SILENCE_INTERVALS * interval)
     if silence <= threshold or _finished(data):
         return []
-    alongside = [name for name, first, end in context.spans
-                 if name != data.name and first < last and end > last + threshold]
+    alongside = [
+        name for name, first, end in context.spans if name != data.name and first < last and end > last + threshold
+    ]
     if not alongside:
         return []
     live = context.now is not None and context.now - context.latest_wall_time <= LIVE_WINDOW_S
     minutes = silence / 60.0
-    evidence = {"summary": (f"last event at step {data.run.last_step}, {minutes:.0f} min before the logdir's newest; "
-                            f"{len(alongside)} run(s) that ran alongside kept writing"),
-                "silence_s": round(silence, 1), "typical_interval_s": round(interval, 2),
-                "still_writing": alongside[:10]}
+    evidence = {
+        "summary": (
+            f"last event at step {data.run.last_step}, {minutes:.0f} min before the logdir's newest; "
+            f"{len(alongside)} run(s) that ran alongside kept writing"
+        ),
+        "silence_s": round(silence, 1),
+        "typical_interval_s": round(interval, 2),
+        "still_writing": alongside[:10],
+    }
     message = f"stalled: no event for {minutes:.0f} min (step {data.run.last_step}) while other runs kept writing"
-    suggestion = ("Check the job: is the process alive (a hang in a collective/NCCL call or a dead dataloader "
-                  "worker writes nothing), was it pre-empted or out of memory, is its disk full? py-spy dump "
-                  "--pid shows where a hung Python process sits")
-    return [finding(data, "stalled", "warning" if live else "info", [], data.run.last_step, None, evidence,
-                    message, suggestion)]
+    suggestion = (
+        "Check the job: is the process alive (a hang in a collective/NCCL call or a dead dataloader "
+        "worker writes nothing), was it pre-empted or out of memory, is its disk full? py-spy dump "
+        "--pid shows where a hung Python process sits"
+    )
+    return [
+        finding(
+            data, "stalled", "warning" if live else "info", [], data.run.last_step, None, evidence, message, suggestion
+        )
+    ]

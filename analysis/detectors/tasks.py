@@ -20,8 +20,11 @@ MOVED_REL = 0.2
 
 
 def detect(data: RunData) -> list:
-    components = [t for t in data.tags("loss_component") if data.phases.get(t) != "val"
-                  and data.features[t].extra.get("recent_median") is not None]
+    components = [
+        t
+        for t in data.tags("loss_component")
+        if data.phases.get(t) != "val" and data.features[t].extra.get("recent_median") is not None
+    ]
     if len(components) < 2:
         return []
     recent = {t: abs(data.features[t].extra["recent_median"]) for t in components}
@@ -36,7 +39,9 @@ def detect(data: RunData) -> list:
         change = (start - feats.extra["recent_median"]) / max(abs(start), 1e-12)
         progress[tag] = change
         edge_noise = (feats.noise or 0.0) * 1.2533 / np.sqrt(max(3, feats.points // 20))
-        if abs(change) < STALL_REL and abs(start - feats.extra["recent_median"]) < STALL_NOISE_K * max(edge_noise, 1e-12):
+        if abs(change) < STALL_REL and abs(start - feats.extra["recent_median"]) < STALL_NOISE_K * max(
+            edge_noise, 1e-12
+        ):
             stalled.append(tag)
     moving = [t for t in components if progress[t] >= MOVED_REL]
     stalled = [t for t in stalled if t not in moving]
@@ -48,19 +53,29 @@ def detect(data: RunData) -> list:
     severity = confident("warning" if dominates else "info", points, MIN_CONFIDENT_POINTS)
     stalled_text = ", ".join(f"{t} stayed at {fmt(recent[t])} ({pct(-progress[t])})" for t in stalled[:3])
     moving_text = ", ".join(f"{t} fell {progress[t]:.0%}" for t in moving[:2])
-    summary = ((f"{dominant} is {share[dominant]:.0%} of the summed loss terms; " if dominates else "")
-               + f"{stalled_text} while {moving_text}")
-    evidence = {"summary": summary, "shares": {t: round(share[t], 3) for t in components},
-                "progress": {t: round(progress[t], 3) for t in components}, "stalled": stalled,
-                "dominant": dominant}
+    summary = (
+        f"{dominant} is {share[dominant]:.0%} of the summed loss terms; " if dominates else ""
+    ) + f"{stalled_text} while {moving_text}"
+    evidence = {
+        "summary": summary,
+        "shares": {t: round(share[t], 3) for t in components},
+        "progress": {t: round(progress[t], 3) for t in components},
+        "stalled": stalled,
+        "dominant": dominant,
+    }
     first = min(int(data.finite(t)[0][0]) for t in components)
-    message = (f"task imbalance: {dominant} dominates ({share[dominant]:.0%}) while {stalled[0]} does not learn"
-               if dominates else f"{stalled[0]} is not learning while {moving[0]} is")
+    message = (
+        f"task imbalance: {dominant} dominates ({share[dominant]:.0%}) while {stalled[0]} does not learn"
+        if dominates
+        else f"{stalled[0]} is not learning while {moving[0]} is"
+    )
     weights = ""
     if dominates and recent[stalled[0]] > 0:
         weights = f" (×{max(2, round(recent[dominant] / recent[stalled[0]] / 3))} for {stalled[0]})"
-    suggestion = (f"Re-weight the loss terms so they are comparable{weights}, or learn the weights (uncertainty "
-                  "weighting, GradNorm); check the stalled head's targets, its normalisation and whether its "
-                  "gradient reaches the shared layers")
+    suggestion = (
+        f"Re-weight the loss terms so they are comparable{weights}, or learn the weights (uncertainty "
+        "weighting, GradNorm); check the stalled head's targets, its normalisation and whether its "
+        "gradient reaches the shared layers"
+    )
     tags = [dominant] + [t for t in stalled if t != dominant]
     return [finding(data, "task_imbalance", severity, tags, first, None, evidence, message, suggestion)]

@@ -79,8 +79,14 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     peak = first + int(np.argmax(smooth[first:]))
     at_best = int(np.flatnonzero(smooth[: first + 1] == best_so_far[first])[-1])
     back = np.exp if positive else (lambda x: x)
-    return {"tag": tag, "onset": int(s[first]), "best": float(back(best_so_far[first])), "best_step": int(s[at_best]),
-            "peak": float(back(smooth[peak])), "peak_step": int(s[peak])}
+    return {
+        "tag": tag,
+        "onset": int(s[first]),
+        "best": float(back(best_so_far[first])),
+        "best_step": int(s[at_best]),
+        "peak": float(back(smooth[peak])),
+        "peak_step": int(s[peak]),
+    }
 
 
 def _early_grad_spike(data: RunData, end_step: float) -> dict | None:
@@ -92,13 +98,21 @@ def _early_grad_spike(data: RunData, end_step: float) -> dict | None:
     tag = data.primary.grad_norm
     if tag is None:
         return None
-    spikes = [s for s in data.features[tag].extra.get("spikes", ())
-              if s.start_step <= end_step and s.before > 0 and s.peak >= GRAD_RATIO * s.before]
+    spikes = [
+        s
+        for s in data.features[tag].extra.get("spikes", ())
+        if s.start_step <= end_step and s.before > 0 and s.peak >= GRAD_RATIO * s.before
+    ]
     if not spikes:
         return None
     first = min(spikes, key=lambda s: s.start_step)
-    return {"tag": tag, "onset": first.start_step, "baseline": first.before, "peak": first.peak,
-            "peak_step": first.peak_step}
+    return {
+        "tag": tag,
+        "onset": first.start_step,
+        "baseline": first.before,
+        "peak": first.peak,
+        "peak_step": first.peak_step,
+    }
 
 
 def _lr_story(data: RunData, end_step: float) -> tuple[str, str]:
@@ -112,11 +126,15 @@ def _lr_story(data: RunData, end_step: float) -> tuple[str, str]:
     if window.size == 0 or window.max() <= 0:
         return "", f"add a linear warmup of ~{suggested} steps"
     if lr[0] >= NO_WARMUP * window.max():
-        return (f"; lr started at its peak {fmt(float(lr[0]))} (no warmup)",
-                f"add a linear warmup of ~{suggested} steps from ~0 to {fmt(float(window.max()))}")
+        return (
+            f"; lr started at its peak {fmt(float(lr[0]))} (no warmup)",
+            f"add a linear warmup of ~{suggested} steps from ~0 to {fmt(float(window.max()))}",
+        )
     ramp_end = int(steps[int(np.argmax(window >= 0.98 * window.max()))])
-    return (f"; lr was warming up to {fmt(float(window.max()))} by step {ramp_end}",
-            f"lengthen the warmup ×3 (to ~{max(suggested, 3 * max(ramp_end - int(steps[0]), 1))} steps) or lower the peak lr")
+    return (
+        f"; lr was warming up to {fmt(float(window.max()))} by step {ramp_end}",
+        f"lengthen the warmup ×3 (to ~{max(suggested, 3 * max(ramp_end - int(steps[0]), 1))} steps) or lower the peak lr",
+    )
 
 
 def detect(data: RunData) -> list:
@@ -133,14 +151,20 @@ def detect(data: RunData) -> list:
     parts, tags, onsets = [], [], []
     evidence: dict = {}
     if loss_event:
-        parts.append(f"{loss_event['tag']} rose from {fmt(loss_event['best'])} (step {loss_event['best_step']}) to "
-                     f"{fmt(loss_event['peak'])} at step {loss_event['peak_step']}")
+        parts.append(
+            f"{loss_event['tag']} rose from {fmt(loss_event['best'])} (step {loss_event['best_step']}) to "
+            f"{fmt(loss_event['peak'])} at step {loss_event['peak_step']}"
+        )
         tags.append(loss_event["tag"])
         onsets.append(loss_event["onset"])
-        evidence.update(loss_best=loss_event["best"], loss_peak=loss_event["peak"], loss_peak_step=loss_event["peak_step"])
+        evidence.update(
+            loss_best=loss_event["best"], loss_peak=loss_event["peak"], loss_peak_step=loss_event["peak_step"]
+        )
     if grad_event:
-        parts.append(f"{grad_event['tag']} {fmt(grad_event['baseline'])} → {fmt(grad_event['peak'])} at step "
-                     f"{grad_event['peak_step']} (×{grad_event['peak'] / grad_event['baseline']:.0f})")
+        parts.append(
+            f"{grad_event['tag']} {fmt(grad_event['baseline'])} → {fmt(grad_event['peak'])} at step "
+            f"{grad_event['peak_step']} (×{grad_event['peak'] / grad_event['baseline']:.0f})"
+        )
         tags.append(grad_event["tag"])
         onsets.append(grad_event["onset"])
         evidence.update(grad_baseline=grad_event["baseline"], grad_peak=grad_event["peak"])
@@ -150,5 +174,16 @@ def detect(data: RunData) -> list:
     message = "unstable start: " + parts[0] + (" (warmup would prevent it)" if "no warmup" in lr_text else "")
     points = data.features[tags[0]].points
     advice = [warmup_advice, clip_advice(data, None) if grad_event else "lower the peak lr ×0.5"]
-    return [finding(data, "warmup_instability", confident("warning", points), tags, onset,
-                    int(end_step), evidence, message, sentence(advice))]
+    return [
+        finding(
+            data,
+            "warmup_instability",
+            confident("warning", points),
+            tags,
+            onset,
+            int(end_step),
+            evidence,
+            message,
+            sentence(advice),
+        )
+    ]

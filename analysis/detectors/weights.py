@@ -71,21 +71,52 @@ def detect(data: RunData) -> list:
             continue
         first = int(buckets.first[k])
         earlier = float(np.exp(y[k] - y[0]))
-        grown.append((tag, int(steps[first]), float(buckets.medians[k]), float(buckets.medians[-1]), growth, earlier,
-                      values.size))
+        grown.append(
+            (
+                tag,
+                int(steps[first]),
+                float(buckets.medians[k]),
+                float(buckets.medians[-1]),
+                growth,
+                earlier,
+                values.size,
+            )
+        )
     if not grown:
         return []
     grown.sort(key=lambda g: -g[4])
     tag, onset, at_break, end, growth, earlier, points = grown[0]
-    summary = (f"{tag} {fmt(at_break)} → {fmt(end)} (×{growth:.1f}) from step {onset} to the end, after "
-               f"×{earlier:.2f} over everything before")
-    evidence = {"summary": summary, "tag": tag, "growth": growth, "earlier_growth": earlier, "at_onset": at_break,
-                "end": end, "layers": [g[0] for g in grown[:10]]}
-    wd = next((v for k, v in data.run.hparams.items() if k.rsplit(".", 1)[-1].lower() in ("weight_decay", "wd")),
-              None)
+    summary = (
+        f"{tag} {fmt(at_break)} → {fmt(end)} (×{growth:.1f}) from step {onset} to the end, after "
+        f"×{earlier:.2f} over everything before"
+    )
+    evidence = {
+        "summary": summary,
+        "tag": tag,
+        "growth": growth,
+        "earlier_growth": earlier,
+        "at_onset": at_break,
+        "end": end,
+        "layers": [g[0] for g in grown[:10]],
+    }
+    wd = next((v for k, v in data.run.hparams.items() if k.rsplit(".", 1)[-1].lower() in ("weight_decay", "wd")), None)
     message = f"{tag} grew ×{growth:.1f} from step {onset}, accelerating late in training"
-    advice = ["add or raise weight decay (AdamW 0.01–0.1)" + (f"; weight_decay is {wd} now" if wd is not None else ""),
-              "decay the lr toward the end", "if logits grow, add label smoothing (0.1) or a z-loss on the logits",
-              "check for overfitting on the validation curve"]
-    return [finding(data, "weight_growth", confident("warning", points), [g[0] for g in grown[:8]], onset, None,
-                    evidence, message, sentence(advice))]
+    advice = [
+        "add or raise weight decay (AdamW 0.01–0.1)" + (f"; weight_decay is {wd} now" if wd is not None else ""),
+        "decay the lr toward the end",
+        "if logits grow, add label smoothing (0.1) or a z-loss on the logits",
+        "check for overfitting on the validation curve",
+    ]
+    return [
+        finding(
+            data,
+            "weight_growth",
+            confident("warning", points),
+            [g[0] for g in grown[:8]],
+            onset,
+            None,
+            evidence,
+            message,
+            sentence(advice),
+        )
+    ]

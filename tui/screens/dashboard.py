@@ -16,17 +16,17 @@ from textual.containers import Grid, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from analysis.model import Series
-from analysis.roles import primary_tags
-from tui.ascii_mode import apply_ascii
-from tui.bindings import bindings
-from tui.chart_data import SeriesRequest
-from tui.safe_text import plain
-from tui.widgets.grad_heatmap import GradHeatmap
-from tui.widgets.tag_chart import TagChart
+from tbtriage.analysis.datamodel import Series
+from tbtriage.analysis.roles import primary_tags
+from tbtriage.tui.ascii_mode import apply_ascii
+from tbtriage.tui.bindings import bindings
+from tbtriage.tui.chart_data import SeriesRequest
+from tbtriage.tui.safe_text import plain
+from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
+from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
-    from tui.app import TriageApp
+    from tbtriage.tui.app import TriageApp
 
 #: (panel id, title, [(chart id, roles charted together on one y axis)], one line when none is there)
 PANELS = (
@@ -39,7 +39,7 @@ PANELS = (
 
 
 class RunDashboard(Screen):
-    app: "TriageApp"
+    app: TriageApp
 
     BINDINGS = bindings("dashboard")
 
@@ -80,8 +80,11 @@ class RunDashboard(Screen):
         report = app.reports.get(self.run_name)
         directions = report.directions if report is not None else {}
         scalars = dict(run.scalars)
-        primary = primary_tags({t: (r, directions.get(t, 0)) for t, r in roles.items()},
-                               {t: len(s) for t, s in scalars.items()}, run_name=self.run_name)
+        primary = primary_tags(
+            {t: (r, directions.get(t, 0)) for t, r in roles.items()},
+            {t: len(s) for t, s in scalars.items()},
+            run_name=self.run_name,
+        )
         by_role: dict[str, list[str]] = {}
         for tag in sorted(scalars):
             if roles.get(tag) is not None:
@@ -98,7 +101,9 @@ class RunDashboard(Screen):
         report = app.reports.get(self.run_name)
         sep = app.separator
         health = f"health {report.health.score}" if report is not None else "analysing"
-        self.query_one("#dashboard-title", Static).update(Text(sep.join([f"Run {plain(self.run_name)}", health, "esc: back"]), style="bold"))
+        self.query_one("#dashboard-title", Static).update(
+            Text(sep.join([f"Run {plain(self.run_name)}", health, "esc: back"]), style="bold")
+        )
         scalars = dict(run.scalars)
         by_role = self.tags_by_role()
         options = replace(app.options, window=None)  # zoom belongs to the main chart

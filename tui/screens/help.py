@@ -14,11 +14,11 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tui.ascii_mode import apply_ascii
-from tui.bindings import KEY_ACTIONS, PALETTE_ID, PALETTE_KEY, SCOPE_TITLES, SCOPES, effective_key, key_caption
+from tbtriage.tui.ascii_mode import apply_ascii
+from tbtriage.tui.bindings import KEY_ACTIONS, PALETTE_ID, PALETTE_KEY, SCOPE_TITLES, SCOPES, effective_key, key_caption
 
 if TYPE_CHECKING:
-    from tui.app import TriageApp
+    from tbtriage.tui.app import TriageApp
 
 #: Column widths shared by every scope's table, so the keys line up down the screen.
 KEY_CELLS, ACTION_CELLS = 10, 20
@@ -45,7 +45,7 @@ def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]
 
 
 class HelpScreen(ModalScreen):
-    app: "TriageApp"
+    app: TriageApp
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", show=True)]
 

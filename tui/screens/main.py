@@ -15,21 +15,21 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input, ProgressBar, Static, Tree
 
-from tui.ascii_mode import apply_ascii
-from tui.bindings import bindings
-from tui.chart_data import SeriesRequest
-from tui.regex_filter import regex_filter
-from tui.run_rows import SORTS, run_row, sort_rows
-from tui.safe_text import plain
-from tui.widgets.diagnosis import DiagnosisPane
-from tui.widgets.findings_list import FindingsList
-from tui.widgets.run_table import RunTable
-from tui.widgets.series_style import series_style
-from tui.widgets.tag_chart import TagChart
-from tui.widgets.tag_tree import TagTree
+from tbtriage.tui.ascii_mode import apply_ascii
+from tbtriage.tui.bindings import bindings
+from tbtriage.tui.chart_data import SeriesRequest
+from tbtriage.tui.regex_filter import regex_filter
+from tbtriage.tui.run_rows import SORTS, run_row, sort_rows
+from tbtriage.tui.safe_text import plain
+from tbtriage.tui.widgets.diagnosis import DiagnosisPane
+from tbtriage.tui.widgets.findings_list import FindingsList
+from tbtriage.tui.widgets.run_table import RunTable
+from tbtriage.tui.widgets.series_style import series_style
+from tbtriage.tui.widgets.tag_chart import TagChart
+from tbtriage.tui.widgets.tag_tree import TagTree
 
 if TYPE_CHECKING:
-    from tui.app import TriageApp
+    from tbtriage.tui.app import TriageApp
 
 #: Longest legend entry before it is cut, so one long run name cannot push the others out.
 LEGEND_NAME_CELLS = 28
@@ -46,7 +46,7 @@ class FilterInput(Input):
 
 
 class MainScreen(Screen):
-    app: "TriageApp"
+    app: TriageApp
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -98,7 +98,10 @@ class MainScreen(Screen):
         rows = [run_row(run, app.reports.get(name), now) for name, run in app.runs.items()]
         rows, error = regex_filter(rows, app.run_filter, lambda row: row.name)
         self.query_one("#run-filter").set_class(error is not None, "-invalid")
-        swatches = {name: series_style(app.slots.slot(name), app.theme_variables, app.ascii_only).swatch for name in app.selected}
+        swatches = {
+            name: series_style(app.slots.slot(name), app.theme_variables, app.ascii_only).swatch
+            for name in app.selected
+        }
         table = self.query_one(RunTable)
         table.show_rows(sort_rows(rows, app.sort_key), swatches, keep=app.current_run)
         shown = f"{len(rows)}/{len(app.runs)}" if app.run_filter else str(len(app.runs))
@@ -142,7 +145,9 @@ class MainScreen(Screen):
             empty = "No findings for this run." if report else "Select an analysed run to see its findings."
             title = "Findings"
         self.query_one("#findings").border_title = f"{title} ({len(findings)})"
-        self.query_one(FindingsList).show_findings(findings, with_run=app.all_findings, new=app.new_findings, empty=empty)
+        self.query_one(FindingsList).show_findings(
+            findings, with_run=app.all_findings, new=app.new_findings, empty=empty
+        )
 
     def refresh_diagnosis(self) -> None:
         app = self.app

@@ -14,16 +14,19 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
-from analysis.model import RunReport
-from analysis.render_markdown import run_markdown
-from tui.safe_text import multiline
+from tbtriage.analysis.datamodel import RunReport
+from tbtriage.analysis.render_markdown import run_markdown
+from tbtriage.tui.safe_text import multiline
 
 NOT_INSTALLED = "LLM diagnosis is not installed: pip install 'tbtriage[llm]' (llama-cpp-python) and set [llm] model."
 
 
 def llm_available() -> bool:
     """True when both llama.cpp's bindings and the streaming widget can be imported."""
-    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("tui.widgets.llm_diagnosis") is not None
+    return (
+        importlib.util.find_spec("llama_cpp") is not None
+        and importlib.util.find_spec("tbtriage.tui.widgets.llm_diagnosis") is not None
+    )
 
 
 class DiagnosisPane(VerticalScroll):
@@ -52,7 +55,7 @@ class DiagnosisPane(VerticalScroll):
         if not llm_available():
             self._say(NOT_INSTALLED)
             return
-        from tui.widgets.llm_diagnosis import LLMDiagnosis
+        from tbtriage.tui.widgets.llm_diagnosis import LLMDiagnosis
 
         widget = LLMDiagnosis(report, config=self.app.config)
         self.mount(widget)

@@ -7,11 +7,11 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from analysis.detectors import severity_rank
-from analysis.model import Finding
-from tui.bindings import bindings
-from tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, finding_label
-from tui.safe_text import plain
+from tbtriage.analysis.datamodel import Finding
+from tbtriage.analysis.detectors import severity_rank
+from tbtriage.tui.bindings import bindings
+from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, finding_label
+from tbtriage.tui.safe_text import plain
 
 
 def finding_key(finding: Finding) -> tuple:

@@ -16,9 +16,9 @@ from rich.text import Text
 from textual.color import Color
 from textual.widget import Widget
 
-from analysis.model import Series
-from themes import heatmap_ends
-from tui.safe_text import plain
+from tbtriage.analysis.datamodel import Series
+from tbtriage.themes import heatmap_ends
+from tbtriage.tui.safe_text import plain
 
 SHADES = " ░▒▓█"
 ASCII_SHADES = " .:=#"
@@ -90,7 +90,9 @@ class GradHeatmap(Widget):
         self.refresh()
 
     def render(self) -> Text:
-        label_cells = min(max((len(plain(t)) for t in layer_labels(sorted(self.grad_layers))), default=0), MAX_LABEL_CELLS)
+        label_cells = min(
+            max((len(plain(t)) for t in layer_labels(sorted(self.grad_layers))), default=0), MAX_LABEL_CELLS
+        )
         rows_available = max(self.size.height - 2, 1)  # two lines for the scale and the step range
         grid = heatmap_grid(self.grad_layers, max(self.size.width - label_cells - 1, 1))
         if grid is None:
@@ -115,7 +117,9 @@ class GradHeatmap(Widget):
             out.append("\n")
         hidden = len(grid.labels) - shown
         more = f" (+{hidden} layers)" if hidden > 0 else ""
-        scale = (f"{'':>{label_cells}} steps {grid.first_step}-{grid.last_step} "
-                 f"{10 ** grid.low:.0e}{shades[1:]}{10 ** grid.high:.0e}{more}")
+        scale = (
+            f"{'':>{label_cells}} steps {grid.first_step}-{grid.last_step} "
+            f"{10**grid.low:.0e}{shades[1:]}{10**grid.high:.0e}{more}"
+        )
         out.append(scale[: self.size.width], style="dim")
         return out

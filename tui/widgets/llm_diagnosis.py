@@ -27,8 +27,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
-from analysis.model import RunReport
-from tui.safe_text import multiline, plain
+from tbtriage.analysis.datamodel import RunReport
+from tbtriage.tui.safe_text import multiline, plain
 
 #: Model files below this size are ~135M-parameter models; the pane says what to expect of them.
 SMALL_MODEL_BYTES = 300 * 1024 * 1024
@@ -154,7 +154,7 @@ class LLMDiagnosis(Widget, can_focus=True):
         # Under a scrolling pane the pane scrolls; on its own the widget fills its space and scrolls itself.
         self.set_class(not self._scrolling_ancestor_exists(), "-standalone")
         if show:
-            from analysis.render_markdown import run_markdown
+            from tbtriage.analysis.render_markdown import run_markdown
 
             self.query_one("#llm-rules", Markdown).update(multiline(run_markdown(self.report, heading="###")))
         self._ready = True
@@ -228,8 +228,8 @@ class LLMDiagnosis(Widget, can_focus=True):
 
     def _resolve(self):
         """(runner, lang, max_tokens), or raises LLMUnavailable / LLMError."""
-        from analysis import llm
-        from analysis.prompt import default_lang
+        from tbtriage.analysis import llm
+        from tbtriage.analysis.prompt import default_lang
 
         cfg = dict(getattr(self.config, "llm", {}) or {})
         settings = self.settings or llm.settings_from(None, cfg)
@@ -241,10 +241,10 @@ class LLMDiagnosis(Widget, can_focus=True):
 
     @work(thread=True, exclusive=True, group="llm", exit_on_error=False)
     def _generate(self, cancel: threading.Event) -> None:
-        from analysis import llm
-        from analysis.compare import hparams_of
-        from analysis.grounding import check_text
-        from analysis.prompt import build_prompt, default_budget
+        from tbtriage.analysis import llm
+        from tbtriage.analysis.compare import hparams_of
+        from tbtriage.analysis.grounding import check_text
+        from tbtriage.analysis.prompt import build_prompt, default_budget
 
         try:
             runner, lang, max_tokens = self._resolve()
@@ -264,8 +264,10 @@ class LLMDiagnosis(Widget, can_focus=True):
             )
             note = ""
             if runner.info is not None and runner.info.file_size < SMALL_MODEL_BYTES:
-                note = (" · a ~135M model gives hints, not answers: trust the rule-based findings; copy a stronger "
-                        f"GGUF to {llm.models_dir()}")
+                note = (
+                    " · a ~135M model gives hints, not answers: trust the rule-based findings; copy a stronger "
+                    f"GGUF to {llm.models_dir()}"
+                )
             self.post_message(self.Status(f"Reading the prompt ({prompt.tokens} tokens)…{note}", runner.name))
             pieces: list[str] = []
             unsent, last_sent = "", 0.0
@@ -318,7 +320,7 @@ class LLMDiagnosis(Widget, can_focus=True):
             self._anchored_here = None
 
     async def on_llmdiagnosis_finished(self, message: Finished) -> None:
-        from analysis.grounding import mark_unsupported
+        from tbtriage.analysis.grounding import mark_unsupported
 
         self.running = False
         self.cancelled = message.cancelled
@@ -343,8 +345,10 @@ class LLMDiagnosis(Widget, can_focus=True):
         elif not bad:
             text.append(f"Grounding: all {checked} cited steps and values are in the evidence.", style="green")
         else:
-            text.append(f"Grounding: {len(bad)} of {checked} cited steps and values are not in the evidence\n",
-                        style="bold yellow")
+            text.append(
+                f"Grounding: {len(bad)} of {checked} cited steps and values are not in the evidence\n",
+                style="bold yellow",
+            )
             lines = [f"  ⚠ {plain(claim.text)}: {plain(claim.reason)}" for claim in bad]
             text.append("\n".join(lines), style="yellow")
         widget.update(text)

@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
-from tui.bindings import bindings
-from tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_age
-from tui.safe_text import literal
+from tbtriage.tui.bindings import bindings
+from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_age
+from tbtriage.tui.safe_text import literal
 
 #: (key, header, width or None for the content's width). Health comes before the name so a narrow
 #: pane (80×24) still shows glyph and score; long run names are cut with an ellipsis at RUN_CELLS so
@@ -69,13 +69,21 @@ class RunTable(DataTable):
             if keep is not None and keep in self.rows:
                 self.move_cursor(row=self.get_row_index(keep), animate=False)
         if self.row_count and self.current_run != keep:  # the kept run was filtered out
-            self.post_message(DataTable.RowHighlighted(self, self.cursor_row, self.coordinate_to_cell_key(self.cursor_coordinate).row_key))
+            self.post_message(
+                DataTable.RowHighlighted(
+                    self, self.cursor_row, self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+                )
+            )
 
     def _cells(self, row: RunRow, swatch: str | None, glyphs: dict[str, str], variables: dict[str, str]) -> list:
         status_colour = variables.get(STATUS_COLOURS[row.status], "")
         sel = Text(ASCII_SWATCH if self.ascii_only else SWATCH, style=swatch) if swatch else Text(" ")
         live_mark = ASCII_LIVE_MARK if self.ascii_only else LIVE_MARK
-        live = Text(f"{live_mark} {format_age(row.age)}", style=variables.get("success", "")) if row.live else Text(format_age(row.age), style="dim")
+        live = (
+            Text(f"{live_mark} {format_age(row.age)}", style=variables.get("success", ""))
+            if row.live
+            else Text(format_age(row.age), style="dim")
+        )
         return [
             sel,
             Text(glyphs[row.status], style=status_colour),

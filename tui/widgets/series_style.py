@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from textual.color import Color
 
-from themes import series_colours
+from tbtriage.themes import series_colours
 
 #: Line markers in plotext, one per pass through the palette. Braille first: the finest line.
 MARKERS = ("braille", "dot", "+", "x", "o")

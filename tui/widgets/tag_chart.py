@@ -7,9 +7,9 @@ build and never re-reads or re-smooths the data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Sequence
 
 import numpy as np
 from rich.text import Text
@@ -18,11 +18,19 @@ from textual.color import Color
 from textual.message import Message
 from textual_plotext import PlotextPlot
 
-from analysis.model import Series
-from analysis.smoothing import ema
-from tui.chart_data import BucketedLines, ChartOptions, PreparedChart, SeriesRequest, bucket_lines, finish_chart, full_x_range
-from tui.safe_text import plain
-from tui.widgets.series_style import series_style
+from tbtriage.analysis.datamodel import Series
+from tbtriage.analysis.smoothing import ema
+from tbtriage.tui.chart_data import (
+    BucketedLines,
+    ChartOptions,
+    PreparedChart,
+    SeriesRequest,
+    bucket_lines,
+    finish_chart,
+    full_x_range,
+)
+from tbtriage.tui.safe_text import plain
+from tbtriage.tui.widgets.series_style import series_style
 
 #: Width of the y tick labels plotext puts left of the canvas; the rest is the plot area.
 Y_LABEL_CELLS = 8
@@ -47,7 +55,12 @@ class TagChart(PlotextPlot):
     """Draws `requests` (one series per run) under `options`."""
 
     def __init__(
-        self, *, ascii_only: bool = False, empty_message: str = "Select a run and a tag to chart.", legend: bool = False, **kwargs
+        self,
+        *,
+        ascii_only: bool = False,
+        empty_message: str = "Select a run and a tag to chart.",
+        legend: bool = False,
+        **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self.ascii_only = ascii_only
@@ -118,7 +131,13 @@ class TagChart(PlotextPlot):
         if self._prepared is not None and self._prepared[0] == key:
             self.refresh()
             return
-        self.run_worker(partial(self._prepare_in_thread, key, self.requests), thread=True, exclusive=True, group=f"prepare-{id(self)}", exit_on_error=False)
+        self.run_worker(
+            partial(self._prepare_in_thread, key, self.requests),
+            thread=True,
+            exclusive=True,
+            group=f"prepare-{id(self)}",
+            exit_on_error=False,
+        )
 
     def _prepare_in_thread(self, key: tuple, requests: tuple[SeriesRequest, ...]) -> None:
         self.post_message(self.Prepared(key, self._compute(key, requests)))

@@ -7,8 +7,8 @@ from collections import defaultdict
 from rich.text import Text
 from textual.widgets import Tree
 
-from tui.bindings import bindings
-from tui.safe_text import plain
+from tbtriage.tui.bindings import bindings
+from tbtriage.tui.safe_text import plain
 
 
 def group_tags(tags: list[str]) -> dict[str, list[str]]:

@@ -43,10 +43,10 @@ def _fail(message: str) -> int:
 
 def _load_report(args: argparse.Namespace, config: Any):
     """The engine's RunReport for `--run`, reading only that run; (report, None) or (None, error line)."""
-    from analysis.engine import diagnose
-    from analysis.logdir import LogdirError
+    from tbtriage.analysis.engine import diagnose
+    from tbtriage.analysis.logdir import LogdirError
 
-    from .cmd_report import unreadable
+    from .report import unreadable
 
     logdir = Path(args.logdir).expanduser()
     if not logdir.exists():
@@ -63,7 +63,7 @@ def _load_report(args: argparse.Namespace, config: Any):
     for report in result.runs:
         if report.name == args.run:
             return report, None
-    from analysis.discover import find_runs
+    from tbtriage.analysis.discover import find_runs
 
     names = sorted(find_runs(logdir))
     listed = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
@@ -84,7 +84,7 @@ def _stats_line(stats: Any, model_label: str) -> str:
 
 
 def _grounding_md(grounding: Any) -> str:
-    from analysis.prompt import clean_text
+    from tbtriage.analysis.prompt import clean_text
 
     checked = len(grounding.claims)
     bad = grounding.unsupported
@@ -100,13 +100,14 @@ def _grounding_md(grounding: Any) -> str:
 def _honesty_note(info_size: int, lang: str) -> str | None:
     if info_size >= SMALL_MODEL_BYTES:
         return None
-    from analysis.llm import models_dir
+    from tbtriage.analysis.llm import models_dir
 
     if lang == "zh":
-        return (f"> 小模型（约 1 亿参数）只能给出提示，请以上面的规则发现为准；"
-                f"更强的 GGUF 模型可复制到 {models_dir()}。")
-    return (f"> A small model (~135M parameters) gives hints, not answers: the rule-based findings above are the "
-            f"ground truth. For better diagnoses copy a stronger GGUF (e.g. a 1.5B instruct model) to {models_dir()}.")
+        return f"> 小模型（约 1 亿参数）只能给出提示，请以上面的规则发现为准；更强的 GGUF 模型可复制到 {models_dir()}。"
+    return (
+        f"> A small model (~135M parameters) gives hints, not answers: the rule-based findings above are the "
+        f"ground truth. For better diagnoses copy a stronger GGUF (e.g. a 1.5B instruct model) to {models_dir()}."
+    )
 
 
 def _write(out: TextIO, text: str) -> None:
@@ -115,7 +116,7 @@ def _write(out: TextIO, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.config import ConfigError, load_config
+    from tbtriage.analysis.config import ConfigError, load_config
 
     if args.max_tokens is not None and args.max_tokens < 1:
         return _fail(f"--max-tokens {args.max_tokens}: must be at least 1")
@@ -135,7 +136,7 @@ class Diagnosis:
     """One `diagnose` invocation: rule-based text, then (when possible) the model's answer."""
 
     def __init__(self, args: argparse.Namespace, config: Any, report: Any, out: TextIO | None = None):
-        from analysis.prompt import default_lang
+        from tbtriage.analysis.prompt import default_lang
 
         self.args, self.config, self.report = args, config, report
         self.out = out or sys.stdout
@@ -149,7 +150,7 @@ class Diagnosis:
 
     def _runner(self):
         """(runner, None), or (None, (exit code, message)) when the model cannot be used."""
-        from analysis import llm
+        from tbtriage.analysis import llm
 
         try:
             settings = llm.settings_from(self.args.model, self.llm_cfg, threads=self.args.threads)
@@ -164,8 +165,8 @@ class Diagnosis:
         return llm.get_runner(settings), None
 
     def _prompt(self, runner, mode: str):
-        from analysis.compare import hparams_of
-        from analysis.prompt import build_prompt, default_budget
+        from tbtriage.analysis.compare import hparams_of
+        from tbtriage.analysis.prompt import build_prompt, default_budget
 
         return build_prompt(
             self.report,
@@ -183,9 +184,9 @@ class Diagnosis:
     # ---- Markdown ----------------------------------------------------------------------------------
 
     def _run_md(self) -> int:
-        from analysis import llm
-        from analysis.grounding import check_text, mark_unsupported
-        from analysis.render_markdown import run_markdown
+        from tbtriage.analysis import llm
+        from tbtriage.analysis.grounding import check_text, mark_unsupported
+        from tbtriage.analysis.render_markdown import run_markdown
 
         out = self.out
         _write(out, "## Rule-based findings\n\n" + run_markdown(self.report, heading="###") + "\n")
@@ -228,9 +229,9 @@ class Diagnosis:
     # ---- JSON --------------------------------------------------------------------------------------
 
     def _run_json(self) -> int:
-        from analysis import __version__, llm
-        from analysis.grounding import check_answer
-        from analysis.llm_answer import AnswerError
+        from tbtriage.analysis import __version__, llm
+        from tbtriage.analysis.grounding import check_answer
+        from tbtriage.analysis.llm_answer import AnswerError
 
         report = self.report
         data: dict[str, Any] = {
@@ -263,15 +264,20 @@ class Diagnosis:
         stats = runner.stats
         data["llm"] = {
             "available": True,
-            "model": {"file": str(runner.settings.model.path), "source": runner.settings.model.source,
-                      "name": runner.name},
+            "model": {
+                "file": str(runner.settings.model.path),
+                "source": runner.settings.model.source,
+                "name": runner.name,
+            },
             "lang": self.lang,
             "prompt_tokens": stats.prompt_tokens,
             "prompt_budget": prompt.budget,
             "dropped_from_prompt": list(prompt.dropped),
             "completion_tokens": stats.completion_tokens,
             "load_s": round(stats.load_s, 3),
-            "time_to_first_token_s": None if stats.time_to_first_token_s is None else round(stats.time_to_first_token_s, 3),
+            "time_to_first_token_s": None
+            if stats.time_to_first_token_s is None
+            else round(stats.time_to_first_token_s, 3),
             "tokens_per_s": None if stats.tokens_per_s is None else round(stats.tokens_per_s, 2),
             "finish_reason": stats.finish_reason,
         }
@@ -285,7 +291,7 @@ class Diagnosis:
         return self._emit(data)
 
     def _emit(self, data: dict[str, Any]) -> int:
-        from analysis.json_safe import json_safe as jsonable
+        from tbtriage.analysis.json_safe import json_safe as jsonable
 
         _write(self.out, json.dumps(jsonable(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
         return EXIT_OK

@@ -71,7 +71,7 @@ class Series:
         return int(self.steps.shape[0])
 
     @classmethod
-    def empty(cls) -> "Series":
+    def empty(cls) -> Series:
         return cls(np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.float64))
 
 

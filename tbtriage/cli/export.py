@@ -14,15 +14,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tags", metavar="REGEX", help="only tags that match")
     parser.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="output format (default csv)")
     parser.add_argument(
-        "--smoothing", metavar="W", type=float,
+        "--smoothing",
+        metavar="W",
+        type=float,
         help="add a `smoothed` column: TensorBoard's debiased EMA with weight W in [0, 0.999]",
     )
     parser.add_argument("--out", metavar="FILE", help="write here instead of standard output")
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.export import iter_series, write_csv, write_jsonl
-    from analysis.logdir import LogdirError
+    from tbtriage.analysis.export import iter_series, write_csv, write_jsonl
+    from tbtriage.analysis.logdir import LogdirError
 
     if args.smoothing is not None and not 0 <= args.smoothing <= 0.999:
         print(f"tbtriage export: --smoothing {args.smoothing}: must be between 0 and 0.999", file=sys.stderr)

@@ -101,11 +101,11 @@ def report_dict(report, comparison) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.compare import compare, compile_group_pattern
-    from analysis.config import ConfigError, load_config
-    from analysis.engine import diagnose
-    from analysis.logdir import LogdirError
-    from analysis.json_safe import json_safe as jsonable
+    from tbtriage.analysis.compare import compare, compile_group_pattern
+    from tbtriage.analysis.config import ConfigError, load_config
+    from tbtriage.analysis.engine import diagnose
+    from tbtriage.analysis.json_safe import json_safe as jsonable
+    from tbtriage.analysis.logdir import LogdirError
 
     logdir = Path(args.logdir).expanduser()
     if not logdir.exists():
@@ -134,11 +134,11 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = json.dumps(jsonable(report_dict(report, comparison)), indent=1, allow_nan=False) + "\n"
     elif args.format == "html":
-        from analysis.render_html import render_html
+        from tbtriage.analysis.render_html import render_html
 
         text = render_html(report.runs, logdir=str(args.logdir), comparison=comparison, warnings=warnings)
     else:
-        from analysis.render_markdown import render_markdown
+        from tbtriage.analysis.render_markdown import render_markdown
 
         text = render_markdown(report.runs, logdir=str(args.logdir), comparison=comparison, warnings=warnings)
 

@@ -14,18 +14,18 @@ import sys
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("tui.cmd_demo", "write a demo logdir with known pathologies, then open the app on it"),
-    "report": ("tui.cmd_report", "the morning report: health and findings for every run"),
-    "diagnose": ("tui.cmd_diagnose", "explain one run's findings with an offline llama.cpp model"),
-    "watch": ("tui.cmd_watch", "follow live runs and alert on each new finding"),
-    "export": ("tui.cmd_export", "stream scalars as CSV or JSON lines"),
+    "demo": ("tbtriage.cli.demo", "write a demo logdir with known pathologies, then open the app on it"),
+    "report": ("tbtriage.cli.report", "the morning report: health and findings for every run"),
+    "diagnose": ("tbtriage.cli.diagnose", "explain one run's findings with an offline llama.cpp model"),
+    "watch": ("tbtriage.cli.watch", "follow live runs and alert on each new finding"),
+    "export": ("tbtriage.cli.export", "stream scalars as CSV or JSON lines"),
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 def _version() -> str:
-    from analysis import __version__
+    from tbtriage.analysis import __version__
 
     return __version__
 
@@ -47,7 +47,7 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, str | None]:
         return parser, chosen
     # No subcommand: `tbtriage [LOGDIR]` opens the app.
     parser.epilog = "commands: " + ", ".join(COMMANDS) + " (tbtriage COMMAND --help)"
-    importlib.import_module("tui.cmd_app").add_arguments(parser)
+    importlib.import_module("tbtriage.cli.app").add_arguments(parser)
     return parser, None
 
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, chosen = build_parser(argv)
     args = parser.parse_args(argv)
-    module = COMMANDS[chosen][0] if chosen else "tui.cmd_app"
+    module = COMMANDS[chosen][0] if chosen else "tbtriage.cli.app"
     try:
         return int(importlib.import_module(module).run(args) or 0)
     except KeyboardInterrupt:

@@ -16,17 +16,21 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "dir", metavar="DIR", nargs="?",
+        "dir",
+        metavar="DIR",
+        nargs="?",
         help="where to write it (default ./tbtriage-demo, or a temporary directory when . is not writable); "
         "an existing DIR must be empty or a previous demo",
     )
-    parser.add_argument("--no-app", action="store_true", help="print a summary and the report instead of opening the app")
+    parser.add_argument(
+        "--no-app", action="store_true", help="print a summary and the report instead of opening the app"
+    )
 
 
 def _app_module():
     """The app's command module, or None when the TUI is not available (not installed, or no Textual)."""
     try:
-        return importlib.import_module("tui.cmd_app")
+        return importlib.import_module("tbtriage.cli.app")
     except ImportError:
         return None
 
@@ -43,21 +47,24 @@ def open_app(logdir: Path) -> int | None:
 
 def print_summary(logdir: Path, seconds: float, out=None) -> None:
     """What was written and read, what was planted, then the ranked report in Markdown."""
-    import analysis
-    from analysis.compare import compare
-    from analysis.demo import PLANTED
-    from analysis.render_markdown import clean, render_markdown
+    import tbtriage
+    from tbtriage.analysis.compare import compare
+    from tbtriage.analysis.demo import PLANTED
+    from tbtriage.analysis.render_markdown import clean, render_markdown
 
     out = out or sys.stdout
-    loaded = analysis.load(logdir)
+    loaded = tbtriage.load(logdir)
     points = sum(len(s) for run in loaded.runs.values() for s in run.scalars.values())
-    print(f"Wrote a demo logdir to {clean(logdir)} in {seconds:.2f} s: {len(loaded.runs)} runs, {points} scalar points.", file=out)
+    print(
+        f"Wrote a demo logdir to {clean(logdir)} in {seconds:.2f} s: {len(loaded.runs)} runs, {points} scalar points.",
+        file=out,
+    )
     print("Planted (the report below should find each):", file=out)
     for planted in PLANTED:
         at = f" at step {planted.step}" if planted.step is not None else ""
         print(f"  - {planted.run}: {planted.kind}{at} ({planted.note})", file=out)
     print(file=out)
-    report = analysis.diagnose(loaded)
+    report = tbtriage.diagnose(loaded)
     print(render_markdown(report.runs, logdir=str(logdir), comparison=compare(report.runs)), file=out, end="")
     print(f"\nOpen it: tbtriage {clean(logdir)}", file=out)
 
@@ -68,7 +75,7 @@ def has_terminal() -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.demo import DemoDirError, default_demo_dir, write_demo
+    from tbtriage.analysis.demo import DemoDirError, default_demo_dir, write_demo
 
     target = Path(args.dir).expanduser() if args.dir else default_demo_dir()
     started = time.perf_counter()

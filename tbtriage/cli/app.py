@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from themes import THEME_ORDER
+from tbtriage.themes import THEME_ORDER
 
 EXIT_USAGE = 2
 
@@ -16,17 +16,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--theme", metavar="NAME", help=f"colour theme: {', '.join(THEME_ORDER)} (t cycles them)")
     parser.add_argument("--ascii", action="store_true", help="no braille or box-drawing glyphs (old terminals)")
     parser.add_argument("--config", metavar="FILE", help="config file (default: $XDG_CONFIG_HOME/tbtriage/config.toml)")
-    parser.add_argument("--no-follow", dest="follow", action="store_false", help="start with live follow paused (f toggles)")
+    parser.add_argument(
+        "--no-follow", dest="follow", action="store_false", help="start with live follow paused (f toggles)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.config import ConfigError
+    from tbtriage.analysis.config import ConfigError
 
     logdir = Path(args.logdir).expanduser()
     if not logdir.exists():
         print(f"tbtriage: {args.logdir}: no such directory", file=sys.stderr)
         return EXIT_USAGE
-    from tui.app import make_app
+    from tbtriage.tui.app import make_app
 
     try:
         app = make_app(logdir, theme=args.theme, ascii=args.ascii, config=args.config, follow=args.follow)

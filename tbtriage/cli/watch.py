@@ -17,19 +17,26 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from analysis.watch import DEFAULT_INTERVAL_S, ON_ALERT_TIMEOUT_S
+    from tbtriage.analysis.watch import DEFAULT_INTERVAL_S, ON_ALERT_TIMEOUT_S
 
     parser.add_argument("logdir", metavar="LOGDIR", help="directory of runs to follow")
     parser.add_argument(
-        "--interval", metavar="S", type=float, default=DEFAULT_INTERVAL_S,
+        "--interval",
+        metavar="S",
+        type=float,
+        default=DEFAULT_INTERVAL_S,
         help=f"seconds between polls (default {DEFAULT_INTERVAL_S:g})",
     )
     parser.add_argument(
-        "--on-alert", metavar="CMD",
+        "--on-alert",
+        metavar="CMD",
         help="shell command run for each new finding, with the finding as one line of JSON on stdin",
     )
     parser.add_argument(
-        "--alert-timeout", metavar="S", type=float, default=ON_ALERT_TIMEOUT_S,
+        "--alert-timeout",
+        metavar="S",
+        type=float,
+        default=ON_ALERT_TIMEOUT_S,
         help=f"kill an --on-alert command still running after S seconds (default {ON_ALERT_TIMEOUT_S:g})",
     )
     parser.add_argument("--once", action="store_true", help="one pass, print what is found, exit")
@@ -44,7 +51,7 @@ def _fail(message: str) -> int:
 
 def format_finding(finding) -> str:
     """One terminal line per finding; names and messages from event files have control characters escaped."""
-    from analysis.render_markdown import clean
+    from tbtriage.analysis.render_markdown import clean
 
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     at = f" @ {finding.step}" if finding.step is not None else ""
@@ -53,9 +60,9 @@ def format_finding(finding) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.config import ConfigError, load_config
-    from analysis.logdir import LogdirError, load
-    from analysis.watch import Watcher, alert_payload, engine_analyzer, run_on_alert
+    from tbtriage.analysis.config import ConfigError, load_config
+    from tbtriage.analysis.logdir import LogdirError, load
+    from tbtriage.analysis.watch import Watcher, alert_payload, engine_analyzer, run_on_alert
 
     if args.interval <= 0:
         return _fail(f"--interval {args.interval:g}: must be positive")
@@ -88,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
             if watcher.polls == 1:  # said after the first pass, so what follows is news
                 print(
                     f"watching {args.logdir}: {len(logdir.runs)} runs, every {args.interval:g} s (Ctrl-C to stop)",
-                    file=sys.stderr, flush=True,
+                    file=sys.stderr,
+                    flush=True,
                 )
             time.sleep(args.interval)
     except KeyboardInterrupt:
