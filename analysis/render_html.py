@@ -277,9 +277,7 @@ def render_html(
     best = comparison.best if comparison is not None else {r.name: best_metric(r) for r in reports}
     when = (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
     verdicts = [_verdict(r) for r in reports]
-    counts = " · ".join(
-        f"{verdicts.count(v)} {v}" for v in ("critical", "warning", "info", "healthy") if verdicts.count(v)
-    )
+    counts = " · ".join(f"{verdicts.count(v)} {v}" for v in (*SEVERITIES, "healthy") if verdicts.count(v))
     sections = "".join(_run_section(i, r, best.get(r.name)) for i, r in enumerate(reports) if r.findings)
     problems = "".join(f"<li>{e(w)}</li>" for w in warnings)
     body = [
