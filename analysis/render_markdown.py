@@ -4,8 +4,9 @@
 groups, hyperparameters); `run_markdown` explains one run's findings in words, for the TUI's Diagnosis
 pane. Rule-based: everything said here comes from the findings' own fields.
 
-Names and text from event files are untrusted: control characters become visible `\\xNN` escapes and
-names sit in code spans, so neither a terminal nor a Markdown renderer interprets them.
+Names and text from event files are untrusted: control, bidi and invisible characters become visible
+escapes (`text.clean`) and names sit in code spans, so neither a terminal nor a Markdown renderer
+interprets them. Numbers and steps are written by `text.number` and `text.step`, as in every view.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ COMPONENT_LABELS = {
 MAX_EVIDENCE_ITEMS = 6
 
 
-# ---- safe text (`text.clean` shows every control, bidi and invisible format character as its escape) ------
+# ---- safe text ---------------------------------------------------------------------------------------
 
 
 def code(text: Any, in_table: bool = False) -> str:
@@ -51,7 +52,7 @@ def prose(text: Any) -> str:
     return clean(text).replace("<", "&lt;").replace(">", "&gt;")
 
 
-# ---- numbers (`text.number`: one spelling for every view) -------------------------------------------
+# ---- numbers -----------------------------------------------------------------------------------------
 
 
 def stat(s: Stat) -> str:
