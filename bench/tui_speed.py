@@ -77,7 +77,7 @@ async def measure(logdir: Path) -> dict[str, object]:
         milestones = {
             "runs listed": lambda: bool(app.runs),
             "events read": lambda: app.logdir is not None,
-            "all analysed": lambda: app._loaded,
+            "all analysed": lambda: app.loaded,
         }
         while milestones:
             for name, reached in list(milestones.items()):

@@ -41,9 +41,9 @@ def test_question_mark_shows_every_action_of_the_binding_table_with_remapped_key
         await pilot.press("escape")
 
         await pilot.press("l")  # the old key no longer toggles log-y
-        assert not app.options.log_y
+        assert not app.view.options.log_y
         await pilot.press("L")
-        assert app.options.log_y
+        assert app.view.options.log_y
 
     drive(app, scenario)
 
@@ -150,7 +150,7 @@ def test_d_puts_the_local_models_diagnosis_under_the_rule_based_one_or_says_it_i
         await pilot.press("d")
         await pilot.pause()
         (widget,) = pane.query("LLMDiagnosis")
-        assert widget.report is app.reports[app.current_run] and note.has_class("-empty")
+        assert widget.report is app.reports[app.view.current_run] and note.has_class("-empty")
         widget.cancel()
 
     drive(app, scenario, size=(80, 24))  # narrow: the folded-away pane unfolds for the answer

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -16,9 +14,7 @@ from textual.widgets import Static
 
 from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import KEY_ACTIONS, PALETTE_ID, PALETTE_KEY, SCOPE_TITLES, SCOPES, effective_key, key_caption
-
-if TYPE_CHECKING:
-    from tbtriage.tui.app import TriageApp
+from tbtriage.tui.state import TriageHost
 
 #: Column widths shared by every scope's table, so the keys line up down the screen.
 KEY_CELLS, ACTION_CELLS = 10, 20
@@ -45,7 +41,8 @@ def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]
 
 
 class HelpScreen(ModalScreen):
-    app: TriageApp
+    SCREEN = "help"  # its name in the binding table's `screens`
+    app: TriageHost
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", show=True)]
 

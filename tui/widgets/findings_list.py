@@ -9,14 +9,10 @@ from textual.widgets.option_list import Option
 
 from tbtriage.analysis.datamodel import Finding
 from tbtriage.analysis.detectors import severity_rank
+from tbtriage.analysis.watch import finding_key
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, finding_label
 from tbtriage.tui.safe_text import plain
-
-
-def finding_key(finding: Finding) -> tuple:
-    """What makes a finding the same one across refreshes (its message may quote newer numbers)."""
-    return (finding.run, finding.kind, finding.tags, finding.step)
 
 
 def order_findings(findings: list[Finding]) -> list[Finding]:
