@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
-#: Where an action applies. "app" works from anywhere on the main screen; "lists" is every
-#: list pane (runs, tags, findings); the others are one pane or screen each.
+#: Which widget or screen holds an action's binding. "app" bindings are the app's own (they work
+#: on the screens in the action's `screens`); "lists" is every list pane (runs, tags, findings);
+#: the others are one pane or screen each.
 SCOPES = ("app", "lists", "runs", "findings", "chart", "filter", "dashboard")
 
 SCOPE_TITLES = {
-    "app": "Everywhere",
+    "app": "App (every screen unless noted)",
     "lists": "Lists (runs, tags, findings)",
     "runs": "Runs pane",
     "findings": "Findings pane",
