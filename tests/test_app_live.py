@@ -237,6 +237,8 @@ def test_many_runs_arrive_in_a_few_coalesced_updates_not_one_redraw_per_run(tmp_
     async def scenario(app, pilot):
         assert len(app.reports) == 60
         assert len(app.screen.query_one(RunTable).rows) == 60
-        assert app.data.version < 15  # discovered, read, a few batches of verdicts, done: never one per run
+        # Discovered, reading progress, read, a few batches of verdicts, done: not one update per run
+        # (that would be 120: a progress and a verdict each). The bound leaves room for a slow machine.
+        assert app.data.version < 30
 
     drive(app, scenario)
