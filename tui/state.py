@@ -54,7 +54,7 @@ class DataChange:
 
 @dataclass
 class RunStore:
-    """The runs read so far and the reports of those analysed (None until a run's first verdict)."""
+    """The runs read so far, and the latest report of each run analysed (a run without one is pending)."""
 
     config: Config
     runs: dict[str, Run] = field(default_factory=dict)
