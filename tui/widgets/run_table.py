@@ -58,8 +58,8 @@ class RunTable(DataTable):
     def __init__(self, *, ascii_only: bool = False, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.ascii_only = ascii_only
-        # Run -> ((the row and swatch it shows), how each cell looks): what `sync_rows` compares against.
-        self._shown: dict[str, tuple[tuple[RunRow, str | None], list[tuple]]] = {}
+        # Run -> (what its row shows, how each cell looks): what `sync_rows` compares against.
+        self._shown: dict[str, tuple[tuple, list[tuple]]] = {}
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -92,7 +92,9 @@ class RunTable(DataTable):
             for row in rows:
                 swatch = swatches.get(row.name)
                 shown = self._shown.get(row.name)
-                if shown is not None and shown[0] == (row, swatch) and not restyle:
+                # What the row shows: an age of 61.2 s and one of 61.9 s both read "1m".
+                seen = (row.status, row.health, row.worst, row.last_step, format_age(row.age), row.live, swatch)
+                if shown is not None and shown[0] == seen and not restyle:
                     continue
                 cells = self._cells(row, swatch, glyphs, variables)
                 looks = [_look(cell) for cell in cells]
@@ -101,8 +103,8 @@ class RunTable(DataTable):
                 else:
                     for (column, _, width), cell, look, old in zip(COLUMNS, cells, looks, shown[1]):
                         if look != old or restyle:
-                            self.update_cell(row.name, column, cell, update_width=width is None)
-                self._shown[row.name] = ((row, swatch), looks)
+                            self.update_cell(row.name, column, cell, update_width=self._widens(column, width, cell))
+                self._shown[row.name] = (seen, looks)
             order = [row.name for row in rows]
             if [row.key.value for row in self.ordered_rows] != order:
                 rank = {name: index for index, name in enumerate(order)}
@@ -115,6 +117,14 @@ class RunTable(DataTable):
                     self, self.cursor_row, self.coordinate_to_cell_key(self.cursor_coordinate).row_key
                 )
             )
+
+    def _widens(self, column: str, width: int | None, cell: Text) -> bool:
+        """Whether `cell` is wider than its content-width column, which must then grow to fit it.
+
+        Columns grow and never shrink while runs arrive: Textual re-measures every row of a column
+        when a cell narrower than the column is updated with `update_width`, which is quadratic.
+        """
+        return width is None and cell.cell_len > self.columns[column].content_width
 
     def _cells(self, row: RunRow, swatch: str | None, glyphs: dict[str, str], variables: dict[str, str]) -> list:
         status_colour = variables.get(STATUS_COLOURS[row.status], "")
