@@ -19,6 +19,7 @@ from tbtriage.analysis.findings import finding_key
 from tbtriage.analysis.json_safe import json_safe as jsonable
 from tbtriage.analysis.watch import Watcher, alert_payload, engine_analyzer, run_on_alert
 from tbtriage.cli.main import main
+from tests._app_data import NOW, decaying_loss, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,3 +156,17 @@ def test_watch_on_a_missing_logdir_says_so_in_one_line(tmp_path, capsys):
     assert main(["watch", str(tmp_path / "nope"), "--once"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such" in err[0]
+
+
+def test_a_run_that_goes_silent_is_rejudged_and_reported_stalled_once_the_others_write_on(tmp_path):
+    start = NOW - 2000.0
+    write_run(tmp_path, "hung", {"train/loss": decaying_loss(50)}, wall0=start)
+    write_run(tmp_path, "steady", {"train/loss": decaying_loss(50, seed=1)}, wall0=start)
+    watcher = Watcher(tbtriage.load(tmp_path), engine_analyzer(None), clock=lambda: NOW)
+    assert not [f for f in watcher.poll() if f.kind == "stalled"]
+
+    # Only `steady` writes, 14 minutes on: `hung` changed nothing, yet it must be judged again.
+    write_run(tmp_path, "steady", {"train/loss": decaying_loss(30, seed=2)}, first_step=50, wall0=start + 850.0)
+    (stalled,) = [f for f in watcher.poll() if f.kind == "stalled"]
+    assert stalled.run == "hung" and stalled.evidence["still_writing"] == ["steady"]
+    assert [f for f in watcher.poll() if f.kind == "stalled"] == []  # reported once
