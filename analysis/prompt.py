@@ -148,6 +148,7 @@ class Evidence:
     values: tuple[float, ...]
     first_step: int | None = None
     last_step: int | None = None
+    causes: frozenset[str] = frozenset()  # finding kinds the model was shown: what a JSON `cause` may name
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ class _Line:
     text: str
     steps: tuple[int, ...] = ()
     values: tuple[float, ...] = ()
+    kinds: tuple[str, ...] = ()  # the finding kind a headline line names
 
 
 @dataclass
@@ -382,6 +384,7 @@ def _finding_lines(findings: list[Finding], lang: str) -> list[_Line]:
                 head,
                 tuple(steps + said_steps),
                 tuple(said_values),
+                kinds=(f.kind,),
             )
         )
         facts = _Facts()
@@ -593,14 +596,16 @@ def build_prompt(
     dropped = tuple(ln.label for ln in by_priority if id(ln) not in kept_ids)
     steps: set[int] = set()
     values: list[float] = []
+    kinds: set[str] = set()
     for ln in kept:
         steps.update(ln.steps)
         values.extend(ln.values)
+        kinds.update(ln.kinds)
     if run.last_step is not None:
         steps.add(int(run.last_step))
     if first_step is not None:
         steps.add(int(first_step))
-    evidence = Evidence(frozenset(steps), tuple(values), first_step, run.last_step)
+    evidence = Evidence(frozenset(steps), tuple(values), first_step, run.last_step, frozenset(kinds))
     return Prompt(
         system=system,
         user=user,
