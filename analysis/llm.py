@@ -48,7 +48,7 @@ DEFAULT_N_CTX = 2048
 DEFAULT_MAX_TOKENS_MD = 384
 #: JSON answers: the grammar's worst case must fit (see llm_answer.limits_for); real answers are far shorter.
 DEFAULT_MAX_TOKENS_JSON = 1024
-#: Low temperature: a diagnosis should be the model's most likely reading, not a creative one.
+#: Low temperature: an explanation should be the model's most likely reading, not a creative one.
 TEMPERATURE = 0.2
 #: Sampling around the most likely tokens (llama-cpp-python's chat defaults) with llama.cpp's own default
 #: repetition penalty: without it a 135M model loops on one line until max_tokens (measured on the demo).

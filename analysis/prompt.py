@@ -1,4 +1,4 @@
-"""The diagnosis prompt: a compact, structured description of one run for a small local model.
+"""The prompt for the model's explanation: a compact, structured description of one run for a small model.
 
 Never raw series: the model sees the run's name, its hyperparameters, best and final metrics with
 their steps, each rule-based finding with its evidence, and the ±5-point windows of lr, grad_norm
@@ -537,7 +537,7 @@ def build_prompt(
     windows_for: Callable[[int], Mapping[str, Any]] | None = None,
     count_chat: Callable[[str, str], int] | None = None,
 ) -> Prompt:
-    """The system and user messages for diagnosing `report`, within `budget` tokens.
+    """The system and user messages asking the model to explain `report`, within `budget` tokens.
 
     `count_tokens` should be the loaded model's tokenizer; without it a conservative estimate is used.
     `count_chat(system, user)`, when given, counts the whole prompt through the model's chat template

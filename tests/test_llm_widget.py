@@ -169,6 +169,24 @@ def test_without_llama_cpp_the_pane_says_how_to_enable_it(monkeypatch, tiny_mode
     drive(OneWidget(widget), scenario)
 
 
+def test_a_run_with_no_findings_gets_nothing_to_explain_and_no_model(tiny_model):
+    from tbtriage.analysis.explain import NO_FINDINGS
+    from tests._report_data import loss_curve, make_report
+
+    healthy = make_report("healthy", {"train/loss": ("train_loss", loss_curve())})
+    widget = LLMExplanation(healthy, settings=settings_for(tiny_model))
+
+    async def scenario(pilot):
+        widget.start()
+        await until(pilot, lambda: not widget.running)
+        await pilot.pause()
+        status = str(widget.query_one("#llm-status", Static).render())
+        assert status == f"Nothing to explain: {NO_FINDINGS}."
+        assert widget.answer == "" and widget.border_subtitle == "not asked"
+
+    drive(OneWidget(widget), scenario)
+
+
 def test_a_broken_model_file_gives_one_line_and_a_live_screen(tmp_path, tiny_model):
     pytest.importorskip("llama_cpp")
     bad = tmp_path / "half.gguf"
