@@ -117,6 +117,7 @@ class Explanation:
     nothing_to_explain: str | None = None  # why the model was not asked
     warnings: tuple[str, ...] = ()  # about the model file (no chat template, a base model)
     note: str | None = None  # what to expect of a small model
+    load_s: float = 0.0  # seconds this session spent loading the model (0: it was already loaded)
 
     @property
     def cancelled(self) -> bool:
@@ -169,6 +170,7 @@ class ExplainSession:
         self.warnings: tuple[str, ...] = ()
         self._pieces: list[str] = []
         self._stats: llm.GenerationStats | None = None
+        self.load_s = 0.0
 
     # ---- stages ---------------------------------------------------------------------------------------
 
@@ -194,13 +196,15 @@ class ExplainSession:
 
     def load(self) -> float:
         """Load the model if it is not yet; the seconds it took (0 when it already was)."""
-        return self._need_runner().load()
+        self.load_s += self._need_runner().load()
+        return self.load_s
 
     def build_prompt(self) -> Prompt:
         """The prompt for this run, within the budget the model's context allows, counted by its tokenizer."""
         from .compare import hparams_of
 
         runner = self._need_runner()
+        self.load()  # counting tokens needs the model: its load time is the session's, not the answer's
         self.prompt = build_prompt(
             self.report,
             lang=self.lang,
@@ -261,6 +265,7 @@ class ExplainSession:
             answer_error=error,
             warnings=self.warnings,
             note=self.note,
+            load_s=self.load_s,
         )
 
     def nothing(self) -> Explanation:

@@ -38,9 +38,13 @@ def settings_for(path: Path, **kw) -> llm.Settings:
 
 def test_a_run_that_blew_up_gets_a_streamed_grounded_explanation(tiny_model):
     pytest.importorskip("llama_cpp")
-    session = ExplainSession(blowup_report(), settings=settings_for(tiny_model), lang="en", max_tokens=60)
+    settings = settings_for(tiny_model, n_ctx=1792)  # a runner no other test shares: it starts cold
+    session = ExplainSession(blowup_report(), settings=settings, lang="en", max_tokens=60)
     chunks: list[str] = []
     explanation = session.run(on_chunk=chunks.append)
+    # Load time is the session's figure (the prompt's token count already needs the model loaded).
+    assert explanation.load_s > 0
+    assert ExplainSession(blowup_report(), settings=settings, max_tokens=8).run().load_s == 0.0  # loaded once
     assert len(chunks) > 5 and explanation.text == "".join(chunks).strip()
     assert explanation.model.label == "tiny-random-llama" and explanation.lang == "en"
     assert explanation.stats.finish_reason in ("stop", "length") and explanation.stats.completion_tokens <= 60

@@ -70,10 +70,11 @@ def _load_report(args: argparse.Namespace, config: Any):
     return None, f"no run named {args.run!r} under {args.logdir}" + (f" (runs: {listed})" if names else "")
 
 
-def _stats_line(stats: Any, model_label: str) -> str:
+def _stats_line(explanation: Any, model_label: str) -> str:
+    stats = explanation.stats
     parts = [f"{model_label}", f"prompt {stats.prompt_tokens} tokens"]
-    if stats.load_s:
-        parts.append(f"loaded in {stats.load_s:.1f} s")
+    if explanation.load_s:
+        parts.append(f"loaded in {explanation.load_s:.1f} s")
     if stats.time_to_first_token_s is not None:
         parts.append(f"first token after {stats.time_to_first_token_s:.1f} s")
     if stats.tokens_per_s:
@@ -186,7 +187,7 @@ def _print_markdown(session: Any, out: TextIO | None = None) -> int:
     # A terminal saw the answer as it came (only a fence it left open is closed); a file or a pipe gets
     # it whole, with its unsupported claims marked.
     _write(out, explanation.fence_closer if streaming else explanation.marked_text)
-    stats_line = _stats_line(explanation.stats, session.runner.name)
+    stats_line = _stats_line(explanation, session.runner.name)
     _write(out, "\n\n" + _grounding_md(explanation) + "\n\n" + stats_line + "\n")
     return EXIT_OK
 
@@ -237,7 +238,7 @@ def _print_json(args: argparse.Namespace, session: Any, out: TextIO | None = Non
         "prompt_budget": prompt.budget,
         "dropped_from_prompt": list(prompt.dropped),
         "completion_tokens": stats.completion_tokens,
-        "load_s": round(stats.load_s, 3),
+        "load_s": round(explanation.load_s, 3),
         "time_to_first_token_s": None if stats.time_to_first_token_s is None else round(stats.time_to_first_token_s, 3),
         "tokens_per_s": None if stats.tokens_per_s is None else round(stats.tokens_per_s, 2),
         "finish_reason": stats.finish_reason,

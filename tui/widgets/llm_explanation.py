@@ -332,9 +332,10 @@ class LLMExplanation(Widget, can_focus=True):
         stats = explanation.stats
         if stats.tokens_per_s:
             self.border_subtitle = f"{stats.tokens_per_s:.1f} tok/s"
+        loaded = f", loaded in {explanation.load_s:.1f} s" if explanation.load_s else ""
         ttft = f", first token after {stats.time_to_first_token_s:.1f} s" if stats.time_to_first_token_s else ""
         ended = "Stopped." if explanation.cancelled else "Done."
-        self._set_status(f"{ended} {stats.completion_tokens} tokens, prompt {stats.prompt_tokens} tokens{ttft}")
+        self._set_status(f"{ended} {stats.completion_tokens} tokens, prompt {stats.prompt_tokens} tokens{loaded}{ttft}")
         await self.query_one("#llm-answer", Markdown).update(explanation.marked_text)
         self._show_grounding(explanation)
         # Still anchored for one more layout, so a reader who followed also sees the grounding lines.
