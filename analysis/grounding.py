@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .llm_answer import OPEN_CAUSES
 from .prompt import Evidence
 
 #: Integers up to this are counts and ordinals ("3 spikes", "2 causes"), not quotes of the data.
@@ -34,8 +35,6 @@ APPROX_REL_TOL = 0.10
 APPROX_STEP_TOL = 0.01
 #: "100x" claims are checked against ratios of shown values, loosely: ratios are always rounded.
 RATIO_REL_TOL = 0.15
-#: Causes a JSON answer may give besides the findings it was shown: honest answers, never unsupported.
-OPEN_CAUSES = frozenset({"other", "unclear"})
 
 _NUMBER = re.compile(
     r"(?<![A-Za-z0-9_.])(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?)"
@@ -203,18 +202,20 @@ def cause_id(text: str) -> str:
 
 
 def _cause_claim(text: str, evidence: Evidence, where: str) -> Claim:
-    allowed = evidence.causes | OPEN_CAUSES
+    allowed = evidence.causes | set(OPEN_CAUSES)
     ok = cause_id(text) in allowed
     reason = "" if ok else f"names no finding shown ({', '.join(sorted(allowed))})"
     return Claim(text, "cause", None, 0, 0, ok, where, reason)
 
 
 def check_answer(answer: Mapping[str, Any], evidence: Evidence) -> Grounding:
-    """Claims of a JSON answer ({summary, causes: [{cause, confidence, evidence_steps, fixes}]})."""
+    """Claims of a JSON answer ({summary, causes: [{cause, explanation, confidence, evidence_steps, fixes}]})."""
     claims: list[Claim] = list(check_text(str(answer.get("summary", "")), evidence, where="summary").claims)
     for i, cause in enumerate(answer.get("causes", [])):
         claims.append(_cause_claim(str(cause.get("cause", "")), evidence, f"causes[{i}].cause"))
         claims += check_text(str(cause.get("cause", "")), evidence, where=f"causes[{i}].cause").claims
+        explanation = str(cause.get("explanation", ""))
+        claims += check_text(explanation, evidence, where=f"causes[{i}].explanation").claims
         for j, step in enumerate(cause.get("evidence_steps", [])):
             ok = isinstance(step, int) and step in evidence.steps
             reason = "" if ok else f"step {step} is not in the evidence"

@@ -492,7 +492,8 @@ class Runner:
 
     @staticmethod
     def json_limits(prompt: Prompt, max_tokens: int | None = None) -> AnswerLimits:
-        return limits_for(max_tokens or DEFAULT_MAX_TOKENS_JSON, prompt.lang, prompt.evidence.last_step)
+        evidence = prompt.evidence
+        return limits_for(max_tokens or DEFAULT_MAX_TOKENS_JSON, prompt.lang, evidence.steps, evidence.causes)
 
 
 def parse_json_answer(text: str, prompt: Prompt, max_tokens: int | None = None) -> Answer:

@@ -87,7 +87,8 @@ _SYSTEM_MD = (
 _SYSTEM_JSON = (
     "You are a senior deep-learning engineer. Diagnose this training run from the features below. "
     "Cite only steps and numbers given there. Reply in JSON: summary (the pathology in one sentence), causes "
-    "(each: cause, confidence, evidence_steps from the data, fixes as concrete changes)."
+    "(each: cause, one of the findings or other or unclear; explanation; confidence; evidence_steps from the data; "
+    "fixes as concrete changes)."
 )
 #: Instructions stay in English for both languages: small models follow English instructions best, and
 #: Chinese costs ~2 tokens a character in their vocabularies (SmolLM2: 308 tokens for the Chinese

@@ -80,6 +80,7 @@ def test_json_answers_check_evidence_steps_and_texts_but_not_fix_values():
         "causes": [
             {
                 "cause": "lr too high, loss 7.5 at step 999",
+                "explanation": "grad_norm rose 124x from step 1180, then step 1215 went NaN",
                 "confidence": "high",
                 "evidence_steps": [1210, 4242],
                 "fixes": ["clip at 1.0", "lr 1e-4 from step 1210"],
@@ -93,8 +94,13 @@ def test_json_answers_check_evidence_steps_and_texts_but_not_fix_values():
         ("causes[0].cause", "999"),
         ("causes[0].cause", "lr too high, loss 7.5 at step 999"),  # and it names no finding it was shown
         ("causes[0].evidence_steps[1]", "4242"),
+        ("causes[0].explanation", "1215"),  # the free text is checked like the summary
     ]
-    assert {c.to_dict()["where"] for c in g.unsupported} == {"causes[0].cause", "causes[0].evidence_steps[1]"}
+    assert {c.to_dict()["where"] for c in g.unsupported} == {
+        "causes[0].cause",
+        "causes[0].evidence_steps[1]",
+        "causes[0].explanation",
+    }
 
 
 def test_the_evidence_is_exactly_what_the_prompt_showed():
