@@ -6,7 +6,9 @@ and memory around each critical step. The system prompt is fixed text and comes 
 llama.cpp's prefix cache reuses it across runs. Everything is cut to a token budget that a small
 model on a shared CPU can read in seconds: measured here, a 135M model on one core reads ~75 prompt
 tokens/s, so 400 tokens cost ~5 s before the first word. When the data does not fit, the least
-important lines go first (info findings, minor metrics, text summaries), never the critical findings.
+important lines go first (text summaries, windows, minor metrics and hyperparameters), never a finding
+or its evidence: for those the budget grows (up to REQUIRED_GROWTH times; on the demo's worst run
+352 -> 443 tokens, about 1 s more before the first word).
 
 The prompt also records every step and number it showed (`Evidence`): the grounding check holds
 the model's answer against exactly that.
@@ -54,11 +56,18 @@ MAX_LINE_CHARS = 240
 SIGNIFICANT_DIGITS = 3
 
 # Priorities: lower is more important; the budget drops the highest numbers first. The order says what
-# a diagnosis needs most: what went wrong (critical findings, the losses), then the signal that moved
-# first (grad_norm, then lr, around the first critical point), the numbers behind the findings, the
-# hyperparameters that explain most pathologies, and only then the rest.
-_P_FINDING = {"critical": 10, "warning": 20, "info": 70}
-_P_EVIDENCE = {"critical": 26, "warning": 45, "info": 80}
+# an explanation needs most: what went wrong and the numbers behind it (every finding and its evidence,
+# most severe first: these are REQUIRED), then the losses, the signal that moved first (grad_norm, then
+# lr, around the first critical point), the hyperparameters that explain most pathologies, and only then
+# the rest. Measured on the demo runs before findings were required, a 400-token budget dropped the
+# evidence of every finding and even whole findings: the model then had nothing to explain from.
+_P_FINDING = {"critical": 1, "warning": 3, "info": 5}
+_P_EVIDENCE = {"critical": 2, "warning": 4, "info": 6}
+#: Lines at or below this priority (findings and their evidence) are never dropped for the budget's sake...
+_P_REQUIRED = 6.99
+#: ... which may grow for them up to this factor: at most ~5 s more of prompt for a 135M model on one core
+#: (75 tok/s) at the small budget. Past it, a run with that many findings loses its least severe ones.
+REQUIRED_GROWTH = 2.0
 _P_SUGGESTION = {"critical": 55, "warning": 60, "info": 90}
 _P_WINDOW = 18  # + 4 per role rank (grad_norm, lr, memory, other), + 12 per later critical point
 _P_METRIC = {"train_loss": 15, "val_loss": 16, "metric": 34, "loss_component": 50, "grad_norm": 52, "lr": 53}
@@ -543,6 +552,8 @@ def build_prompt(
     `count_tokens` should be the loaded model's tokenizer; without it a conservative estimate is used.
     `count_chat(system, user)`, when given, counts the whole prompt through the model's chat template
     and is what the final check uses (the template's own tokens and merges at its seams included).
+    Every finding and its evidence are kept, even past `budget` (up to REQUIRED_GROWTH times it): the
+    returned `budget` is then the larger one they needed.
     `hparams` defaults to the hparams plugin's values (pass `run_config.run_hparams(run)` to add config
     files); `windows_for(step)` defaults to `features.context_windows` around that step.
     """
@@ -576,11 +587,14 @@ def build_prompt(
         cost = count(line.text + "\n")
         if line.section not in open_sections:
             cost += count(lab[line.section] + ":\n")
-        if fixed + used + cost > budget:
+        limit = budget * REQUIRED_GROWTH if line.priority <= _P_REQUIRED else budget
+        if fixed + used + cost > limit:
             break  # strictly by importance: everything less important than this line goes too
         kept.append(line)
         used += cost
         open_sections.add(line.section)
+    # The budget the prompt was held to: larger than asked only when the findings needed it.
+    budget = max(budget, fixed + used)
 
     # Per-line counts ignore merges across line breaks; confirm on the real text and trim if needed.
     while True:
