@@ -213,6 +213,7 @@ class ExplainSession:
             count_tokens=runner.count_tokens,
             count_chat=runner.count_chat,
             hparams=hparams_of(self.report)[0],
+            max_budget=runner.settings.n_ctx - self.max_tokens,  # the answer must still fit beside it
         )
         return self.prompt
 

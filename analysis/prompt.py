@@ -546,14 +546,16 @@ def build_prompt(
     hparams: Mapping[str, Any] | None = None,
     windows_for: Callable[[int], Mapping[str, Any]] | None = None,
     count_chat: Callable[[str, str], int] | None = None,
+    max_budget: int | None = None,
 ) -> Prompt:
     """The system and user messages asking the model to explain `report`, within `budget` tokens.
 
     `count_tokens` should be the loaded model's tokenizer; without it a conservative estimate is used.
     `count_chat(system, user)`, when given, counts the whole prompt through the model's chat template
     and is what the final check uses (the template's own tokens and merges at its seams included).
-    Every finding and its evidence are kept, even past `budget` (up to REQUIRED_GROWTH times it): the
-    returned `budget` is then the larger one they needed.
+    Every finding and its evidence are kept, even past `budget` (up to REQUIRED_GROWTH times it, and never
+    past `max_budget`: what the model's context leaves beside the answer); the returned `budget` is then
+    the larger one they needed.
     `hparams` defaults to the hparams plugin's values (pass `run_config.run_hparams(run)` to add config
     files); `windows_for(step)` defaults to `features.context_windows` around that step.
     """
@@ -580,6 +582,7 @@ def build_prompt(
     by_priority = sorted(lines, key=lambda ln: ln.priority)
 
     fixed = count(system) + count(header) + CHAT_TEMPLATE_OVERHEAD
+    required_limit = max(budget, min(budget * REQUIRED_GROWTH, max_budget or budget * REQUIRED_GROWTH))
     kept: list[_Line] = []
     used = 0
     open_sections: set[str] = set()
@@ -587,7 +590,7 @@ def build_prompt(
         cost = count(line.text + "\n")
         if line.section not in open_sections:
             cost += count(lab[line.section] + ":\n")
-        limit = budget * REQUIRED_GROWTH if line.priority <= _P_REQUIRED else budget
+        limit = required_limit if line.priority <= _P_REQUIRED else budget
         if fixed + used + cost > limit:
             break  # strictly by importance: everything less important than this line goes too
         kept.append(line)

@@ -170,3 +170,12 @@ def test_a_gliding_lr_schedule_is_shown_by_its_two_ends_and_a_jump_in_full():
     p = build_prompt(report, budget=1200, windows_for=lambda step: windows)
     assert "lr: 0.001 to 0.00095 (smooth, steps 1130..1230)" in p.user
     assert "grad_norm: steps 1130..1230 every 10: 1.2 1.2 1.2 1.2 1.2 2.4 4.8 9.6 19.2 38.4 76.8" in p.user
+
+
+def test_the_budget_never_grows_past_what_the_context_leaves_beside_the_answer():
+    report = blowup_report(n_tags=30, n_findings=10)
+    p = build_prompt(report, max_budget=450)
+    assert p.budget <= 450 and p.tokens <= 450
+    # Past the ceiling the least severe findings go too, the critical ones stay.
+    assert any(label.startswith(("finding", "evidence")) for label in p.dropped)
+    assert "finding divergence" not in p.dropped and "evidence of exploding_gradients" not in p.dropped
