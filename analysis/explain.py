@@ -35,8 +35,9 @@ from .prompt import LANGS, Prompt, build_prompt, default_budget, default_lang
 
 MODES = ("md", "json")
 #: Models below this many parameters give hints, not answers (SmolLM2-135M, measured on real runs in
-#: issue 11: its top cause was right only where it copied the rules). The cut sits above the 0.5B
-#: models, which the same prompt leaves just as unsure, and below the 1.5B instruct models we advise.
+#: issue 11: its top cause was right only where it copied the rules). The cut is the earlier file-size
+#: rule (300 MB, a Q4 GGUF of about 0.5B parameters) restated in parameters, which do not depend on
+#: the quantisation; the README advises 1.5B instruct models and up.
 SMALL_MODEL_PARAMETERS = 600_000_000
 
 NO_DATA = "no data was read from this run, so a model could only invent"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -28,8 +27,11 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
+from tbtriage.analysis.config import Config
 from tbtriage.analysis.datamodel import RunReport
 from tbtriage.analysis.explain import ExplainSession, Explanation
+from tbtriage.analysis.grounding import Grounding
+from tbtriage.analysis.llm import Settings
 from tbtriage.tui.safe_text import multiline, plain
 
 #: How close to the end (in lines) still counts as "at the bottom" for auto-scrolling.
@@ -114,9 +116,9 @@ class LLMExplanation(Widget, can_focus=True):
     def __init__(
         self,
         report: RunReport,
-        config: Any = None,
+        config: Config | None = None,
         *,
-        settings: Any = None,
+        settings: Settings | None = None,
         lang: str | None = None,
         max_tokens: int | None = None,
         show_rules: bool | None = None,
@@ -134,7 +136,7 @@ class LLMExplanation(Widget, can_focus=True):
         self.answer = ""
         self.running = False
         self.cancelled = False
-        self.grounding: Any = None
+        self.grounding: Grounding | None = None
         self.explanation: Explanation | None = None
         self._cancel = threading.Event()
         self._model_label = "local model"
