@@ -85,6 +85,7 @@ def test_json_mode_prints_one_validated_object_with_unsupported_claims(logdir, t
     data = json.loads(out)
     assert data["run"] == "big_lr" and any(f["kind"] == "divergence" for f in data["findings"])
     assert data["llm"]["available"] and data["llm"]["finish_reason"] == "stop"
+    assert data["llm"]["warnings"] == []  # the tiny model carries its chat template
     assert data["llm"]["prompt_tokens"] <= data["llm"]["prompt_budget"] + 16
     diagnosis = data["diagnosis"]
     assert set(diagnosis) == {"summary", "causes"} and 1 <= len(diagnosis["causes"]) <= 3

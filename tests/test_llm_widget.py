@@ -188,6 +188,24 @@ def test_a_run_with_no_findings_gets_nothing_to_explain_and_no_model(tiny_model)
     drive(OneWidget(widget), scenario)
 
 
+def test_a_base_model_without_a_chat_template_is_flagged_above_its_answer(tmp_path):
+    pytest.importorskip("llama_cpp")
+    base = build_tiny_gguf(tmp_path / "tiny-base.gguf", chat_template=False, finetune="base")
+    widget = LLMExplanation(blowup_report(), settings=settings_for(base), max_tokens=30)
+
+    async def scenario(pilot):
+        widget.start()
+        await until(pilot, lambda: not widget.running)
+        await pilot.pause()
+        warnings = widget.query_one("#llm-warnings", Static)
+        text = str(warnings.render())
+        assert not warnings.has_class("-empty") and text.count("⚠") == 1
+        assert "base model" in text and "plain-text prompt is used (best effort)" in text
+        assert str(widget.query_one("#llm-status", Static).render()).startswith("Done.")
+
+    drive(OneWidget(widget), scenario)
+
+
 def test_a_broken_model_file_gives_one_line_and_a_live_screen(tmp_path, tiny_model):
     pytest.importorskip("llama_cpp")
     bad = tmp_path / "half.gguf"
