@@ -20,7 +20,10 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # imported when run: the command line starts without the model pipeline
+    from tbtriage.analysis.explain import ExplainSession, Explanation
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 
@@ -70,7 +73,7 @@ def _load_report(args: argparse.Namespace, config: Any):
     return None, f"no run named {args.run!r} under {args.logdir}" + (f" (runs: {listed})" if names else "")
 
 
-def _stats_line(explanation: Any, model_label: str) -> str:
+def _stats_line(explanation: Explanation, model_label: str) -> str:
     stats = explanation.stats
     parts = [f"{model_label}", f"prompt {stats.prompt_tokens} tokens"]
     if explanation.load_s:
@@ -84,7 +87,7 @@ def _stats_line(explanation: Any, model_label: str) -> str:
     return "_" + ", ".join(parts) + "_"
 
 
-def _grounding_md(explanation: Any) -> str:
+def _grounding_md(explanation: Explanation) -> str:
     from tbtriage.analysis.prompt import clean_text
 
     lines = [f"**Grounding:** {explanation.grounding_summary}"]
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     return _print_json(args, session) if args.format == "json" else _print_markdown(session)
 
 
-def _session(args: argparse.Namespace, config: Any, report: Any):
+def _session(args: argparse.Namespace, config: Any, report: Any) -> ExplainSession:
     from tbtriage.analysis.explain import ExplainSession
 
     return ExplainSession(
@@ -129,7 +132,7 @@ def _session(args: argparse.Namespace, config: Any, report: Any):
     )
 
 
-def _find_model(session: Any) -> tuple[int, str] | None:
+def _find_model(session: ExplainSession) -> tuple[int, str] | None:
     """None when the model is ready to load; else (exit code, the one line saying why it is not)."""
     from tbtriage.analysis import llm
 
@@ -147,7 +150,7 @@ def _find_model(session: Any) -> tuple[int, str] | None:
 # ---- Markdown --------------------------------------------------------------------------------------
 
 
-def _print_markdown(session: Any, out: TextIO | None = None) -> int:
+def _print_markdown(session: ExplainSession, out: TextIO | None = None) -> int:
     from tbtriage.analysis import llm
     from tbtriage.analysis.render_markdown import run_markdown
 
@@ -195,7 +198,7 @@ def _print_markdown(session: Any, out: TextIO | None = None) -> int:
 # ---- JSON ------------------------------------------------------------------------------------------
 
 
-def _print_json(args: argparse.Namespace, session: Any, out: TextIO | None = None) -> int:
+def _print_json(args: argparse.Namespace, session: ExplainSession, out: TextIO | None = None) -> int:
     from tbtriage.analysis import __version__, llm
     from tbtriage.analysis.llm_answer import AnswerError
 
