@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,7 +218,7 @@ class ExplainSession:
         )
         return self.prompt
 
-    def stream(self, cancel: threading.Event | None = None) -> Iterator[str]:
+    def stream(self, cancel: threading.Event | None = None) -> Generator[str, None, None]:
         """The answer piece by piece; stops at the next token once `cancel` is set or the caller closes it."""
         runner = self._need_runner()
         prompt = self.prompt or self.build_prompt()

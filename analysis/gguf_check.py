@@ -215,18 +215,19 @@ def _check(cur: _Cursor, size: int) -> GGUFInfo:
 
     arch = meta.get("general.architecture")
     arch = arch if isinstance(arch, str) else None
-    name = meta.get("general.name")
+    general_name = meta.get("general.name")
     ctx = meta.get(f"{arch}.context_length") if arch else None
-    finetune = meta.get("general.finetune")
-    finetune = finetune if isinstance(finetune, str) and finetune else None
-    said = " ".join(t for t in (finetune, name if isinstance(name, str) else None) if t)
+    said_finetune = meta.get("general.finetune")
+    finetune = said_finetune if isinstance(said_finetune, str) and said_finetune else None
+    model_name = general_name if isinstance(general_name, str) and general_name else None
+    said = " ".join(t for t in (finetune, model_name) if t)
     return GGUFInfo(
         path=path,
         version=version,
         file_size=size,
         tensor_count=n_tensors,
         architecture=arch,
-        name=name if isinstance(name, str) and name else None,
+        name=model_name,
         context_length=int(ctx) if isinstance(ctx, int) else None,
         has_chat_template="tokenizer.chat_template" in meta,
         parameter_count=parameters,

@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -356,7 +356,8 @@ class Runner:
 
         llama = self._llama
         if self._formatter is None:
-            template = llama.metadata.get("tokenizer.chat_template") or fallback_template(self.info)
+            fallback = fallback_template(self.info) if self.info is not None else CHATML_TEMPLATE
+            template = llama.metadata.get("tokenizer.chat_template") or fallback
 
             def token_text(token: int) -> str:
                 if token < 0:
@@ -398,7 +399,7 @@ class Runner:
         temperature: float = TEMPERATURE,
         cancel: threading.Event | None = None,
         grammar_text: str | None = None,
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Yield the answer's text piece by piece (control characters removed).
 
         Stops at the next token when `cancel` is set, or when the caller closes the generator;
@@ -480,7 +481,7 @@ class Runner:
 
     def answer_json(
         self, prompt: Prompt, *, max_tokens: int | None = None, cancel: threading.Event | None = None
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Stream a schema-constrained JSON answer; `parse_json_answer` validates the joined text."""
         limits = self.json_limits(prompt, max_tokens)
         yield from self.stream(

@@ -20,6 +20,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tbtriage.analysis.explain import ExplainSession, Explanation
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,7 +48,7 @@ def _reports(args: argparse.Namespace, tmp: Path):
     return [by_name[name] for name in DEMO_RUNS]
 
 
-def _generate(session) -> tuple[object, float]:
+def _generate(session: ExplainSession) -> tuple[Explanation, float]:
     """The session's whole answer (through the product's own pipeline) and the seconds it took."""
     started = time.perf_counter()
     for _ in session.stream():
