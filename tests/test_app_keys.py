@@ -143,13 +143,13 @@ def test_d_puts_the_local_models_diagnosis_under_the_rule_based_one_or_says_it_i
         pane = app.screen.query_one(diagnosis.DiagnosisPane)
         note = pane.query_one("#llm-note")
         assert "not installed" in str(note.render()) and not note.has_class("-empty")
-        assert pane.query_one("#rule-based") is not None and not pane.query("LLMDiagnosis")
+        assert pane.query_one("#rule-based") is not None and not pane.query("LLMExplanation")
         assert pane.has_class("-show")
 
         monkeypatch.setattr(diagnosis, "llm_available", lambda: True)
         await pilot.press("d")
         await pilot.pause()
-        (widget,) = pane.query("LLMDiagnosis")
+        (widget,) = pane.query("LLMExplanation")
         assert widget.report is app.reports[app.view.current_run] and note.has_class("-empty")
         widget.cancel()
 

@@ -415,7 +415,7 @@ class TriageApp(App[int]):
         if report is None:
             self.notify("Select an analysed run to diagnose.", severity="warning", markup=False)
             return
-        self.main_screen.show_diagnosis().diagnose(report)
+        self.main_screen.show_diagnosis().explain(report)
 
     def action_quit(self) -> None:
         self.workers.cancel_all()
