@@ -324,19 +324,34 @@ def scan_file(
                     if 0 <= length and 16 + length <= size - base:
                         want = 16 + length  # one record larger than a window: read it whole
                         continue
-                result.offset = base + pos
-                result.truncated = True
-                return
+                # The record at base + pos does not fit in the file. A writer still writing (or one
+                # that crashed) leaves it last; whole records after it mean its length is corrupt
+                # (a bit flip that kept the length checksum, or a hostile file), not a cut tail.
+                bad = base + pos
+                q = _next_record(f, bad, size, jit, kernel, table) if size - bad > 16 else -1
+                if q <= 0:
+                    result.offset = bad
+                    result.truncated = True
+                    return
+                length = int(kernel.read_u64(buf, pos)) if blen - pos >= 8 else -1
+                result.problems.append(
+                    (
+                        bad,
+                        f"record at byte {bad} declares {length} bytes, past the end of the file; "
+                        f"skipped {q} bytes, resumed at byte {bad + q}",
+                    )
+                )
+                base = bad + q
+                continue
             # A corrupt record at base + pos: find the next record that verifies, if any.
             bad = base + pos
             what = "bad length checksum" if status == _pure.ST_BAD_HEADER else "bad data checksum"
-            rest = _read_window(f, bad, size - bad, jit)
-            if _all_zero(rest):
+            q = _next_record(f, bad, size, jit, kernel, table)
+            if q == 0:
                 # A zero-filled tail (preallocated, or not flushed yet) is no data: maybe later.
                 result.offset = bad
                 result.truncated = True
                 return
-            q = int(kernel.resync(rest, 0, len(rest), table)) if jit else resync_numpy(rest)
             if q < 0:
                 result.problems.append(
                     (bad, f"{what} at byte {bad}; the {size - bad} bytes after it hold no intact record, ignored")
@@ -346,6 +361,14 @@ def scan_file(
             result.problems.append((bad, f"{what} at byte {bad}; skipped {q} bytes, resumed at byte {bad + q}"))
             base = bad + q
         result.offset = max(base, offset)
+
+
+def _next_record(f, bad: int, size: int, jit: bool, kernel, table) -> int:
+    """How far after byte `bad` the next whole, CRC-valid record starts: -1 if none, 0 if the rest is zeros."""
+    rest = _read_window(f, bad, size - bad, jit)
+    if _all_zero(rest):
+        return 0
+    return int(kernel.resync(rest, 0, len(rest), table)) if jit else resync_numpy(rest)
 
 
 def verify_window(buf: bytes) -> tuple[int, int]:
