@@ -193,7 +193,12 @@ class RunReader:
             t.last = offset if t.last is None else max(t.last, offset)
         span = f" between bytes {t.first} and {t.last}" if t.first is not None else ""
         self.run.notes[t.note_index] = Note(
-            "data_integrity", self._rel(st.name), f"{t.count} {what}{span}; the first: {t.message}", t.first, None, severity
+            "data_integrity",
+            self._rel(st.name),
+            f"{t.count} {what}{span}; the first: {t.message}",
+            t.first,
+            None,
+            severity,
         )
 
     # -- reading ------------------------------------------------------------------------------

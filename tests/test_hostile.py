@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import struct
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,10 +19,12 @@ from tests._hostile import (
     length_delimited,
     raw_event,
     scalar_event,
-    tbtriage as cli,
     tensor,
     tensor_event,
     varint,
+)
+from tests._hostile import (
+    run_cli as cli,
 )
 
 KERNELS = ["pure", "jit"]
