@@ -121,6 +121,7 @@ class TagTable:
         self.jit = jit
         self._alloc(slots, arena)
         self.names: list[str] = []
+        self.escaped: list[str] = []
 
     def _alloc(self, slots: int, arena: int) -> None:
         if self.jit:
@@ -143,21 +144,35 @@ class TagTable:
 
     def grow(self, kernel) -> None:
         """Double the table (re-interning every tag in id order keeps the ids)."""
-        names = list(self.names)
+        raws = self.raw_names()
         self._alloc(len(self.ht) * 2, max(len(self.arena) * 2, 1 << 16))
-        self.names = []
-        for name in names:
-            self.intern(kernel, name)
+        self.names, self.escaped = [], []
+        for raw in raws:
+            self.intern_bytes(kernel, raw)
+
+    def raw_names(self) -> list[bytes]:
+        """Every tag's bytes as read, in id order (names that were not UTF-8 included, unescaped)."""
+        return [
+            bytes(self.arena[int(self.off[i]) : int(self.off[i]) + int(self.len[i])]) for i in range(int(self.state[0]))
+        ]
 
     def sync(self) -> None:
-        """Pick up the names of tags the kernel added."""
+        """Pick up the names of tags the kernel added (bytes that are not UTF-8 escaped as `\\xNN`, so two
+        tags differing only there stay two tags; `escaped` lists them, for the run's notes)."""
+        from .reader import decode_name
+
         n = int(self.state[0])
         for i in range(len(self.names), n):
             a, b = int(self.off[i]), int(self.off[i]) + int(self.len[i])
-            self.names.append(bytes(self.arena[a:b]).decode("utf-8", "replace"))
+            name, escaped = decode_name(bytes(self.arena[a:b]))
+            self.names.append(name)
+            if escaped:
+                self.escaped.append(name)
 
     def intern(self, kernel, name: str) -> int:
-        raw = name.encode("utf-8")
+        return self.intern_bytes(kernel, name.encode("utf-8", "surrogateescape"))
+
+    def intern_bytes(self, kernel, raw: bytes) -> int:
         buf = np.frombuffer(raw, np.uint8) if self.jit else raw
         while True:
             tid = kernel.intern_tag(buf, 0, len(raw), *self.args())

@@ -13,7 +13,6 @@ analysed on its own (divergence, health), so nothing it shows is lost.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
@@ -28,7 +27,7 @@ from .datamodel import Finding, Run, RunReport, SeriesFeatures
 from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors, severity_rank
 from .features import series_features
 from .health import health
-from .json_safe import json_safe
+from .json_safe import dumps, json_safe
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -230,7 +229,7 @@ class Report:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
+        return dumps(self.to_dict(), indent=indent)
 
 
 def diagnose(

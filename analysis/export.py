@@ -8,8 +8,8 @@ in CSV, `null` plus a `"nonfinite"` field in JSON lines (JSON has no NaN).
 from __future__ import annotations
 
 import csv
-import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import IO
 from .datamodel import Series
 from .decode import choose_kernel
 from .discover import find_runs
+from .json_safe import dumps
 from .logdir import LogdirError
 from .reader import RunReader, is_event_file
 
@@ -27,7 +28,11 @@ HEADER = ("run", "tag", "step", "wall_time", "value")
 def iter_series(
     path, runs: str | None = None, tags: str | None = None, warnings: list[str] | None = None, kernel: str | None = None
 ) -> Iterator[tuple[str, str, Series]]:
-    """(run, tag, series) for every matching scalar series; each run is read, yielded and dropped."""
+    """(run, tag, series) for every matching scalar series; each run is read, yielded and dropped.
+
+    Bad arguments (a regex, a missing logdir) raise LogdirError here, at the call, before anything
+    is written: a CSV header followed by an error would look like an empty export.
+    """
     root = Path(path).expanduser()
     try:
         run_re = re.compile(runs) if runs else None
@@ -38,8 +43,15 @@ def iter_series(
         found = {".": root.parent}
         only = root.name
     elif root.is_dir():
+        try:
+            with os.scandir(root) as entries:
+                next(entries, None)
+        except OSError as exc:
+            raise LogdirError(f"{path}: cannot list ({exc.strerror or exc})") from None
         found = find_runs(root, warnings)
         only = None
+    elif root.exists():
+        raise LogdirError(f"{path}: not a directory or an event file")
     else:
         raise LogdirError(f"{path}: no such directory or event file")
     readers = [
@@ -49,14 +61,22 @@ def iter_series(
     ]
     # One kernel for the whole export, chosen from the total size (stat calls only, no reading).
     module = choose_kernel(sum(r.pending_bytes() for r in readers), kernel)
-    for reader in readers:
-        name = reader.name
+    return _read_runs(readers, module, tag_re, warnings)
+
+
+def _read_runs(readers: list[RunReader], module, tag_re, warnings) -> Iterator[tuple[str, str, Series]]:
+    """Read one run, yield its series, then let it go: memory holds one run, however many there are."""
+    readers.reverse()  # popped from the end, in name order
+    while readers:
+        reader = readers.pop()
         reader.read(module)
         if warnings is not None:
             warnings.extend(f"{n.file}: {n.message}" for n in reader.run.notes if n.kind == "data_integrity")
-        for tag in sorted(reader.run.scalars):
+        name, scalars = reader.name, reader.run.scalars
+        del reader  # the run's columns go with the last series yielded, not at the end of the export
+        for tag in sorted(scalars):
             if tag_re is None or tag_re.search(tag):
-                yield name, tag, reader.run.scalars[tag]
+                yield name, tag, scalars[tag]
 
 
 def _smoothed(series: Series, weight: float | None):
@@ -94,15 +114,18 @@ def write_jsonl(out: IO[str], items, smoothing: float | None = None) -> int:
     rows = 0
     for run, tag, s in items:
         sm = _smoothed(s, smoothing)
-        run_j, tag_j = json.dumps(run), json.dumps(tag)
+        run_j, tag_j = dumps(run), dumps(tag)
         lines = []
         for i, (step, wall, value) in enumerate(zip(s.steps.tolist(), s.wall_times.tolist(), s.values.tolist())):
             v, bad = _finite(value)
-            line = f'{{"run": {run_j}, "tag": {tag_j}, "step": {step}, "wall_time": {wall!r}, "value": {json.dumps(v)}'
+            w, bad_wall = _finite(wall)
+            line = f'{{"run": {run_j}, "tag": {tag_j}, "step": {step}, "wall_time": {dumps(w)}, "value": {dumps(v)}'
             if bad:
                 line += f', "nonfinite": "{bad}"'
+            if bad_wall:
+                line += f', "nonfinite_wall_time": "{bad_wall}"'
             if sm is not None:
-                line += f', "smoothed": {json.dumps(_finite(sm[i])[0])}'
+                line += f', "smoothed": {dumps(_finite(sm[i])[0])}'
             lines.append(line + "}\n")
         out.writelines(lines)
         rows += len(s)

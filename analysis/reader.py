@@ -27,6 +27,27 @@ def is_event_file(name: str) -> bool:
     return "tfevents" in name
 
 
+def escape_name(name: str) -> str:
+    """A file or directory name as text: bytes that are not UTF-8 (which Python carries as lone
+    surrogates, unprintable and unencodable) become `\\xNN`, so two names differing only in those
+    bytes stay two names, and every output (file, terminal, JSON) can write it."""
+    if name.isascii():
+        return name
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def decode_name(raw: bytes) -> tuple[str, bool]:
+    """Tag bytes as text, and whether they were not valid UTF-8 (then escaped as `\\xNN`, see escape_name)."""
+    try:
+        return raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "backslashreplace"), True
+
+
 #: Bytes at the head of a file whose fingerprint tells a rewritten file from the one already read: the
 #: first record (file_version, ~24 bytes framed) plus the start of the next, so a rewrite that keeps
 #: the size but changes the data is caught too.
@@ -160,6 +181,7 @@ class RunReader:
         self._tags: TagTable | None = None
         self._kernel = None
         self._restart_keys: set = set()
+        self._escaped_noted = 0
 
     # -- discovery of files -------------------------------------------------------------------
     def _list_files(self) -> list[str]:
@@ -174,6 +196,7 @@ class RunReader:
         return sorted(names)
 
     def _rel(self, fname: str) -> str:
+        fname = escape_name(fname)
         return fname if self.name == "." else f"{self.name}/{fname}"
 
     def _note(self, kind: str, file: str, message: str, offset=None, step=None, severity="warning") -> None:
@@ -236,7 +259,7 @@ class RunReader:
             st = self._files.get(fname)
             if st is None:
                 st = self._files[fname] = _FileState(fname, len(self._files))
-                self.run.files.append(fname)
+                self.run.files.append(escape_name(fname))
             if fname not in stats:
                 continue
             size = stats[fname].st_size
@@ -251,10 +274,10 @@ class RunReader:
             kernel = choose_kernel(sum(size - st.offset for st, size in todo), self.kernel_pref)
         if self._kernel is not kernel:
             # The intern table lives in the kernel's own containers: rebuild it for the new one.
-            old = self._tags.names if self._tags else []
+            old = self._tags.raw_names() if self._tags else []
             self._tags = TagTable(jit=kernel is not _kernel)
-            for tag in old:
-                self._tags.intern(kernel, tag)
+            for raw in old:
+                self._tags.intern_bytes(kernel, raw)
             self._kernel = kernel
         changed = False
         last_name = names[-1] if names else None
@@ -308,6 +331,7 @@ class RunReader:
         self._hists.clear()
         self._plugins.clear()
         self._restart_keys.clear()
+        self._escaped_noted = 0
         self._note(
             "data_integrity",
             self._rel(fname),
@@ -515,6 +539,16 @@ class RunReader:
     def _finish(self) -> None:
         """Resolve overlaps on the columns that grew and publish them on the Run."""
         run = self.run
+        escaped = self._tags.escaped if self._tags else []
+        if len(escaped) > self._escaped_noted:
+            self._escaped_noted = len(escaped)
+            self._note(
+                "data_integrity",
+                run.name,
+                f"{len(escaped)} tag name(s) are not valid UTF-8 (the first: '{escaped[0]}'); "
+                "their other bytes are shown as \\xNN, and each stays a tag of its own",
+                severity="info",
+            )
         restarts: dict[int, list[int]] = {}  # file index -> [times, from, resume, dropped], over every tag
         for tag, col in self._cols.items():
             if not col.new:

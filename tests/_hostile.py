@@ -82,7 +82,7 @@ def good_points(first: int, n: int, tag: str = "loss") -> list[bytes]:
     return [scalar_event(step, tag, float(step)) for step in range(first, first + n)]
 
 
-def tbtriage(
+def run_cli(
     *args: str, kernel: str = "auto", cwd: Path | None = None, env: dict | None = None, timeout=COMMAND_TIMEOUT_S
 ):
     """Run the real command line in a child process, as a user would; a hang fails the test instead of hanging it."""

@@ -5,8 +5,10 @@ to the logdir."""
 from __future__ import annotations
 
 import json
+import os
 import struct
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,3 +188,170 @@ def test_199_backward_steps_are_one_restart_note_with_the_dropped_points_counted
     assert "199 older points replaced" in note.message
     done = cli("report", str(tmp_path / "r"))
     assert done.stdout.count("run_restart") == 1
+
+
+# -- 7. one write guard for every writer ----------------------------------------------------------------
+
+
+def test_export_out_onto_an_event_file_is_refused_and_the_file_is_untouched(tmp_path):
+    path = event_file(tmp_path / "ld" / "r", good_points(0, 200))
+    before = path.read_bytes()
+    for target in (path, tmp_path / "ld" / "r" / "points.csv"):
+        done = cli("export", str(tmp_path / "ld"), "--out", str(target))
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert "never" in done.stderr
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "ld" / "r").iterdir()) == [path.name]
+
+
+def test_report_out_through_a_symlink_into_the_logdir_is_refused(tmp_path):
+    event_file(tmp_path / "ld" / "r", good_points(0, 10))
+    (tmp_path / "link").symlink_to(tmp_path / "ld" / "r")
+    done = cli("report", str(tmp_path / "ld"), "--out", str(tmp_path / "link" / "report.md"))
+    assert done.returncode == 2 and "inside the logdir" in done.stderr
+    assert not (tmp_path / "ld" / "r" / "report.md").exists()
+
+
+def test_the_apps_e_export_never_writes_into_the_logdir_it_was_opened_on(tmp_path, monkeypatch):
+    from tbtriage.analysis.datamodel import Series
+    from tbtriage.tui.app import make_app
+    from tbtriage.tui.chart_data import SeriesRequest
+
+    event_file(tmp_path / "r", good_points(0, 10))
+    monkeypatch.chdir(tmp_path)  # `tbtriage` with no LOGDIR: the current directory is the logdir
+    app = make_app(tmp_path, follow=False)
+    said = []
+    app.post_message = said.append
+    series = Series(np.arange(3, dtype=np.int64), np.zeros(3), np.ones(3))
+    app.export_series([SeriesRequest("r", 0, series)], "loss", 0.6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+    assert "never writes" in said[0].error
+
+
+# -- 10. exit codes: 0 ok, 1 findings, 2 bad input (one line), 3 our own bug (one line, details in a file) ---
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["watch", "LOGDIR", "--interval", "nan"], "--interval nan: must be a positive"),
+        (["watch", "LOGDIR", "--once", "--alert-timeout", "nan"], "--alert-timeout nan: must be a positive"),
+        (["watch", "LOGDIR", "--once", "--alert-timeout", "-1"], "--alert-timeout -1: must be a positive"),
+        (["export", "LOGDIR", "--smoothing", "nan"], "--smoothing nan: must be between"),
+        (["report", "LOGDIR", "--config", "CONFIG"], "[llm] threads must be a positive whole number, not 'many'"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2(tmp_path, args, message):
+    event_file(tmp_path / "ld" / "r", good_points(0, 10))
+    (tmp_path / "config.toml").write_text('[llm]\nthreads = "many"\n')
+    args = [
+        str(tmp_path / "ld") if a == "LOGDIR" else str(tmp_path / "config.toml") if a == "CONFIG" else a for a in args
+    ]
+    done = cli(*args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and message in done.stderr
+
+
+def test_an_internal_error_exits_3_with_one_line_naming_the_crash_file_never_a_traceback(tmp_path, monkeypatch, capsys):
+    from tbtriage.analysis import engine
+    from tbtriage.cli.main import main
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(engine, "diagnose", broken)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    event_file(tmp_path / "ld" / "r", good_points(0, 10))
+    assert main(["report", str(tmp_path / "ld")]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "RuntimeError: a bug" in err
+    (crash,) = (tmp_path / "cache" / "tbtriage" / "crashes").iterdir()
+    assert str(crash) in err and "Traceback" in crash.read_text()
+
+
+def test_the_json_report_names_the_folders_it_skipped(tmp_path):
+    event_file(tmp_path / "ld" / "r", good_points(0, 10))
+    bad = tmp_path / "ld" / "r2\udcff".encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
+    event_file(bad, good_points(0, 10))
+    data = json.loads(cli("report", str(tmp_path / "ld"), "--format", "json").stdout)
+    assert any("not valid UTF-8" in w for w in data["warnings"])
+
+
+# -- 8. strict JSON everywhere ---------------------------------------------------------------------------
+
+
+def test_a_nan_wall_time_is_strict_json_in_jsonl_export(tmp_path):
+    event_file(tmp_path / "r", [scalar_event(1, wall=float("nan")), scalar_event(2, wall=float("inf"))])
+    done = cli("export", str(tmp_path / "r"), "--format", "jsonl")
+    rows = [
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} is not JSON")) for line in done.stdout.splitlines()
+    ]
+    assert [(r["wall_time"], r["nonfinite_wall_time"]) for r in rows] == [(None, "nan"), (None, "inf")]
+
+
+# -- 4. only regular files are opened ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["report"], ["diagnose", "--run", "x"], ["export"], ["watch", "--once"]])
+def test_a_fifo_as_logdir_is_one_line_not_a_hang(tmp_path, command):
+    import os
+
+    os.mkfifo(tmp_path / "events.out.tfevents.fifo")
+    done = cli(command[0], str(tmp_path / "events.out.tfevents.fifo"), *command[1:], timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_fifo_as_config_or_as_an_event_file_in_a_run_never_blocks(tmp_path):
+    import os
+
+    event_file(tmp_path / "ld" / "r", good_points(0, 10))
+    os.mkfifo(tmp_path / "ld" / "r" / "events.out.tfevents.2.fifo")
+    os.mkfifo(tmp_path / "config.toml")
+    done = cli("report", str(tmp_path / "ld"), "--config", str(tmp_path / "config.toml"), timeout=60)
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+    done = cli("report", str(tmp_path / "ld"), "--format", "json", timeout=60)
+    assert done.returncode == 0 and json.loads(done.stdout)["runs"][0]["tags"]["loss"]["points"] == 10
+
+
+# -- 5. names that are not UTF-8 ------------------------------------------------------------------------
+
+
+def not_utf8_logdir(tmp_path):
+    run = Path(os.fsdecode(bytes(tmp_path / "ld") + b"/run\xff"))
+    values = []
+    for step in range(50):
+        for tag in (b"loss\xff", b"loss\xfe"):
+            values.append(
+                raw_event(length_delimited(1, length_delimited(1, tag) + b"\x15" + struct.pack("<f", step)), step)
+            )
+    event_file(run, values)
+    return tmp_path / "ld"
+
+
+def test_names_that_are_not_utf8_are_escaped_reversibly_and_never_merged(tmp_path):
+    run = tbtriage.load(not_utf8_logdir(tmp_path)).runs["run\\xff"]
+    assert {tag: len(s) for tag, s in run.scalars.items()} == {"loss\\xff": 50, "loss\\xfe": 50}
+    assert any("not valid UTF-8" in n.message for n in run.notes)
+
+
+@pytest.mark.parametrize("out", ["report.md", "report.html", "points.csv"])
+def test_every_writer_takes_names_that_are_not_utf8(tmp_path, out):
+    logdir = not_utf8_logdir(tmp_path)
+    command = "export" if out.endswith(".csv") else "report"
+    args = [command, str(logdir), "--out", str(tmp_path / out)]
+    if out.endswith(".html"):
+        args += ["--format", "html"]
+    done = cli(*args, env={"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
+    assert done.returncode == 0, done.stderr
+    assert "run\\xff" in (tmp_path / out).read_text(encoding="utf-8")
+    done = cli("report", str(logdir), env={"PYTHONIOENCODING": "utf-8"})
+    assert done.returncode == 0 and "loss\\xfe" in done.stdout
+
+
+# -- 14. small things a user trips over -----------------------------------------------------------------
+
+
+def test_export_with_a_bad_regex_prints_no_csv_header_first(tmp_path):
+    event_file(tmp_path / "r", good_points(0, 10))
+    done = cli("export", str(tmp_path / "r"), "--tags", "(")
+    assert done.returncode == 2 and done.stdout == ""

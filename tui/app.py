@@ -27,6 +27,7 @@ from tbtriage.analysis.config import Config, load_config
 from tbtriage.analysis.datamodel import Finding, Run, RunReport
 from tbtriage.analysis.discover import find_runs
 from tbtriage.analysis.engine import analyze_run, logdir_context
+from tbtriage.analysis.output_guard import refuse_output
 from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
@@ -199,6 +200,10 @@ class TriageApp(App[int]):
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def export_series(self, requests: list[SeriesRequest], tag: str, weight: float) -> None:
         path = Path.cwd() / export_filename(tag, self.clock())
+        refused = refuse_output(path, self.logdir_path)
+        if refused:
+            self.post_message(Exported(None, 0, f"not written: {refused}"))
+            return
         try:
             rows = write_series_csv(path, tag, requests, weight)
         except OSError as exc:

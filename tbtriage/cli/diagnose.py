@@ -14,7 +14,6 @@ GGUF (one line on stderr naming it); 130 interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -291,7 +290,7 @@ class Diagnosis:
         return self._emit(data)
 
     def _emit(self, data: dict[str, Any]) -> int:
-        from tbtriage.analysis.json_safe import json_safe as jsonable
+        from tbtriage.analysis.json_safe import dumps
 
-        _write(self.out, json.dumps(jsonable(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+        _write(self.out, dumps(data, indent=1) + "\n")
         return EXIT_OK
