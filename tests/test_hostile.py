@@ -213,19 +213,23 @@ def test_report_out_through_a_symlink_into_the_logdir_is_refused(tmp_path):
 
 
 def test_the_apps_e_export_never_writes_into_the_logdir_it_was_opened_on(tmp_path, monkeypatch):
-    from tbtriage.analysis.datamodel import Series
     from tbtriage.tui.app import make_app
-    from tbtriage.tui.chart_data import SeriesRequest
+    from tests._app_data import decaying_loss, drive, fixed_clock, settle, write_run
 
-    event_file(tmp_path / "r", good_points(0, 10))
+    write_run(tmp_path, "r", {"train/loss": decaying_loss(50)})
     monkeypatch.chdir(tmp_path)  # `tbtriage` with no LOGDIR: the current directory is the logdir
-    app = make_app(tmp_path, follow=False)
+    app = make_app(tmp_path, follow=False, clock=fixed_clock)
     said = []
-    app.post_message = said.append
-    series = Series(np.arange(3, dtype=np.int64), np.zeros(3), np.ones(3))
-    app.export_series([SeriesRequest("r", 0, series)], "loss", 0.6)
+
+    async def scenario(app, pilot):
+        await settle(app, pilot)
+        await pilot.press("space", "e")
+        await settle(app, pilot)
+        said.extend(n.message for n in app._notifications)
+
+    drive(app, scenario)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
-    assert "never writes" in said[0].error
+    assert any("never writes" in line for line in said), said
 
 
 # -- 10. exit codes: 0 ok, 1 findings, 2 bad input (one line), 3 our own bug (one line, details in a file) ---
