@@ -28,6 +28,7 @@ from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors, se
 from .features import series_features
 from .health import health
 from .json_safe import dumps, json_safe
+from .reader import activity_span
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,10 +60,7 @@ def logdir_context(logdir: Any, now: float | None = None) -> AnalysisContext:
 def scalar_span(run: Run) -> tuple[float, float] | None:
     """(first, last) wall time of the run's scalar points: when it trained, not when its files were opened
     (a writer stamps its file-version record with the wall clock at creation)."""
-    series = [s for s in run.scalars.values() if len(s)]
-    if not series:
-        return None
-    return min(float(s.wall_times[0]) for s in series), max(float(s.wall_times[-1]) for s in series)
+    return activity_span(run)
 
 
 def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
@@ -141,6 +139,13 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
     `context` (see `logdir_context`) carries the logdir's newest wall time and other runs: `stalled` needs
     it, and a Keras `X/train` run finds its `X/validation` sibling through it.
     """
+    # Values near DBL_MAX (a corrupt or hostile file) overflow to inf in differences and sums; the
+    # features and detectors treat inf/nan results as "no evidence", so numpy's warnings are noise.
+    with np.errstate(all="ignore"):
+        return _analyze_run(run, config, context)
+
+
+def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None) -> RunReport:
     roles = assign_roles(run.scalars, config, run_name=run.name)
     features: dict[str, SeriesFeatures] = {
         tag: series_features(tag, series, *roles[tag]) for tag, series in run.scalars.items()

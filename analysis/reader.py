@@ -48,10 +48,10 @@ def decode_name(raw: bytes) -> tuple[str, bool]:
         return raw.decode("utf-8", "backslashreplace"), True
 
 
-#: Bytes at the head of a file whose fingerprint tells a rewritten file from the one already read: the
-#: first record (file_version, ~24 bytes framed) plus the start of the next, so a rewrite that keeps
-#: the size but changes the data is caught too.
-HEAD_BYTES = 64
+#: Bytes kept at each end of what was read from a file (its first records, and the last one read with
+#: its checksum), re-read each poll: a file rewritten in place differs there, even when it has the same
+#: file_version record and first steps, or grew longer. Two small reads a file a poll.
+FINGERPRINT_BYTES = 64
 #: Wall times past this (2**32 s: year 2106) are no clock a writer has: a corrupt or hostile value.
 #: They are kept in the series (data is never altered) but never set the run's last activity, which
 #: would make every other run look "stalled" for billions of minutes.
@@ -306,14 +306,18 @@ class RunReader:
                 return fname, "was replaced by another file"
             if stat.st_size < st.offset:
                 return fname, f"shrank from {st.offset} to {stat.st_size} bytes (truncated or rewritten)"
-            if self._head(fname, len(st.identity[2])) != st.identity[2]:
-                return fname, "was rewritten (its first bytes changed)"
+            if self._fingerprint(fname, st.offset) != st.identity[2]:
+                return fname, "was rewritten (the bytes already read changed)"
         return None
 
-    def _head(self, fname: str, n: int) -> bytes | None:
+    def _fingerprint(self, fname: str, offset: int) -> bytes | None:
+        """The first and the last FINGERPRINT_BYTES of the file's first `offset` bytes."""
+        n = min(FINGERPRINT_BYTES, offset)
         try:
             with open(self.path / fname, "rb") as f:
-                return f.read(n)
+                head = f.read(n)
+                f.seek(offset - n)
+                return head + f.read(n)
         except OSError:
             return None
 
@@ -380,7 +384,7 @@ class RunReader:
         st.records = result.records
         try:
             stat = os.stat(path)
-            st.identity = (stat.st_dev, stat.st_ino, self._head(st.name, min(HEAD_BYTES, st.offset)) or b"")
+            st.identity = (stat.st_dev, stat.st_ino, self._fingerprint(st.name, st.offset))
         except OSError:
             st.identity = None
         return got
@@ -468,7 +472,7 @@ class RunReader:
         NaN, infinite, zero and absurd times (past MAX_PLAUSIBLE_WALL_TIME) say nothing about when
         the run last wrote: one of them must neither hide later times nor freeze the clock.
         """
-        ok = walls[(walls > 0) & (walls < MAX_PLAUSIBLE_WALL_TIME)]
+        ok = plausible_wall_times(walls)
         if ok.size:
             w = float(ok.max())
             if self.run.last_wall_time is None or w > self.run.last_wall_time:
@@ -584,6 +588,23 @@ class RunReader:
         last = [int(s.steps[-1]) for s in run.scalars.values() if len(s)]
         last += [int(h.steps[-1]) for h in run.histograms.values() if len(h)]
         run.last_step = max(last) if last else run.last_step
+
+
+def plausible_wall_times(wall_times: np.ndarray) -> np.ndarray:
+    """The wall times a real clock could have written: finite, after 1970, before MAX_PLAUSIBLE_WALL_TIME."""
+    return wall_times[(wall_times > 0) & (wall_times < MAX_PLAUSIBLE_WALL_TIME)]
+
+
+def activity_span(run: Run) -> tuple[float, float] | None:
+    """(first, last) plausible wall time of the run's scalar points: when it trained, not when its files
+    were opened; a NaN or year-292-billion time in one point must not make every other run look stalled."""
+    firsts, lasts = [], []
+    for series in run.scalars.values():
+        walls = plausible_wall_times(series.wall_times)
+        if walls.size:
+            firsts.append(float(walls.min()))
+            lasts.append(float(walls.max()))
+    return (min(firsts), max(lasts)) if firsts else None
 
 
 def _histogram_series(items: list) -> HistogramSeries:

@@ -359,3 +359,90 @@ def test_export_with_a_bad_regex_prints_no_csv_header_first(tmp_path):
     event_file(tmp_path / "r", good_points(0, 10))
     done = cli("export", str(tmp_path / "r"), "--tags", "(")
     assert done.returncode == 2 and done.stdout == ""
+
+
+# -- 9. extreme numbers ----------------------------------------------------------------------------------
+
+
+def extreme_logdir(tmp_path) -> Path:
+    huge = np.linspace(0, np.finfo(np.float64).max, 200)
+    doubles = [
+        tensor_event(i, "train/loss", tensor(2, (), content=struct.pack("<d", v)), plugin="scalars" if i == 0 else None)
+        for i, v in enumerate(huge)
+    ]
+    event_file(tmp_path / "ld" / "huge", doubles)
+    walls = [1.7e9 + 60 * i for i in range(50)]
+    walls[-1] = 9.2e18  # one absurd clock reading, as the last point of its run
+    event_file(tmp_path / "ld" / "absurd", [scalar_event(i, "train/loss", 1.0, wall=w) for i, w in enumerate(walls)])
+    walls = [1.7e9 + 60 * i for i in range(50)]
+    walls[10] = float("nan")
+    event_file(tmp_path / "ld" / "nan_clock", [scalar_event(i, "train/loss", 1.0, wall=w) for i, w in enumerate(walls)])
+    event_file(tmp_path / "ld" / "fine", [scalar_event(i, "train/loss", 1.0, wall=1.7e9 + 60 * i) for i in range(50)])
+    return tmp_path / "ld"
+
+
+def test_values_near_dbl_max_give_no_warning_and_no_nan_coordinates(tmp_path):
+    logdir = extreme_logdir(tmp_path)
+    for fmt in ("md", "json", "html"):
+        done = cli("report", str(logdir), "--format", fmt, env={"PYTHONWARNINGS": "error::RuntimeWarning"})
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        if fmt == "html":
+            for points in __import__("re").findall(r'points="([^"]*)"', done.stdout):
+                assert "nan" not in points and "inf" not in points
+
+
+def test_one_absurd_or_nan_wall_time_neither_stalls_other_runs_nor_hides_later_times(tmp_path):
+    logdir = tbtriage.load(extreme_logdir(tmp_path))
+    assert logdir.runs["nan_clock"].last_wall_time == 1.7e9 + 60 * 49
+    assert logdir.runs["absurd"].last_wall_time == 1.7e9 + 60 * 48
+    report = tbtriage.diagnose(logdir)
+    assert not [f for r in report.runs for f in r.findings if f.kind == "stalled"]
+
+
+# -- 12. live edits: renamed, deleted, rewritten and atomically replaced files ----------------------------
+
+
+def test_a_renamed_run_is_listed_once_and_a_deleted_run_goes(tmp_path):
+    event_file(tmp_path / "a", good_points(0, 10))
+    event_file(tmp_path / "b", good_points(0, 10))
+    logdir = tbtriage.load(tmp_path)
+    (tmp_path / "a").rename(tmp_path / "a2")
+    __import__("shutil").rmtree(tmp_path / "b")
+    logdir.refresh()
+    assert sorted(logdir.runs) == ["a2"] and logdir.removed == ["a", "b"]
+    assert len(logdir.runs["a2"].scalars["loss"]) == 10
+
+
+def test_a_file_rewritten_longer_in_place_is_read_again_not_mixed_with_the_old_points(tmp_path):
+    path = event_file(tmp_path / "r", good_points(0, 100))
+    logdir = tbtriage.load(tmp_path)
+    with open(path, "r+b") as f:  # rewritten in place (same inode): different values, longer
+        f.write(event_file(tmp_path / "scratch", [scalar_event(s, "loss", -1.0) for s in range(300)]).read_bytes())
+    logdir.refresh()
+    series = logdir.runs["r"].scalars["loss"]
+    assert len(series) == 300 and set(series.values.tolist()) == {-1.0}
+    assert any("rewritten" in n.message for n in logdir.runs["r"].notes)
+
+
+def test_an_atomic_replace_is_read_whole_with_no_checksum_complaint(tmp_path):
+    path = event_file(tmp_path / "r", good_points(0, 100))
+    logdir = tbtriage.load(tmp_path)
+    new = event_file(tmp_path / "staging", good_points(0, 300))
+    new.replace(path)  # write elsewhere, rename over: a new inode under the old name
+    logdir.refresh()
+    run = logdir.runs["r"]
+    assert len(run.scalars["loss"]) == 300
+    assert [n.message for n in data_notes(run)] == [
+        f"{path.name} was replaced by another file after it was read; the run was read again from its files as they are now"
+    ]
+
+
+def test_watch_alerts_when_a_file_is_truncated(tmp_path):
+    from tbtriage.analysis.watch import Watcher, engine_analyzer
+
+    path = event_file(tmp_path / "r", good_points(0, 100))
+    watcher = Watcher(tbtriage.load(tmp_path), engine_analyzer(None))
+    watcher.poll()
+    path.write_bytes(path.read_bytes()[:1000])
+    alerts = watcher.poll()
+    assert any(f.kind == "data_integrity" and "shrank" in f.message for f in alerts)
