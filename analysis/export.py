@@ -2,7 +2,8 @@
 
 Columns: run, tag, step, wall_time, value (and `smoothed`, TensorBoard's debiased EMA, when asked).
 Values are written exactly (shortest round-trip repr); non-finite values stay visible: `nan`/`inf`
-in CSV, `null` plus a `"nonfinite"` field in JSON lines (JSON has no NaN).
+in CSV, `null` plus a `"nonfinite"` (or `"nonfinite_wall_time"`) field in JSON lines (strict JSON has
+no NaN: `jq` and Python's `json` must read every line).
 """
 
 from __future__ import annotations
@@ -84,7 +85,24 @@ def _smoothed(series: Series, weight: float | None):
         return None
     from .smoothing import ema
 
-    return ema(series.values, weight).tolist()
+    return ema(series.values, weight)
+
+
+#: Points turned into Python rows at once: the rows of a whole 10M-point series would take gigabytes as
+#: Python objects, while the run's own columns take 24 bytes a point.
+ROWS_PER_CHUNK = 1 << 16
+
+
+def _chunks(s: Series, smoothed):
+    """(steps, walls, values, smoothed or None) as Python lists, ROWS_PER_CHUNK points at a time."""
+    for a in range(0, len(s), ROWS_PER_CHUNK):
+        b = a + ROWS_PER_CHUNK
+        yield (
+            s.steps[a:b].tolist(),
+            s.wall_times[a:b].tolist(),
+            s.values[a:b].tolist(),
+            None if smoothed is None else smoothed[a:b].tolist(),
+        )
 
 
 def write_csv(out: IO[str], items, smoothing: float | None = None) -> int:
@@ -93,13 +111,11 @@ def write_csv(out: IO[str], items, smoothing: float | None = None) -> int:
     w.writerow(HEADER + (("smoothed",) if smoothing is not None else ()))
     rows = 0
     for run, tag, s in items:
-        n = len(s)
-        cols = [[run] * n, [tag] * n, s.steps.tolist(), s.wall_times.tolist(), s.values.tolist()]
-        sm = _smoothed(s, smoothing)
-        if sm is not None:
-            cols.append(sm)
-        w.writerows(zip(*cols))
-        rows += n
+        for steps, walls, values, sm in _chunks(s, _smoothed(s, smoothing)):
+            n = len(steps)
+            cols = [[run] * n, [tag] * n, steps, walls, values] + ([sm] if sm is not None else [])
+            w.writerows(zip(*cols))
+            rows += n
     return rows
 
 
@@ -109,24 +125,29 @@ def _finite(v: float) -> tuple[float | None, str | None]:
     return None, ("nan" if v != v else ("inf" if v > 0 else "-inf"))
 
 
+def _num(v: float | None) -> str:
+    # A finite float's repr is valid JSON and round-trips exactly; `_finite` has turned the rest into None.
+    return "null" if v is None else repr(v)
+
+
 def write_jsonl(out: IO[str], items, smoothing: float | None = None) -> int:
     """Write one JSON object per point; returns rows written."""
     rows = 0
     for run, tag, s in items:
-        sm = _smoothed(s, smoothing)
         run_j, tag_j = dumps(run), dumps(tag)
-        lines = []
-        for i, (step, wall, value) in enumerate(zip(s.steps.tolist(), s.wall_times.tolist(), s.values.tolist())):
-            v, bad = _finite(value)
-            w, bad_wall = _finite(wall)
-            line = f'{{"run": {run_j}, "tag": {tag_j}, "step": {step}, "wall_time": {dumps(w)}, "value": {dumps(v)}'
-            if bad:
-                line += f', "nonfinite": "{bad}"'
-            if bad_wall:
-                line += f', "nonfinite_wall_time": "{bad_wall}"'
-            if sm is not None:
-                line += f', "smoothed": {dumps(_finite(sm[i])[0])}'
-            lines.append(line + "}\n")
-        out.writelines(lines)
-        rows += len(s)
+        for steps, walls, values, sm in _chunks(s, _smoothed(s, smoothing)):
+            lines = []
+            for i, (step, wall, value) in enumerate(zip(steps, walls, values)):
+                v, bad = _finite(value)
+                w, bad_wall = _finite(wall)
+                line = f'{{"run": {run_j}, "tag": {tag_j}, "step": {step}, "wall_time": {_num(w)}, "value": {_num(v)}'
+                if bad:
+                    line += f', "nonfinite": "{bad}"'
+                if bad_wall:
+                    line += f', "nonfinite_wall_time": "{bad_wall}"'
+                if sm is not None:
+                    line += f', "smoothed": {_num(_finite(sm[i])[0])}'
+                lines.append(line + "}\n")
+            out.writelines(lines)
+            rows += len(steps)
     return rows

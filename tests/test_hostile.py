@@ -446,3 +446,10 @@ def test_watch_alerts_when_a_file_is_truncated(tmp_path):
     path.write_bytes(path.read_bytes()[:1000])
     alerts = watcher.poll()
     assert any(f.kind == "data_integrity" and "shrank" in f.message for f in alerts)
+
+
+def test_the_no_findings_line_is_a_paragraph_not_a_row_of_the_table(tmp_path):
+    event_file(tmp_path / "ld" / "calm", [scalar_event(i, "train/loss", 1.0 / (i + 1)) for i in range(50)])
+    text = cli("report", str(tmp_path / "ld")).stdout
+    line = next(i for i, t in enumerate(text.splitlines()) if t.startswith("No findings"))
+    assert text.splitlines()[line - 1] == ""
