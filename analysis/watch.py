@@ -30,13 +30,16 @@ DEFAULT_INTERVAL_S = 10.0
 #: threshold is 10 minutes, so re-judging more often would only repeat the same verdict.
 RECHECK_SILENT_S = 600.0
 
-FindingKey = tuple[str, str, tuple[str, ...], "int | None"]
+FindingKey = tuple  # (run, kind, tags, onset step[, file, offset])
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 def finding_key(finding: Finding) -> FindingKey:
-    """What makes a finding the same one on the next poll: run, kind, tags and onset step."""
-    return (finding.run, finding.kind, tuple(finding.tags), finding.step)
+    """What makes a finding the same one on the next poll: run, kind, tags and onset step, and for what the
+    reader noticed (data_integrity has no tags or step), the file and byte offset: a file truncated after
+    an earlier checksum note in the same run is news."""
+    where = (finding.evidence.get("file"), finding.evidence.get("offset")) if finding.kind == "data_integrity" else ()
+    return (finding.run, finding.kind, tuple(finding.tags), finding.step, *where)
 
 
 def alert_payload(finding: Finding, logdir: str, detected_at: datetime | None = None) -> dict[str, Any]:

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tbtriage
+from tbtriage.analysis.event_writer import frame_records
 from tests._hostile import (
     event_file,
     frame_with_length,
@@ -453,3 +456,73 @@ def test_the_no_findings_line_is_a_paragraph_not_a_row_of_the_table(tmp_path):
     text = cli("report", str(tmp_path / "ld")).stdout
     line = next(i for i, t in enumerate(text.splitlines()) if t.startswith("No findings"))
     assert text.splitlines()[line - 1] == ""
+
+
+# -- the property: no input makes a command raise, or run longer than its size justifies ---------------
+
+#: A command on a few-kilobyte logdir, in-process (imports done): well under a second on an idle machine.
+#: The bound is the slack a busy 2-core machine needs, not the expected time; a hang blows through it.
+SECONDS_PER_COMMAND = 15.0
+
+
+@st.composite
+def hostile_file(draw) -> bytes:
+    """Valid records with garbage, lying lengths and random bytes spliced in: what a fuzzer would write."""
+    parts = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["good", "garbage", "lying length", "lying frame", "tensor"]))
+        if kind == "good":
+            parts.append(frame_records(good_points(draw(st.integers(0, 50)), draw(st.integers(1, 20)))))
+        elif kind == "garbage":
+            parts.append(draw(st.binary(max_size=200)))
+        elif kind == "lying length":
+            value = length_delimited(1, b"loss", declared=draw(st.integers(-(1 << 63), 1 << 20)))
+            parts.append(frame_records([raw_event(length_delimited(1, value + b"\x15\x00\x00\x80\x3f"))]))
+        elif kind == "lying frame":
+            parts.append(frame_with_length(scalar_event(1), draw(st.sampled_from([0, 1, 1 << 32, (1 << 62) - 1]))))
+        else:
+            dims = draw(st.lists(st.integers(-3, 1 << 40), max_size=3))
+            content = draw(st.binary(max_size=16))
+            dtype = draw(st.sampled_from([1, 2, 3, 9, 14, 19, 7, 99]))
+            parts.append(
+                frame_records([tensor_event(1, "t", tensor(dtype, dims, content=content), plugin="histograms")])
+            )
+    return b"".join(parts)
+
+
+@settings(max_examples=int(os.environ.get("TBTRIAGE_FUZZ_EXAMPLES", "12")), deadline=None)
+@given(content=hostile_file())
+def test_no_input_makes_a_command_raise_or_run_longer_than_its_size_justifies(content):
+    import contextlib
+    import io
+    import tempfile
+    import time
+
+    from tbtriage.cli.main import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "ld" / "r"
+        run.mkdir(parents=True)
+        (run / "events.out.tfevents.1.h").write_bytes(content)
+        for command in (["report", "--format", "json"], ["export", "--format", "jsonl"], ["watch", "--once"]):
+            out, err = io.StringIO(), io.StringIO()
+            start = time.monotonic()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main([command[0], str(Path(tmp) / "ld"), *command[1:]])
+            assert code == 0, (command, err.getvalue())
+            assert time.monotonic() - start < SECONDS_PER_COMMAND
+            if command[0] == "report":
+                json.loads(out.getvalue())  # strict JSON, whatever the bytes held
+
+
+def test_watch_alerts_on_a_truncation_even_after_an_earlier_checksum_note_in_the_same_run(tmp_path):
+    from tbtriage.analysis.watch import Watcher, engine_analyzer
+
+    path = event_file(tmp_path / "r", good_points(0, 100))
+    raw = bytearray(path.read_bytes())
+    raw[200] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    watcher = Watcher(tbtriage.load(tmp_path), engine_analyzer(None))
+    assert [f.kind for f in watcher.poll()].count("data_integrity") == 1
+    path.write_bytes(bytes(raw[:1000]))
+    assert any("shrank" in f.message for f in watcher.poll())
