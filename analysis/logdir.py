@@ -144,5 +144,11 @@ def load(
         logdir._single_file = p
     elif not p.is_dir():
         raise LogdirError(f"{path}: not a directory")
+    else:
+        try:
+            with os.scandir(p) as entries:
+                next(entries, None)
+        except OSError as exc:  # an unreadable logdir is bad input, not an empty one
+            raise LogdirError(f"{path}: cannot list ({exc.strerror or exc})") from None
     logdir.refresh(cancel=cancel, on_run=on_run)
     return logdir

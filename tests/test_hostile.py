@@ -282,6 +282,9 @@ def test_the_json_report_names_the_folders_it_skipped(tmp_path):
     event_file(bad, good_points(0, 10))
     data = json.loads(cli("report", str(tmp_path / "ld"), "--format", "json").stdout)
     assert any("not valid UTF-8" in w for w in data["warnings"])
+    for command in (["watch", "--once"], ["export"]):
+        done = cli(command[0], str(tmp_path / "ld"), *command[1:])
+        assert done.returncode == 0 and "warning: r2\\xff: the directory name is not valid UTF-8" in done.stderr
 
 
 # -- 8. strict JSON everywhere ---------------------------------------------------------------------------

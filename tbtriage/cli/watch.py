@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{exc.filename or args.logdir}: {exc.strerror or exc}")
 
+    for warning in logdir.warnings:  # skipped folders: said once, as report does
+        print(f"tbtriage watch: warning: {warning}", file=sys.stderr)
     watcher = Watcher(logdir, engine_analyzer(config))
     try:
         while True:
