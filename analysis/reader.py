@@ -562,8 +562,9 @@ class RunReader:
             if back.size:
                 files = col.seg_files[np.searchsorted(col.seg_starts, back, side="right") - 1]
                 # A dropped point belongs to the restart that superseded it: the next step backwards after it.
-                gone = np.flatnonzero(~keep)
-                by = files[np.searchsorted(back, gone, side="right")]
+                # (A point superseded by a repeat of its own step has no step backwards after it: no restart.)
+                nxt = np.searchsorted(back, np.flatnonzero(~keep), side="right")
+                by = files[nxt[nxt < back.size]]
                 for fi in np.unique(files).tolist():
                     jumps = back[files == fi]
                     entry = restarts.setdefault(fi, [0, int(col.steps[jumps[0] - 1]), int(col.steps[jumps[0]]), 0])

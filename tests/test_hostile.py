@@ -529,3 +529,12 @@ def test_watch_alerts_on_a_truncation_even_after_an_earlier_checksum_note_in_the
     assert [f.kind for f in watcher.poll()].count("data_integrity") == 1
     path.write_bytes(bytes(raw[:1000]))
     assert any("shrank" in f.message for f in watcher.poll())
+
+
+def test_a_step_repeated_after_a_restart_is_superseded_without_a_crash(tmp_path):
+    # Found by the fuzzer: the repeat has no step backwards after it to be attributed to.
+    event_file(tmp_path / "r", [scalar_event(s, "loss", float(i)) for i, s in enumerate([0, 1, 2, 1, 1])])
+    run = tbtriage.load(tmp_path / "r").runs["."]
+    assert run.scalars["loss"].steps.tolist() == [0, 1] and run.scalars["loss"].values.tolist() == [0.0, 4.0]
+    (note,) = [n for n in run.notes if n.kind == "run_restart"]
+    assert note.message.startswith("steps go back from 2 to 1")
