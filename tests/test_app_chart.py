@@ -103,7 +103,7 @@ def test_enter_on_a_finding_charts_its_run_and_tag_around_its_step(logdir):
 
 
 def test_e_exports_raw_and_smoothed_series_of_the_selected_runs_to_the_current_directory(logdir, tmp_path, monkeypatch):
-    out_dir = tmp_path / "out"
+    out_dir = tmp_path.parent / f"{tmp_path.name}-out"  # outside the logdir: tbtriage never writes into it
     out_dir.mkdir()
     monkeypatch.chdir(out_dir)
     app = make_app(logdir, follow=False, clock=fixed_clock, analyzer=_analyzer())

@@ -30,6 +30,7 @@ from tbtriage.analysis.config import Config, load_config
 from tbtriage.analysis.datamodel import Run, RunReport
 from tbtriage.analysis.discover import find_runs
 from tbtriage.analysis.findings import finding_key
+from tbtriage.analysis.output_guard import refuse_output
 from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.analysis.watch import RECHECK_SILENT_S, RunAnalyzer, Watcher, engine_analyzer
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
@@ -210,6 +211,10 @@ class TriageApp(App[int]):
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def export_series(self, requests: list[SeriesRequest], tag: str, weight: float) -> None:
         path = Path.cwd() / export_filename(tag, self.clock())
+        refused = refuse_output(path, self.logdir_path)
+        if refused:
+            self.post_message(Exported(None, 0, f"not written: {refused}"))
+            return
         try:
             rows = write_series_csv(path, tag, requests, weight)
         except OSError as exc:

@@ -16,7 +16,6 @@ GGUF (one line on stderr naming it); 130 interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -255,7 +254,7 @@ def _print_json(args: argparse.Namespace, session: ExplainSession, out: TextIO |
 
 
 def _emit(data: dict[str, Any], out: TextIO | None = None) -> int:
-    from tbtriage.analysis.json_safe import json_safe as jsonable
+    from tbtriage.analysis.json_safe import dumps
 
-    _write(out or sys.stdout, json.dumps(jsonable(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+    _write(out or sys.stdout, dumps(data, indent=1) + "\n")
     return EXIT_OK
