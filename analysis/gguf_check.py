@@ -202,9 +202,9 @@ def _check(cur: _Cursor, size: int) -> GGUFInfo:
             f"{path}: truncated GGUF file ({size} bytes, its tensor table needs {data_start + data_needed})"
         )
 
-    arch = meta.get("general.architecture")
-    arch = arch if isinstance(arch, str) else None
-    name = meta.get("general.name")
+    found = meta.get("general.architecture")
+    arch = found if isinstance(found, str) else None
+    general_name = meta.get("general.name")
     ctx = meta.get(f"{arch}.context_length") if arch else None
     return GGUFInfo(
         path=path,
@@ -212,7 +212,7 @@ def _check(cur: _Cursor, size: int) -> GGUFInfo:
         file_size=size,
         tensor_count=n_tensors,
         architecture=arch,
-        name=name if isinstance(name, str) and name else None,
+        name=general_name if isinstance(general_name, str) and general_name else None,
         context_length=int(ctx) if isinstance(ctx, int) else None,
         has_chat_template="tokenizer.chat_template" in meta,
     )

@@ -226,6 +226,7 @@ class RunReader:
 
     def _read_file(self, st: _FileState, size: int, is_last: bool, cancel=None) -> bool:
         result = ScanResult(offset=st.offset, records=st.records)
+        assert self._tags is not None, "the intern table is made with the kernel choice, before any file is read"
         got = False
         try:
             path = self.path / st.name
@@ -295,6 +296,7 @@ class RunReader:
                 if dec.wall_time and (run.last_wall_time is None or dec.wall_time > run.last_wall_time):
                     run.last_wall_time = dec.wall_time
                 for tag, value, from_tensor in dec.scalars:
+                    assert self._tags is not None  # batches come only from _read_file
                     tid = self._tags.intern(self._kernel, tag)
                     extra.append((rec, tid, dec.step, dec.wall_time, value, int(from_tensor)))
                 for tag, limits, counts, lo, hi, num, total in dec.histograms:
@@ -339,6 +341,7 @@ class RunReader:
     def _append(self, steps, walls, values, tags, srcs, file_index: int) -> None:
         if steps.size == 0:
             return
+        assert self._tags is not None  # columns come only from _read_file's batches
         names = self._tags.names
         if tags.size and bool(np.all(tags == tags[0])):
             groups = [(int(tags[0]), slice(None))]

@@ -188,7 +188,7 @@ def _chronology(findings: Sequence[Finding]) -> str | None:
         return None
     first = min(serious, key=lambda f: (f.step, _SEVERITY_RANK[f.severity]))
     worst = min(serious, key=lambda f: (_SEVERITY_RANK[f.severity], f.step))
-    if first is worst or first.step >= worst.step:
+    if first is worst or first.step is None or worst.step is None or first.step >= worst.step:
         return None
     gap = worst.step - first.step
     return (
@@ -331,7 +331,7 @@ def render_markdown(
     if quiet:
         lines += ["No findings: " + ", ".join(code(n) for n in quiet) + "."]
     groups = [g for g in comparison.groups if len(g.runs) > 1] if comparison is not None else []
-    if groups:
+    if groups and comparison is not None:
         alone = len(comparison.groups) - len(groups)
         lines += ["", "## Groups", "", *_groups_table(groups)]
         if alone:

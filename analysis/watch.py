@@ -16,10 +16,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .datamodel import SEVERITIES, Finding, RunReport
 from .json_safe import json_safe
+
+if TYPE_CHECKING:
+    from .logdir import Logdir
 
 #: An alert hook that has not finished in this many seconds is killed (with its children); the watch goes on.
 ON_ALERT_TIMEOUT_S = 30.0
@@ -103,8 +106,8 @@ class Watcher:
     changed names and the previous reports); by default the engine's cross-run analysis.
     """
 
-    logdir: Any  # analysis.logdir.Logdir
-    analyze: Callable[[Any, list[str], dict[str, RunReport]], dict[str, RunReport]]
+    logdir: Logdir
+    analyze: Callable[[Logdir, list[str], dict[str, RunReport]], dict[str, RunReport]]
     reports: dict[str, RunReport] = field(default_factory=dict)
     seen: set[FindingKey] = field(default_factory=set)
     polls: int = 0

@@ -26,7 +26,8 @@ import tbtriage
 from tbtriage.analysis.config import Config, load_config
 from tbtriage.analysis.datamodel import Finding, Run, RunReport
 from tbtriage.analysis.discover import find_runs
-from tbtriage.analysis.engine import analyze_run, logdir_context
+from tbtriage.analysis.engine import AnalysisContext, analyze_run, logdir_context
+from tbtriage.analysis.logdir import Logdir
 from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
@@ -41,6 +42,7 @@ from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.screens.main import MainScreen
 from tbtriage.tui.widgets.findings_list import finding_key
 from tbtriage.tui.widgets.series_style import SlotBook
+from tbtriage.tui.widgets.tag_chart import TagChart
 
 #: Live follow re-reads appended bytes this often. Loggers flush every 10-120 s, so 5 s shows a new
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
@@ -59,7 +61,7 @@ MAIN_SCREEN_ACTIONS = {"filter", "export_csv", "zoom", "pan", "reset_view", "tog
 
 #: Turns one run into its report; the second argument is `analysis.engine.logdir_context` of the logdir
 #: (other runs' wall times, for `stalled`; sibling runs, for Keras' train/validation pairs).
-Analyzer = Callable[[Run, Any], RunReport]
+Analyzer = Callable[[Run, AnalysisContext], RunReport]
 
 
 def _while_shown(handler):
@@ -98,7 +100,7 @@ class TriageApp(App[int]):
     ) -> None:
         self.keymap, self.unknown_keys = keymap_from_config(config.keys)
         # Read by App.__init__ when it binds the palette, so a remap must be in place first.
-        self.COMMAND_PALETTE_BINDING = self.keymap.get(PALETTE_ID, PALETTE_KEY)
+        self.COMMAND_PALETTE_BINDING = self.keymap.get(PALETTE_ID, PALETTE_KEY)  # type: ignore[misc]  # per app, by design
         super().__init__()
         for registered in load_themes().values():
             self.register_theme(registered)
@@ -185,7 +187,7 @@ class TriageApp(App[int]):
         self.post_message(Refreshed(changed))
         self._analyze(self.logdir, changed, worker)
 
-    def _analyze(self, logdir: Any, names: list[str], worker: Worker) -> None:
+    def _analyze(self, logdir: Logdir, names: list[str], worker: Worker) -> None:
         """Analyse the named runs one by one, posting each report, and stop as soon as the worker is cancelled."""
         context = logdir_context(logdir, now=self.clock())
         runs = [logdir.runs[name] for name in names if name in logdir.runs]
@@ -383,6 +385,8 @@ class TriageApp(App[int]):
 
     def chart_requests(self, tag: str | None = None) -> list[SeriesRequest]:
         tag = tag or self.current_tag
+        if tag is None:
+            return []
         requests = []
         for name in self.charted_runs():
             series = dict(self.runs[name].scalars).get(tag)
@@ -478,10 +482,10 @@ class TriageApp(App[int]):
         self.options = replace(self.options, ignore_outliers=not self.options.ignore_outliers)
 
     def action_zoom(self, factor: float) -> None:
-        self.options = self.main_screen.query_one("#chart").zoomed(factor)
+        self.options = self.main_screen.query_one("#chart", TagChart).zoomed(factor)
 
     def action_pan(self, fraction: float) -> None:
-        self.options = self.main_screen.query_one("#chart").panned(fraction)
+        self.options = self.main_screen.query_one("#chart", TagChart).panned(fraction)
 
     def action_reset_view(self) -> None:
         self.options = replace(self.options, window=None)
@@ -525,7 +529,7 @@ class TriageApp(App[int]):
             return
         self.main_screen.show_diagnosis().diagnose(report)
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         self.workers.cancel_all()
         self.exit(0)
 
@@ -554,7 +558,7 @@ def make_app(
         raise ValueError(f"unknown theme {chosen!r} (choose from {', '.join(THEME_ORDER)})")
     if analyzer is None:
 
-        def analyzer(run: Run, context: Any) -> RunReport:
+        def analyzer(run: Run, context: AnalysisContext) -> RunReport:
             return analyze_run(run, config, context)
 
     return TriageApp(

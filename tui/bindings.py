@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 #: Where an action applies. "app" works from anywhere on the main screen; "lists" is every
 #: list pane (runs, tags, findings); the others are one pane or screen each.
@@ -135,7 +135,7 @@ BY_ID = {action.id: action for action in KEY_ACTIONS}
 PALETTE_ID, PALETTE_KEY = "command_palette", "ctrl+p"
 
 
-def bindings(scope: str) -> list[Binding]:
+def bindings(scope: str) -> list[BindingType]:  # the type Textual declares for BINDINGS
     """Textual bindings for one scope, each with its table id so a keymap can remap it."""
     return [
         Binding(a.key, a.action, a.label, show=a.footer, id=a.id, tooltip=a.help, priority=a.priority)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
@@ -34,12 +34,10 @@ class PaletteCommand:
 
 
 class TriageCommands(Provider):
-    app: TriageApp
-
     def commands(self) -> list[PaletteCommand]:
         from tbtriage.tui.screens.main import MainScreen
 
-        app = self.app
+        app = cast("TriageApp", self.app)  # the only app this provider is registered with
         on_main = isinstance(self.screen, MainScreen)
         found = []
         for action in KEY_ACTIONS:

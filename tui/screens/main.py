@@ -6,12 +6,13 @@ into panes and turns pane events back into app state changes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import Footer, Input, ProgressBar, Static, Tree
 
@@ -42,7 +43,7 @@ class FilterInput(Input):
 
     def action_close_filter(self) -> None:
         self.value = ""
-        self.screen.close_filter(self)
+        cast("MainScreen", self.screen).close_filter(self)
 
 
 class MainScreen(Screen):
@@ -177,7 +178,7 @@ class MainScreen(Screen):
 
     @on(RunTable.RowHighlighted)
     def _run_highlighted(self, event: RunTable.RowHighlighted) -> None:
-        if event.row_key.value != event.data_table.current_run:
+        if event.row_key.value != cast(RunTable, event.data_table).current_run:
             return  # a rebuild's stale highlight: the cursor has moved on since
         # The very first highlight is the table's own, not the user's choice.
         self.app.set_current_run(event.row_key.value, by_user=self.app.current_run is not None)
@@ -239,7 +240,7 @@ class MainScreen(Screen):
 
     def first_run_shown(self) -> str | None:
         table = self.query_one(RunTable)
-        return table.coordinate_to_cell_key((0, 0)).row_key.value if table.row_count else None
+        return table.coordinate_to_cell_key(Coordinate(0, 0)).row_key.value if table.row_count else None
 
     def show_diagnosis(self) -> DiagnosisPane:
         pane = self.query_one(DiagnosisPane)

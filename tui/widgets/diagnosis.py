@@ -8,6 +8,7 @@ it, where the model's answer streams in; without llama.cpp installed it says so 
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,6 +18,9 @@ from textual.widgets import Markdown, Static
 from tbtriage.analysis.datamodel import RunReport
 from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.tui.safe_text import multiline
+
+if TYPE_CHECKING:
+    from tbtriage.tui.app import TriageApp
 
 NOT_INSTALLED = "LLM diagnosis is not installed: pip install 'tbtriage[llm]' (llama-cpp-python) and set [llm] model."
 
@@ -30,6 +34,7 @@ def llm_available() -> bool:
 
 
 class DiagnosisPane(VerticalScroll):
+    app: TriageApp
     """Rule-based Markdown on top; the LLM's streamed answer (or why there is none) below."""
 
     def __init__(self, **kwargs) -> None:
