@@ -79,7 +79,7 @@ def _most(series: list[SeriesFeatures]) -> SeriesFeatures | None:
 def _resource_score(by_role: dict[str, list[SeriesFeatures]]) -> float | None:
     scores = []
     utils = by_role.get("gpu_util", [])
-    # A series with no finite point has no median (its final is None): it says nothing about use.
+    # _by_role keeps only series with a finite point, so none is None; the filter says so to the type checker.
     medians = [m for f in utils if (m := f.extra.get("recent_median", f.final)) is not None]
     if medians:
         percents = [m * 100.0 if abs(m) <= 1.0 else m for m in medians]
