@@ -83,10 +83,10 @@ def parse_role(spelling: str) -> tuple[str | None, int]:
     raise ValueError(f"unknown role {spelling!r} (known: {', '.join(ROLES)}, metric+, metric-, none)")
 
 
-def load_config(path: str | Path | None = None) -> Config:
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Read the config file (`path`, or the XDG default); a missing default file gives the defaults."""
     explicit = path is not None
-    file = Path(path).expanduser() if explicit else default_config_path()
+    file = Path(path).expanduser() if path is not None else default_config_path()
     if not file.exists():
         if explicit:
             raise ConfigError(f"{file}: no such config file")

@@ -92,6 +92,8 @@ def jit_module():
             os.environ.setdefault("NUMBA_CACHE_DIR", str(cache_dir() / "numba"))
             name = "tbtriage.analysis._kernel_jit"
             spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_kernel.py"))
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {name}")
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
             spec.loader.exec_module(mod)
@@ -116,6 +118,14 @@ def choose_kernel(nbytes: int, prefer: str | None = None):
 
 class TagTable:
     """The kernel's tag intern table for one run, and the tag strings it names."""
+
+    # numpy arrays for the compiled kernel; plain lists for the pure one (faster to index from Python).
+    ht: np.ndarray | list[int]
+    hash: np.ndarray | list[int]
+    off: np.ndarray | list[int]
+    len: np.ndarray | list[int]
+    arena: np.ndarray | bytearray
+    state: np.ndarray | list[int]
 
     def __init__(self, jit: bool, slots: int = 1 << 12, arena: int = 1 << 16):
         self.jit = jit
@@ -209,6 +219,17 @@ class ScanResult:
 
 
 class _Outputs:
+    # numpy arrays for the compiled kernel; plain lists for the pure one (see below).
+    step: np.ndarray | list[int]
+    wall: np.ndarray | list[float]
+    val: np.ndarray | list[float]
+    tag: np.ndarray | list[int]
+    src: np.ndarray | list[int]
+    rec: np.ndarray | list[int]
+    oth_off: np.ndarray | list[int]
+    oth_kind: np.ndarray | list[int]
+    oth_rec: np.ndarray | list[int]
+
     def __init__(self, jit: bool):
         if jit:
             self.step = np.empty(POINTS_PER_CALL, np.int64)
@@ -245,7 +266,7 @@ class _Outputs:
             found.append((int(self.oth_rec[i]), o, payload, int(self.oth_kind[i]) == _pure.OTHER_MALFORMED))
         return found
 
-    def take(self, n: int) -> tuple[np.ndarray, ...]:
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return (
             np.array(self.step[:n], np.int64),
             np.array(self.wall[:n], np.float64),
@@ -260,7 +281,7 @@ def _read_window(f, start: int, size: int, jit: bool):
     f.seek(start)
     if jit:
         buf = np.empty(size, np.uint8)
-        n = f.readinto(memoryview(buf))
+        n = f.readinto(buf.data)
         return buf[:n]
     return f.read(size)
 

@@ -13,11 +13,11 @@ analysed on its own (divergence, health), so nothing it shows is lost.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,7 +47,7 @@ class AnalysisContext(LogdirContext):
     runs: Mapping[str, Run] | None = None
 
 
-def logdir_context(logdir: Any, now: float | None = None) -> AnalysisContext:
+def logdir_context(logdir: Logdir, now: float | None = None) -> AnalysisContext:
     """What single-run analysis needs to know about the other runs of `logdir` (a Logdir)."""
     spans = []
     for name, run in logdir.runs.items():
@@ -245,14 +245,17 @@ class Report:
 
 
 def diagnose(
-    logdir_or_path: Any, config: Config | None = None, runs: str | None = None, now: float | None = None
+    logdir_or_path: str | os.PathLike[str] | Logdir,
+    config: Config | None = None,
+    runs: str | None = None,
+    now: float | None = None,
 ) -> Report:
     """Analyse every run of a logdir (a path, read with `analysis.load`, or an already loaded Logdir).
 
     `runs` keeps only runs whose name matches the regex; `now` (default: the wall clock) tells `stalled`
     whether the logdir is live.
     """
-    if isinstance(logdir_or_path, (str, Path)):
+    if isinstance(logdir_or_path, (str, os.PathLike)):
         from .logdir import load
 
         arg = str(logdir_or_path)

@@ -213,8 +213,8 @@ def _check(cur: _Cursor, size: int) -> GGUFInfo:
             f"{path}: truncated GGUF file ({size} bytes, its tensor table needs {data_start + data_needed})"
         )
 
-    arch = meta.get("general.architecture")
-    arch = arch if isinstance(arch, str) else None
+    found = meta.get("general.architecture")
+    arch = found if isinstance(found, str) else None
     general_name = meta.get("general.name")
     ctx = meta.get(f"{arch}.context_length") if arch else None
     said_finetune = meta.get("general.finetune")

@@ -344,6 +344,7 @@ class RunReader:
 
     def _read_file(self, st: _FileState, size: int, is_last: bool, cancel=None) -> bool:
         result = ScanResult(offset=st.offset, records=st.records)
+        assert self._tags is not None, "the intern table is made with the kernel choice, before any file is read"
         got = False
         try:
             path = self.path / st.name
@@ -428,6 +429,7 @@ class RunReader:
                     )
                 self._saw_wall_time(np.array([dec.wall_time]))
                 for tag, value, from_tensor in dec.scalars:
+                    assert self._tags is not None  # batches come only from _read_file
                     tid = self._tags.intern(self._kernel, tag)
                     extra.append((rec, tid, dec.step, dec.wall_time, value, int(from_tensor)))
                 for tag, limits, counts, lo, hi, num, total in dec.histograms:
@@ -481,6 +483,7 @@ class RunReader:
     def _append(self, steps, walls, values, tags, srcs, file_index: int) -> None:
         if steps.size == 0:
             return
+        assert self._tags is not None  # columns come only from _read_file's batches
         names = self._tags.names
         if tags.size and bool(np.all(tags == tags[0])):
             groups = [(int(tags[0]), slice(None))]

@@ -16,13 +16,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Config
 from .datamodel import Finding, Run, RunReport
 from .engine import LogdirContext, analyze_run, logdir_context
 from .findings import FindingKey, finding_key, finding_order
 from .json_safe import json_safe
+
+if TYPE_CHECKING:
+    from .logdir import Logdir
 
 #: An alert hook that has not finished in this many seconds is killed (with its children); the watch goes on.
 ON_ALERT_TIMEOUT_S = 30.0
@@ -101,7 +104,7 @@ class Watcher:
     reported before. The first poll judges every run.
     """
 
-    logdir: Any  # analysis.logdir.Logdir
+    logdir: Logdir
     analyze: RunAnalyzer
     clock: Callable[[], float] = time.time
     recheck_silent_s: float = RECHECK_SILENT_S

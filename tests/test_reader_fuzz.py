@@ -13,6 +13,7 @@ from tensorboard.compat.proto import event_pb2
 
 import tbtriage
 from tests._event_files import event_files, write_pytorch_run
+from tests._kernels import needs_compiled_kernel
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,7 @@ def test_truncation_and_garbage_appended_never_crash(tmp_path_factory, pristine,
     check(tmp, pristine, raw[:cut] + junk, cut, "pure")
 
 
+@needs_compiled_kernel
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_the_compiled_path_survives_corruption_too(tmp_path_factory, pristine, data):

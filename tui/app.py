@@ -108,7 +108,7 @@ class TriageApp(App[int]):
     ) -> None:
         self.keymap, self.unknown_keys = keymap_from_config(config.keys)
         # Read by App.__init__ when it binds the palette, so a remap must be in place first.
-        self.COMMAND_PALETTE_BINDING = self.keymap.get(PALETTE_ID, PALETTE_KEY)
+        self.COMMAND_PALETTE_BINDING = self.keymap.get(PALETTE_ID, PALETTE_KEY)  # type: ignore[misc]  # per app, by design
         super().__init__()
         for registered in load_themes().values():
             self.register_theme(registered)
@@ -422,7 +422,7 @@ class TriageApp(App[int]):
             return
         self.main_screen.show_diagnosis().explain(report)
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         self.workers.cancel_all()
         self.exit(0)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 #: Which widget or screen holds an action's binding. "app" bindings are the app's own (they work
 #: on the screens in the action's `screens`); "lists" is every list pane (runs, tags, findings);
@@ -149,7 +149,7 @@ def palette_actions(screen: str | None) -> list[KeyAction]:
 PALETTE_ID, PALETTE_KEY = "command_palette", "ctrl+p"
 
 
-def bindings(scope: str) -> list[Binding]:
+def bindings(scope: str) -> list[BindingType]:  # the type Textual declares for BINDINGS
     """Textual bindings for one scope, each with its table id so a keymap can remap it."""
     return [
         Binding(a.key, a.action, a.label, show=a.footer, id=a.id, tooltip=a.help, priority=a.priority)

@@ -25,7 +25,7 @@ from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
 from tbtriage.tui.widgets.tag_chart import TagChart
 
 #: (panel id, title, [(chart id, roles charted together on one y axis)], one line when none is there)
-PANELS = (
+PANELS: tuple[tuple[str, str, list[tuple[str, tuple[str, ...]]], str], ...] = (
     ("loss", "Train vs validation loss", [("loss-chart", ("train_loss", "val_loss"))], "No training or validation loss in this run."),
     ("grads", "Gradient norm by layer", [], "No per-layer gradient norms in this run."),
     ("lr", "Learning rate & momentum", [("lr-chart", ("lr",)), ("momentum-chart", ("momentum",))], "No learning rate or momentum in this run."),
@@ -89,8 +89,8 @@ class RunDashboard(Screen):
         primary = app.store.primary_of(self.run_name)
         by_role: dict[str, list[str]] = {}
         for tag in sorted(scalars):
-            if roles.get(tag) is not None:
-                by_role.setdefault(roles[tag], []).append(tag)
+            if (role := roles.get(tag)) is not None:
+                by_role.setdefault(role, []).append(tag)
         by_role["train_loss"] = [primary.train_loss] if primary.train_loss else []
         by_role["val_loss"] = [primary.val_loss] if primary.val_loss else []
         return by_role

@@ -8,6 +8,7 @@ states (`tui.state`'s transitions). It never imports the app, and the app never 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 from rich.text import Text
 from textual import on
@@ -49,7 +50,7 @@ class FilterInput(Input):
 
     def action_close_filter(self) -> None:
         self.value = ""
-        self.screen.close_filter(self)
+        cast("MainScreen", self.screen).close_filter(self)
 
 
 class MainScreen(Screen):
