@@ -1,0 +1,194 @@
+"""How right the engine is on real training runs: per-kind recall, precision and onset accuracy on the labelled
+corpus (`bench/corpus/runs/`), the false alarms on healthy runs, and what it says about public real logs.
+
+    python bench/accuracy.py                       # the committed corpus, then ../shared/realworld if present
+    python bench/accuracy.py --corpus /tmp/c       # a corpus made with `python -m bench.corpus.generate --out`
+    python bench/accuracy.py --runs               # also list every corpus run's findings
+    python bench/accuracy.py --no-realworld
+
+Scoring, per labelled run folder (a Keras case's `train/` and `validation/` siblings count as one run):
+- recall of kind K: labelled K expectations with at least one K finding (any severity) on the run;
+- onset: of those found, the share with a K finding whose step is within the label's tolerance of its onset
+  (in the run's own axis: global steps, or epochs for epoch-only conventions);
+- precision of kind K: runs flagged K that are labelled K, over those plus runs flagged K whose label neither
+  expects K nor lists it as fair (`also_ok`);
+- false alarms: every warning or critical finding on a run labelled healthy.
+Only the public API is used (`tbtriage.load`, `tbtriage.diagnose`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import tbtriage  # noqa: E402
+from tbtriage.analysis.render_markdown import clean  # noqa: E402
+
+CORPUS = ROOT / "bench" / "corpus" / "runs"
+REALWORLD = ROOT.parent / "shared" / "realworld"
+#: Kinds a label may name: the engine's vocabulary plus `no_learning` (issue 9 adds it to the engine).
+EXTRA_KINDS = ("no_learning",)
+ALARM = ("warning", "critical")
+
+
+@dataclass
+class Scored:
+    folder: str
+    label: dict
+    findings: list = field(default_factory=list)  # (run name, Finding)
+    health: list = field(default_factory=list)  # (run name, score or None)
+
+
+def known_kinds() -> tuple[str, ...]:
+    from tbtriage.analysis.datamodel import FINDING_KINDS
+
+    return tuple(dict.fromkeys((*FINDING_KINDS, *EXTRA_KINDS)))
+
+
+def load_labels(corpus: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted(corpus.glob("*/label.json"))}
+
+
+def score_corpus(corpus: Path) -> list[Scored]:
+    labels = load_labels(corpus)
+    report = tbtriage.diagnose(tbtriage.load(corpus))
+    scored = {name: Scored(name, label) for name, label in labels.items()}
+    for run in report.runs:
+        folder = run.name.replace("\\", "/").split("/", 1)[0]
+        if folder not in scored:
+            continue
+        scored[folder].health.append((run.name, run.health.score))
+        scored[folder].findings += [(run.name, f) for f in run.findings]
+    return [scored[name] for name in sorted(scored)]
+
+
+def _within(finding, expect: dict) -> bool:
+    return finding.step is not None and abs(finding.step - expect["onset"]) <= expect["tolerance"]
+
+
+def kind_table(results: list[Scored]) -> list[tuple]:
+    labelled: dict[str, int] = defaultdict(int)
+    found: dict[str, int] = defaultdict(int)
+    on_time: dict[str, int] = defaultdict(int)
+    flagged_right: dict[str, int] = defaultdict(int)
+    flagged_wrong: dict[str, int] = defaultdict(int)
+    for r in results:
+        kinds_found = {f.kind for _, f in r.findings}
+        expected = {e["kind"] for e in r.label["expect"]}
+        for e in r.label["expect"]:
+            labelled[e["kind"]] += 1
+            same = [f for _, f in r.findings if f.kind == e["kind"]]
+            if same:
+                found[e["kind"]] += 1
+                on_time[e["kind"]] += any(_within(f, e) for f in same)
+        for kind in kinds_found:
+            if kind in expected:
+                flagged_right[kind] += 1
+            elif kind not in r.label["also_ok"]:
+                flagged_wrong[kind] += 1
+    rows = []
+    for kind in sorted(set(labelled) | set(flagged_wrong)):
+        n, hit = labelled[kind], found[kind]
+        flagged = flagged_right[kind] + flagged_wrong[kind]
+        rows.append(
+            (
+                kind,
+                n,
+                hit,
+                hit / n if n else None,
+                on_time[kind] / hit if hit else None,
+                flagged_right[kind] / flagged if flagged else None,
+                flagged_wrong[kind],
+            )
+        )
+    return rows
+
+
+def _pct(x: float | None) -> str:
+    return "   -" if x is None else f"{x:4.2f}"
+
+
+def print_table(results: list[Scored]) -> None:
+    rows = kind_table(results)
+    print(f"{'kind':22s} {'runs':>4s} {'found':>5s} {'recall':>6s} {'onset':>6s} {'prec':>6s} {'false+':>6s}")
+    for kind, n, hit, recall, onset, precision, wrong in rows:
+        print(f"{kind:22s} {n:4d} {hit:5d} {_pct(recall):>6s} {_pct(onset):>6s} {_pct(precision):>6s} {wrong:6d}")
+    total = sum(r[1] for r in rows)
+    hits = sum(r[2] for r in rows)
+    on_time = sum(round((r[4] or 0) * r[2]) for r in rows)
+    print(
+        f"{'all labelled':22s} {total:4d} {hits:5d} {_pct(hits / total if total else None):>6s} "
+        f"{_pct(on_time / hits if hits else None):>6s}"
+    )
+
+
+def print_false_alarms(results: list[Scored]) -> None:
+    healthy = [r for r in results if r.label["healthy"]]
+    alarms = [(r, name, f) for r in healthy for name, f in r.findings if f.severity in ALARM]
+    bad_runs = {r.folder for r, _, _ in alarms}
+    print(
+        f"\nfalse alarms (warning/critical) on healthy runs: {len(bad_runs)} of {len(healthy)} runs, {len(alarms)} findings"
+    )
+    for _, name, f in alarms:
+        print(f"  {clean(name):58s} {f.kind}/{f.severity} @{f.step}: {clean(f.message)[:110]}")
+
+
+def _finding_text(f) -> str:
+    return f"{f.kind}({f.severity[0]})@{f.step}"
+
+
+def print_runs(results: list[Scored]) -> None:
+    print("\nfindings per corpus run (✓ labelled kind found within tolerance, ~ found off-time, ✗ missed)")
+    for r in results:
+        marks = []
+        for e in r.label["expect"]:
+            same = [f for _, f in r.findings if f.kind == e["kind"]]
+            mark = "✓" if any(_within(f, e) for f in same) else ("~" if same else "✗")
+            marks.append(f"{mark}{e['kind']}@{e['onset']}±{e['tolerance']}")
+        scores = [s for _, s in r.health]
+        health = "/".join("null" if s is None else str(s) for s in scores)
+        listed = " ".join(_finding_text(f) for _, f in r.findings) or "-"
+        print(f"  {r.folder:52s} h={health:8s} {' '.join(marks) or 'healthy':42s} | {clean(listed)}")
+
+
+def print_realworld(path: Path) -> None:
+    """What the tool says about each public log: to read side by side with its curves."""
+    if not path.is_dir():
+        return
+    report = tbtriage.diagnose(tbtriage.load(path))
+    print(f"\nreal public logs ({path}): {len(report.runs)} runs")
+    for run in sorted(report.runs, key=lambda r: r.name):
+        score = "null" if run.health.score is None else run.health.score
+        print(f"  {clean(run.name)[:110]}")
+        print(f"      health {score}; {len(run.run.scalars)} scalar tags")
+        for f in run.findings:
+            print(f"      {f.kind}/{f.severity} @{f.step}: {clean(f.message)[:120]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--runs", action="store_true", help="list every corpus run's findings")
+    parser.add_argument("--no-realworld", action="store_true")
+    args = parser.parse_args(argv)
+    results = score_corpus(args.corpus)
+    healthy = sum(r.label["healthy"] for r in results)
+    print(f"corpus {args.corpus}: {len(results)} runs ({healthy} healthy), tbtriage {tbtriage.__version__}\n")
+    print_table(results)
+    print_false_alarms(results)
+    if args.runs:
+        print_runs(results)
+    if not args.no_realworld:
+        print_realworld(REALWORLD)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
