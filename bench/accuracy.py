@@ -44,6 +44,7 @@ class Scored:
     label: dict
     findings: list = field(default_factory=list)  # (run name, Finding)
     health: list = field(default_factory=list)  # (run name, score or None)
+    unknown_tags: set = field(default_factory=set)  # tags the engine gave no role
 
 
 def known_kinds() -> tuple[str, ...]:
@@ -66,6 +67,7 @@ def score_corpus(corpus: Path) -> list[Scored]:
             continue
         scored[folder].health.append((run.name, run.health.score))
         scored[folder].findings += [(run.name, f) for f in run.findings]
+        scored[folder].unknown_tags |= {tag for tag, role in run.roles.items() if role is None}
     return [scored[name] for name in sorted(scored)]
 
 
@@ -158,6 +160,17 @@ def print_runs(results: list[Scored]) -> None:
         print(f"  {r.folder:52s} h={health:8s} {' '.join(marks) or 'healthy':42s} | {clean(listed)}")
 
 
+def print_unknown_tags(results: list[Scored]) -> None:
+    """Tags the engine could not place, by convention: names real users write that roles.py misses."""
+    by_convention: dict[str, set] = defaultdict(set)
+    for r in results:
+        by_convention[r.label["convention"]] |= r.unknown_tags
+    print("\ntags without a role, by convention")
+    for convention in sorted(by_convention):
+        tags = sorted(by_convention[convention])
+        print(f"  {convention:16s} {clean(', '.join(tags)) if tags else '-'}")
+
+
 def print_realworld(path: Path) -> None:
     """What the tool says about each public log: to read side by side with its curves."""
     if not path.is_dir():
@@ -183,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"corpus {args.corpus}: {len(results)} runs ({healthy} healthy), tbtriage {tbtriage.__version__}\n")
     print_table(results)
     print_false_alarms(results)
+    print_unknown_tags(results)
     if args.runs:
         print_runs(results)
     if not args.no_realworld:

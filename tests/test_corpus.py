@@ -98,6 +98,14 @@ def test_a_healthy_adam_run_gets_no_warning_or_critical_finding():
     assert scores == [100]
 
 
+def test_a_slow_synchronous_loader_gets_an_input_bottleneck_from_the_first_steps():
+    folder = _first("slow_loader", "pytorch")
+    findings, _ = _verdict(folder)
+    bottleneck = [f for f in findings if f.kind == "input_bottleneck"]
+    assert bottleneck and bottleneck[0].severity in ("warning", "critical")
+    assert bottleneck[0].step <= LABELS[folder]["expect"][0]["tolerance"]
+
+
 @pytest.mark.xfail(strict=True, reason="issue 9: no no_learning rule yet; a frozen model is called slow_convergence")
 def test_a_frozen_model_that_never_learns_gets_no_learning():
     findings, _ = _verdict(_first("frozen_params"))
@@ -108,3 +116,18 @@ def test_a_frozen_model_that_never_learns_gets_no_learning():
 def test_a_run_killed_mid_write_gets_a_data_integrity_note():
     findings, _ = _verdict(_first("crash_mid_write", "pytorch"))
     assert "data_integrity" in {f.kind for f in findings}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9: a transformer that collapses in its first steps gets no finding")
+def test_a_transformer_that_collapses_without_warmup_gets_warmup_instability_at_the_start():
+    folder = _first("no_warmup_transformer", "hf")
+    findings, _ = _verdict(folder)
+    warmup = [f for f in findings if f.kind == "warmup_instability"]
+    assert warmup and warmup[0].step <= LABELS[folder]["expect"][0]["tolerance"]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9: growth from a tiny init is called a critical exploding_gradients")
+def test_a_net_leaving_a_saddle_is_a_plateau_not_an_explosion():
+    findings, _ = _verdict(_first("saddle_tiny_init", "pytorch"))
+    kinds = {f.kind for f in findings}
+    assert "plateau" in kinds and "exploding_gradients" not in kinds

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from .trace import Trace
 
 #: Every corpus run starts at this wall time (2025-06-02 09:00 UTC): a sweep launched together, long finished.
 WALL0 = 1748854800.0
+#: Seconds between opening a crashed process's writer and its relaunch's (file names carry the second).
+RELAUNCH_PAUSE_S = 1.1
 
 
 # ---- writers ----------------------------------------------------------------------------------------------
@@ -41,10 +44,10 @@ class Sink:
 
 
 class TorchSink(Sink):
-    def __init__(self, folder: Path, suffix: str = ""):
+    def __init__(self, folder: Path):
         from torch.utils.tensorboard import SummaryWriter
 
-        self.w = SummaryWriter(log_dir=str(folder), filename_suffix=suffix, max_queue=100000, flush_secs=3600)
+        self.w = SummaryWriter(log_dir=str(folder), max_queue=100000, flush_secs=3600)
 
     def scalar(self, tag, value, step, wall):
         self.w.add_scalar(tag, float(value), int(step), walltime=WALL0 + wall)
@@ -54,10 +57,10 @@ class TorchSink(Sink):
 
 
 class TbxSink(Sink):
-    def __init__(self, folder: Path, suffix: str = ""):
+    def __init__(self, folder: Path):
         from tensorboardX import SummaryWriter
 
-        self.w = SummaryWriter(logdir=str(folder), filename_suffix=suffix, max_queue=100000, flush_secs=3600)
+        self.w = SummaryWriter(logdir=str(folder), max_queue=100000, flush_secs=3600)
 
     def scalar(self, tag, value, step, wall):
         self.w.add_scalar(tag, float(value), int(step), walltime=WALL0 + wall)
@@ -69,7 +72,7 @@ class TbxSink(Sink):
 class TF2Sink(Sink):
     """TF2 `tf.summary.scalar` records: a rank-0 DT_FLOAT tensor in `tensor_content`, scalars plugin metadata."""
 
-    def __init__(self, folder: Path, suffix: str = ""):
+    def __init__(self, folder: Path):
         self.folder = folder
         self.events: list[bytes] = []
         self.first_wall: float | None = None
@@ -192,7 +195,7 @@ def write_pytorch(trace: Trace, sinks, folder: str) -> None:
     if trace.has("val_acc"):
         _emit(sinks, trace, "Accuracy/val", trace.get("val_acc"))
     _emit(sinks, trace, "learning_rate", every(trace, "lr", 10))
-    _emit(sinks, trace, "grad_norm", every(trace, "grad_norm", 2))
+    _emit(sinks, trace, "grad_norm", every(trace, "grad_norm", 5))
     _common_extras(
         trace,
         sinks,
@@ -237,7 +240,7 @@ def write_tensorboardx(trace: Trace, sinks, folder: str) -> None:
 
 
 def write_lightning(trace: Trace, sinks, folder: str) -> None:
-    """Lightning's TensorBoardLogger: `*_step` every log_every_n_steps (10), `*_epoch` means, `epoch`, `lr-Adam`."""
+    """Lightning's TensorBoardLogger: `*_step` every log_every_n_steps (10), `*_epoch` means, `epoch`, `lr-<Optimizer>`."""
     n = 10
     _emit(sinks, trace, "train_loss_step", every(trace, "loss", n, n - 1))
     steps, values, walls = per_epoch(trace, "loss")
@@ -250,7 +253,7 @@ def write_lightning(trace: Trace, sinks, folder: str) -> None:
     if trace.has("val_acc"):
         _emit(sinks, trace, "val_acc", trace.get("val_acc"))
     s, v, w = every(trace, "lr", n, n - 1)
-    _emit(sinks, trace, "lr-Adam", (s, v, w))
+    _emit(sinks, trace, f"lr-{trace.optimizer}", (s, v, w))
     _emit(sinks, trace, "epoch", (s, (s // trace.steps_per_epoch).astype(float), w))
     _emit(sinks, trace, "grad_2.0_norm_total", every(trace, "grad_norm", n, n - 1))
     _common_extras(
@@ -454,15 +457,38 @@ CONVENTIONS: dict[str, Convention] = {
 }
 
 
+class _Processes:
+    """One sink per training process, opened when that process first writes.
+
+    A restarted process opens its event file at least a second after the first one, as a relaunch does:
+    tensorboardX names files by the second and host only, so two writers opened in the same second would
+    share (and clobber) one file.
+    """
+
+    def __init__(self, writer: type[Sink], folder: Path):
+        self.writer, self.folder = writer, folder
+        self.open: dict[int, Sink] = {}
+
+    def __getitem__(self, index: int) -> Sink:
+        if index not in self.open:
+            if self.open:
+                time.sleep(RELAUNCH_PAUSE_S)
+            self.open[index] = self.writer(self.folder)
+        return self.open[index]
+
+    def close(self) -> None:
+        for sink in self.open.values():
+            sink.close()
+
+
 def write_run(trace: Trace, convention: Convention, folder: Path) -> list[Path]:
     """Write `trace` under `folder` as `convention` would; one event file per process (restarts make two)."""
     written = []
     for sub in convention.folders:
         target = folder / sub if sub else folder
         target.mkdir(parents=True, exist_ok=True)
-        sinks = [WRITERS[convention.writer](target, suffix="") for _ in trace.segments]
+        sinks = _Processes(WRITERS[convention.writer], target)
         convention.write(trace, sinks, sub)
-        for sink in sinks:
-            sink.close()
+        sinks.close()
         written.append(target)
     return written

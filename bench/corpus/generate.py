@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # `python bench/corpus/generate.py`
     sys.path.insert(0, str(HERE.parent.parent))
     __package__ = "bench.corpus"
 
-from .cases import Case, cases  # noqa: E402
+from .cases import Case, cases, check_healthy  # noqa: E402
 from .conventions import CONVENTIONS, write_run  # noqa: E402
 from .trace import Trace  # noqa: E402
 from .train import RLSetup, train, train_rl  # noqa: E402
@@ -102,6 +102,12 @@ def generate(out: Path, only: str | None = None, quick: bool = False) -> list[Pa
             started = time.perf_counter()
             setup = dataclasses.replace(case.setup, seed=seed)
             trace = train_rl(setup) if isinstance(setup, RLSetup) else train(setup)
+            check = case.check or (check_healthy if case.healthy else None)
+            problem = check(trace) if check else None
+            if problem:
+                # The configuration did not do what the label would claim on this seed: leave it out.
+                print(f"{case.name} seed {seed}: left out ({problem})", flush=True)
+                continue
             convention = _convention_for(case, index)
             folder = out / run_name(case, convention, seed)
             if folder.exists():

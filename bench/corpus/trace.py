@@ -43,6 +43,10 @@ class Trace:
     num_classes: int | None = None
     #: Wall time (run clock) at which a restarted process began writing; points from then on are its own.
     restart_wall: float = math.inf
+    #: Cross-entropy of predicting the validation set's class frequencies: what "learned nothing" scores.
+    prior_loss: float | None = None
+    prior_acc: float | None = None  # accuracy of always answering the most frequent class
+    optimizer: str = "Adam"  # the optimizer's class name (Lightning's LearningRateMonitor puts it in the tag)
 
     def log(self, name: str, step: int, value: float, wall: float) -> None:
         s = self.series.setdefault(name, Series())

@@ -20,8 +20,8 @@ from torch.nn import functional as F
 
 from .trace import Trace
 
-#: fp16's largest finite value: a scaled gradient above it is an overflow (the scaler skips the step).
-FP16_MAX = 65504.0
+#: A missing sensor reading left in the data as this value: fine in fp32, infinite in fp16 (max 65504).
+MISSING_SENTINEL = 99999.0
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,12 @@ class Setup:
     dim: int = 20
     label_noise: float = 0.3  # temperature of the teacher's label noise: keeps the task from being trivial
     input_scale: float = 1.0  # raw, unnormalised inputs have a large scale
-    outlier_frac: float = 0.0  # samples whose features are raw sensor counts (x 3000)
+    outlier_frac: float = 0.0  # samples with a missing reading left as the sentinel 99999 (fp16 max is 65504)
     shuffle: bool = True
     sort_by_label: bool = False
     shuffle_labels: bool = False  # labels permuted against inputs: nothing to learn
     poison_steps: tuple[int, ...] = ()  # stream: these steps read a corrupted shard
-    poison_batch: int | None = None  # epochs: this batch index of every epoch is corrupted
+    poison_batches: tuple[int, ...] = ()  # epochs: these batch indices of every epoch are a corrupted shard
     poison_scale: float = 40.0
     # model
     model: str = "mlp"  # mlp | transformer | rnn | twohead
@@ -52,6 +52,7 @@ class Setup:
     act: str = "relu"
     init_gain: float = 1.0  # multiplies the default init of every weight
     bias_init: float | None = None
+    bias: bool = True  # bias=False layers (common before a norm layer) leave no easy way off a saddle
     dropout: float = 0.0
     freeze: bool = False  # requires_grad off on everything but nothing (a forgotten unfreeze)
     # optimisation
@@ -73,6 +74,7 @@ class Setup:
     eval_every: int | None = None  # default: once per epoch
     log_layers: bool = False
     log_zero_frac: bool = False
+    pretrain_steps: int = 0  # start from a checkpoint trained this long on the same task (a fine-tune)
     # process
     crash_at: int | None = None  # the process dies here
     resume_from: int | None = None  # restarted from the checkpoint saved at this step
@@ -116,18 +118,14 @@ class _Sequences:
 
 
 class _AddingProblem:
-    """Hochreiter's adding problem: sum the two marked numbers of a long sequence (an RNN benchmark)."""
+    """A variant of Hochreiter's adding problem: sum the marked numbers of a sequence (an RNN benchmark)."""
 
-    def __init__(self, setup: Setup, rng: torch.Generator, length: int = 40):
+    def __init__(self, setup: Setup, rng: torch.Generator, length: int = 20):
         self.s, self.rng, self.length = setup, rng, length
 
     def sample(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         values = torch.rand(n, self.length, generator=self.rng)
-        marks = torch.zeros(n, self.length)
-        first = torch.randint(0, self.length // 2, (n,), generator=self.rng)
-        second = torch.randint(self.length // 2, self.length, (n,), generator=self.rng)
-        marks[torch.arange(n), first] = 1.0
-        marks[torch.arange(n), second] = 1.0
+        marks = (torch.rand(n, self.length, generator=self.rng) < 0.3).float()
         x = torch.stack([values, marks], -1)
         y = (values * marks).sum(1)
         return x, y, y
@@ -138,13 +136,13 @@ def _source(setup: Setup, rng: torch.Generator):
 
 
 def _raw_inputs(x: torch.Tensor, setup: Setup, rng: torch.Generator) -> torch.Tensor:
-    """Unnormalised inputs: a global scale, and outlier samples in raw sensor counts."""
+    """Unnormalised inputs: a global scale, and samples whose first reading is the missing-value sentinel."""
     if setup.data != "teacher":
         return x
     x = x * setup.input_scale
     if setup.outlier_frac:
         outliers = torch.rand(x.shape[0], generator=rng) < setup.outlier_frac
-        x = torch.where(outliers[:, None], x * 3000.0, x)
+        x[outliers, 0] = MISSING_SENTINEL
     return x
 
 
@@ -158,19 +156,26 @@ class MLP(nn.Module):
     def __init__(self, setup: Setup, out: int):
         super().__init__()
         dims = [setup.dim] + [setup.hidden] * setup.depth
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b, bias=setup.bias) for a, b in zip(dims[:-1], dims[1:]))
         self.act = _ACTS[setup.act]()
         self.drop = nn.Dropout(setup.dropout)
-        self.head = nn.Linear(dims[-1], out)
+        self.head = nn.Linear(dims[-1], out, bias=setup.bias)
+        self.half = setup.amp  # autocast: linear layers run in fp16, forward and backward
         self.zero_frac: list[float] = []
+
+    def _linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        if not self.half:
+            return layer(x)
+        bias = layer.bias.half() if layer.bias is not None else None
+        return F.linear(x.half(), layer.weight.half(), bias).float()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.zero_frac = []
         for layer in self.layers:
-            x = self.act(layer(x))
+            x = self.act(self._linear(layer, x))
             self.zero_frac.append(float((x <= 0).float().mean()))
             x = self.drop(x)
-        return self.head(x)
+        return self._linear(self.head, x)
 
 
 class TwoHead(nn.Module):
@@ -285,7 +290,7 @@ def _loss(setup: Setup, model: nn.Module, x, y, reg) -> tuple[torch.Tensor, torc
         logits, pred = model(x)
         ce = F.cross_entropy(logits, y)
         mse = F.mse_loss(pred, reg)
-        return ce + setup.reg_weight * mse, logits, {"cls": float(ce), "reg": float(mse)}
+        return ce + setup.reg_weight * mse, logits, {"cls": float(ce.detach()), "reg": float(mse.detach())}
     if setup.data == "adding":
         pred = model(x)
         return F.mse_loss(pred, y), None, {}
@@ -298,6 +303,17 @@ def _grad_norm(params) -> float:
     if not grads:
         return 0.0
     return float(torch.stack(grads).norm())
+
+
+def _pretrain(model: nn.Module, source, setup: Setup, rng: torch.Generator) -> None:
+    """The checkpoint a fine-tune starts from: Adam on fresh samples of the same task, nothing logged."""
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(setup.pretrain_steps):
+        x, y, reg = source.sample(setup.batch)
+        loss, _, _ = _loss(setup, model, _raw_inputs(x, setup, rng), y, reg)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
 
 
 def train(setup: Setup) -> Trace:
@@ -322,10 +338,17 @@ def train(setup: Setup) -> Trace:
     eval_every = setup.eval_every or steps_per_epoch
 
     model = _build(setup)
+    if setup.pretrain_steps:
+        _pretrain(model, source, setup, rng)
     params = list(model.parameters())
     opt = _optimizer(setup, params)
     layers = _layer_params(model) if setup.log_layers else {}
     trace = Trace(steps_per_epoch=steps_per_epoch, num_classes=setup.classes if setup.data != "adding" else None)
+    trace.optimizer = type(opt).__name__
+    if setup.data != "adding":
+        freq = torch.bincount(val_y, minlength=setup.classes).double() / val_y.numel()
+        trace.prior_loss = float(-(freq[freq > 0] * freq[freq > 0].log()).sum())
+        trace.prior_acc = float(freq.max())
     scale, good_steps = 2.0**16, 0
     checkpoint = None
     start = time.perf_counter()
@@ -367,7 +390,7 @@ def train(setup: Setup) -> Trace:
                 order = torch.arange(setup.n_train)
             idx = order[in_epoch * setup.batch : (in_epoch + 1) * setup.batch]
             x, y, reg = train_x[idx], train_y[idx], train_reg[idx]
-            poisoned = setup.poison_batch is not None and in_epoch == setup.poison_batch
+            poisoned = in_epoch in setup.poison_batches
         if poisoned:
             # A corrupted shard: raw bytes decoded without normalisation (all large and positive), labels intact.
             x = (x + 2.5) * setup.poison_scale if x.is_floating_point() else x.flip(1)
@@ -386,8 +409,8 @@ def train(setup: Setup) -> Trace:
                 for p in params:
                     if p.grad is not None:
                         half = p.grad.to(torch.float16)
-                        overflow |= not bool(torch.isfinite(half).all())
-                        p.grad = half.float() / scale
+                        p.grad = half.float() / scale  # unscale_: a tiny scale makes this inf too
+                        overflow |= not bool(torch.isfinite(p.grad).all())
                 if overflow:
                     skipped, scale, good_steps = True, scale * 0.5, 0
                 else:
@@ -443,11 +466,11 @@ def train(setup: Setup) -> Trace:
 
 @dataclass(frozen=True)
 class RLSetup:
-    updates: int = 300
+    updates: int = 200
     episodes_per_update: int = 8
-    size: int = 5  # gridworld side; start top-left, goal bottom-right, -0.01 a move, +1 at the goal
-    max_len: int = 30
-    lr: float = 0.01
+    size: int = 7  # gridworld side; start top-left, goal bottom-right, -0.01 a move, +1 at the goal
+    max_len: int = 60
+    lr: float = 0.003
     entropy_coef: float = 0.01
     seed: int = 0
 
@@ -507,10 +530,10 @@ def train_rl(setup: RLSetup) -> Trace:
         wall = time.perf_counter() - start
         trace.log("return", env_steps, float(np.mean(returns)), wall)
         trace.log("ep_len", env_steps, float(np.mean(lengths)), wall)
-        trace.log("loss", env_steps, float(loss), wall)
-        trace.log("policy_loss", env_steps, float(policy_loss), wall)
-        trace.log("value_loss", env_steps, float(value_loss), wall)
-        trace.log("entropy", env_steps, float(entropy), wall)
+        trace.log("loss", env_steps, float(loss.detach()), wall)
+        trace.log("policy_loss", env_steps, float(policy_loss.detach()), wall)
+        trace.log("value_loss", env_steps, float(value_loss.detach()), wall)
+        trace.log("entropy", env_steps, float(entropy.detach()), wall)
         trace.log("explained_variance", env_steps, explained, wall)
         trace.log("lr", env_steps, setup.lr, wall)
     trace.segments.append((0, env_steps))
