@@ -71,7 +71,14 @@ def score_corpus(corpus: Path) -> list[Scored]:
     return [scored[name] for name in sorted(scored)]
 
 
+def _names(expect: dict) -> set[str]:
+    """The kind a label expects and the other names just as right for that run."""
+    return {expect["kind"], *expect.get("or", ())}
+
+
 def _within(finding, expect: dict) -> bool:
+    if expect["onset"] is None:
+        return True  # no step to be right about (a torn file, a run without data)
     return finding.step is not None and abs(finding.step - expect["onset"]) <= expect["tolerance"]
 
 
@@ -83,10 +90,10 @@ def kind_table(results: list[Scored]) -> list[tuple]:
     flagged_wrong: dict[str, int] = defaultdict(int)
     for r in results:
         kinds_found = {f.kind for _, f in r.findings}
-        expected = {e["kind"] for e in r.label["expect"]}
+        expected = set().union(*(_names(e) for e in r.label["expect"]))
         for e in r.label["expect"]:
             labelled[e["kind"]] += 1
-            same = [f for _, f in r.findings if f.kind == e["kind"]]
+            same = [f for _, f in r.findings if f.kind in _names(e)]
             if same:
                 found[e["kind"]] += 1
                 on_time[e["kind"]] += any(_within(f, e) for f in same)
@@ -151,13 +158,39 @@ def print_runs(results: list[Scored]) -> None:
     for r in results:
         marks = []
         for e in r.label["expect"]:
-            same = [f for _, f in r.findings if f.kind == e["kind"]]
+            same = [f for _, f in r.findings if f.kind in _names(e)]
             mark = "✓" if any(_within(f, e) for f in same) else ("~" if same else "✗")
             marks.append(f"{mark}{e['kind']}@{e['onset']}±{e['tolerance']}")
         scores = [s for _, s in r.health]
         health = "/".join("null" if s is None else str(s) for s in scores)
         listed = " ".join(_finding_text(f) for _, f in r.findings) or "-"
         print(f"  {r.folder:52s} h={health:8s} {' '.join(marks) or 'healthy':42s} | {clean(listed)}")
+
+
+def print_isolation(corpus: Path, results: list[Scored]) -> None:
+    """A run's findings must not depend on which other runs were loaded with it: each folder alone vs all."""
+    changed = []
+    for r in results:
+        alone = tbtriage.diagnose(tbtriage.load(corpus / r.folder))
+        seen = sorted((f.kind, f.severity, f.step) for run in alone.runs for f in run.findings)
+        together = sorted((f.kind, f.severity, f.step) for _, f in r.findings)
+        if seen != together:
+            changed.append((r.folder, together, seen))
+    print(f"\nruns whose findings change when loaded alone: {len(changed)} of {len(results)}")
+    for folder, together, seen in changed:
+        print(f"  {folder:52s} with all: {together}  alone: {seen}")
+
+
+def print_no_data(results: list[Scored]) -> None:
+    """Runs that hold no data points should get health null ("no data"), never a score."""
+    empty = [r for r in results if r.label.get("no_data")]
+    if not empty:
+        return
+    null = [r for r in empty if all(score is None for _, score in r.health)]
+    print(f"\nruns without data given health null: {len(null)} of {len(empty)}")
+    for r in empty:
+        scores = "/".join("null" if s is None else str(s) for _, s in r.health) or "not listed"
+        print(f"  {r.folder:58s} health {scores}")
 
 
 def print_unknown_tags(results: list[Scored]) -> None:
@@ -196,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"corpus {args.corpus}: {len(results)} runs ({healthy} healthy), tbtriage {tbtriage.__version__}\n")
     print_table(results)
     print_false_alarms(results)
+    print_no_data(results)
+    print_isolation(args.corpus, results)
     print_unknown_tags(results)
     if args.runs:
         print_runs(results)

@@ -44,7 +44,7 @@ def test_the_committed_corpus_loads_with_its_labels():
     folders = Counter(name.split("/", 1)[0] for name in logdir.runs)
     assert set(folders) == set(LABELS), "every run folder has a label and every label has event files"
     for name, run in logdir.runs.items():
-        assert run.scalars, f"{name} has scalars"
+        assert run.scalars or LABELS[name.split("/", 1)[0]]["no_data"], f"{name} has scalars"
     keras = [n for n, label in LABELS.items() if label["convention"].startswith("keras")]
     assert keras and all(folders[n] == 2 for n in keras), "Keras runs are train/ + validation/ siblings"
 
@@ -53,8 +53,9 @@ def test_every_label_names_known_kinds_with_an_onset_inside_the_run():
     for name, label in LABELS.items():
         assert label["healthy"] == (not label["expect"]), name
         for e in label["expect"]:
-            assert e["kind"] in KINDS, f"{name}: {e['kind']}"
-            assert e["tolerance"] >= 1 and 0 <= e["onset_step"] <= label["last_step"], name
+            assert {e["kind"], *e["or"]} <= KINDS, f"{name}: {e['kind']} {e['or']}"
+            assert e["tolerance"] >= 1, name
+            assert e["onset_step"] is None or 0 <= e["onset_step"] <= label["last_step"], name
         assert set(label["also_ok"]) <= KINDS, name
         assert label["cause"] and label["convention"] and isinstance(label["seed"], int), name
 
@@ -131,3 +132,10 @@ def test_a_net_leaving_a_saddle_is_a_plateau_not_an_explosion():
     findings, _ = _verdict(_first("saddle_tiny_init", "pytorch"))
     kinds = {f.kind for f in findings}
     assert "plateau" in kinds and "exploding_gradients" not in kinds
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9: a run with only a header record gets health 100")
+def test_a_job_that_died_before_its_first_log_has_no_health_score_and_a_data_integrity_note():
+    report = tbtriage.diagnose(CORPUS / _first("died_before_first_log", "pytorch"))
+    assert [run.health.score for run in report.runs] == [None]
+    assert [f.kind for run in report.runs for f in run.findings] == ["data_integrity"]

@@ -24,8 +24,10 @@ RL_CONVENTIONS = ("sb3", "rl_tensorboardx")
 @dataclass(frozen=True)
 class Expect:
     kind: str
-    onset: int  # global step
+    onset: int | None  # global step; None where a step means nothing (a torn file, a run without data)
     tolerance: int  # steps either side
+    #: Other names that are just as right for this run (NaN from the first step: a data bug or a divergence).
+    alternatives: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Case:
     also_ok: tuple[str, ...] = ()  # kinds that are fair to report too (not false alarms)
     healthy: bool = False
     post: str | None = None  # "truncate": the process died while writing its last record
+    no_data: bool = False  # the run holds no data points: its health should be null, not a score
     note: str = ""
     seeds: tuple[int, ...] = (0, 1, 2)
     #: Did this seed's run really show what the label says? A reason when not (the run is left out).
@@ -112,7 +115,11 @@ def _restart(trace: Trace, setup: Setup) -> list[Expect]:
 
 
 def _truncated(trace: Trace, setup: Setup) -> list[Expect]:
-    return [Expect("data_integrity", trace.last_step, trace.last_step)]
+    return [Expect("data_integrity", None, 1)]
+
+
+def _nan_from_start(trace: Trace, setup: Setup) -> list[Expect]:
+    return [Expect("divergence", 0, 5, alternatives=("data_integrity",))]
 
 
 def _grad_onset(trace: Trace, setup) -> list[Expect]:
@@ -198,6 +205,20 @@ def check_collapse(trace: Trace) -> str | None:
         return "no early jump"
     val = _final(trace, "val_loss", 0.2)
     return None if val > 0.8 * _chance(trace) else f"validation loss recovered to {val:.3f}"
+
+
+def check_nan_from_start(trace: Trace) -> str | None:
+    loss = trace.get("loss")[1]
+    return None if not np.isfinite(loss[:3]).any() and not np.isfinite(loss).any() else "finite losses"
+
+
+def check_slow(trace: Trace) -> str | None:
+    """It learned, and is still falling in the last quarter of the run: stopped long before it converged."""
+    val = trace.get("val_loss")[1]
+    last_quarter = val[int(0.75 * (val.size - 1))]
+    if not val[-1] < 0.97 * val[0]:
+        return f"validation barely moved ({val[0]:.3f} -> {val[-1]:.3f})"
+    return None if val[-1] < 0.99 * last_quarter else f"flat at the end ({last_quarter:.3f} -> {val[-1]:.3f})"
 
 
 def check_exploded(trace: Trace) -> str | None:
@@ -333,7 +354,19 @@ def cases() -> list[Case]:
             twin="healthy_adam",
             expect=whole_run("slow_convergence"),
             also_ok=("plateau",),
+            check=check_slow,
             note="Adam lr 1e-4 (10x too low): still falling steeply when the run ends",
+        ),
+        Case(
+            "lr_too_low_sgd",
+            "lr_too_low",
+            replace(MLP_SGD, lr=1e-3, momentum=0.0),
+            ("pytorch", "keras_batch", "tensorboardx", "timm"),
+            twin="healthy_sgd",
+            expect=whole_run("slow_convergence"),
+            also_ok=("plateau",),
+            check=check_slow,
+            note="plain SGD at 1e-3 without momentum: the loss creeps down from ln 4 the whole run",
         ),
         Case(
             "lr_far_too_low",
@@ -657,6 +690,29 @@ def cases() -> list[Case]:
             ("hf", "lightning", "keras"),
             healthy=True,
             note="fine-tune from a checkpoint of the same task: the loss starts low and barely moves",
+        ),
+    ]
+    # -- broken data and broken processes --
+    c += [
+        Case(
+            "nan_in_inputs",
+            "nan_in_data",
+            replace(MLP, nan_frac=0.05),
+            ("keras", "pytorch", "hf"),
+            twin="healthy_adam",
+            expect=_nan_from_start,
+            check=check_nan_from_start,
+            note="5 % of samples hold a NaN reading that was never imputed: the loss is NaN from the first batch",
+        ),
+        Case(
+            "died_before_first_log",
+            "crash_at_start",
+            replace(MLP, crash_at=0),
+            ("pytorch", "tensorboardx", "keras"),
+            twin="healthy_adam",
+            expect=_truncated,
+            no_data=True,
+            note="the job died before its first log: each folder holds an events file with only its header",
         ),
     ]
     return c

@@ -168,6 +168,7 @@ class Convention:
     write: Callable[[Trace, list[Sink], str], None]  # (trace, sinks, folder role) ; folders from `folders`
     folders: tuple[str, ...] = ("",)  # sub-runs: Keras writes train/ and validation/
     rl: bool = False
+    interval: int = 1  # steps between two logged training-loss points (an onset is only seen this finely)
 
 
 def _common_extras(trace: Trace, sinks, names: dict[str, str], n: int) -> None:
@@ -443,13 +444,13 @@ CONVENTIONS: dict[str, Convention] = {
     c.name: c
     for c in (
         Convention("pytorch", "torch", "step", write_pytorch),
-        Convention("tensorboardx", "tbx", "step", write_tensorboardx),
-        Convention("lightning", "torch", "step", write_lightning),
-        Convention("hf", "torch", "step", write_hf),
+        Convention("tensorboardx", "tbx", "step", write_tensorboardx, interval=5),
+        Convention("lightning", "torch", "step", write_lightning, interval=10),
+        Convention("hf", "torch", "step", write_hf, interval=10),
         Convention("keras", "tf2", "epoch", write_keras, folders=("train", "validation")),
-        Convention("keras_batch", "tf2", "step", write_keras_batch, folders=("train", "validation")),
+        Convention("keras_batch", "tf2", "step", write_keras_batch, folders=("train", "validation"), interval=10),
         Convention("timm", "torch", "epoch", write_timm),
-        Convention("detectron2", "torch", "step", write_detectron2),
+        Convention("detectron2", "torch", "step", write_detectron2, interval=20),
         Convention("ultralytics", "torch", "epoch", write_ultralytics),
         Convention("sb3", "torch", "step", write_sb3, rl=True),
         Convention("rl_tensorboardx", "tbx", "step", write_rl_tbx, rl=True),
@@ -476,6 +477,10 @@ class _Processes:
             self.open[index] = self.writer(self.folder)
         return self.open[index]
 
+    def start(self) -> None:
+        """Open the first process's writer without logging anything."""
+        self[0]
+
     def close(self) -> None:
         for sink in self.open.values():
             sink.close()
@@ -488,7 +493,10 @@ def write_run(trace: Trace, convention: Convention, folder: Path) -> list[Path]:
         target = folder / sub if sub else folder
         target.mkdir(parents=True, exist_ok=True)
         sinks = _Processes(WRITERS[convention.writer], target)
-        convention.write(trace, sinks, sub)
+        if trace.series:
+            convention.write(trace, sinks, sub)
+        else:
+            sinks.start()  # a writer was opened (its file has the header record) and nothing was ever logged
         sinks.close()
         written.append(target)
     return written

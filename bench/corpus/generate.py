@@ -56,11 +56,13 @@ def label_for(case: Case, trace: Trace, convention: str, seed: int) -> dict:
     setup = dataclasses.replace(case.setup, seed=seed)
     expects = []
     for e in case.expect(trace, setup):
-        tolerance = e.tolerance if conv.axis == "step" else max(1, math.ceil(e.tolerance / spe))
+        # An onset can only be placed to within the convention's logging interval.
+        tolerance = max(e.tolerance, conv.interval + 1) if conv.axis == "step" else max(1, math.ceil(e.tolerance / spe))
         expects.append(
             {
                 "kind": e.kind,
-                "onset": _to_axis(e.onset, conv.axis, spe),
+                "or": list(e.alternatives),
+                "onset": None if e.onset is None else _to_axis(e.onset, conv.axis, spe),
                 "tolerance": tolerance,
                 "onset_step": e.onset,
             }
@@ -69,6 +71,7 @@ def label_for(case: Case, trace: Trace, convention: str, seed: int) -> dict:
         "case": case.name,
         "cause": case.cause,
         "healthy": case.healthy,
+        "no_data": case.no_data,
         "twin": case.twin,
         "convention": convention,
         "writer": conv.writer,

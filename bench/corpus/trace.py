@@ -65,4 +65,4 @@ class Trace:
 
     @property
     def last_step(self) -> int:
-        return int(max(max(s.steps) for s in self.series.values() if s.steps))
+        return int(max((max(s.steps) for s in self.series.values() if s.steps), default=0))

@@ -38,6 +38,7 @@ class Setup:
     dim: int = 20
     label_noise: float = 0.3  # temperature of the teacher's label noise: keeps the task from being trivial
     input_scale: float = 1.0  # raw, unnormalised inputs have a large scale
+    nan_frac: float = 0.0  # samples with a NaN reading (a missing value never imputed)
     outlier_frac: float = 0.0  # samples with a missing reading left as the sentinel 99999 (fp16 max is 65504)
     shuffle: bool = True
     sort_by_label: bool = False
@@ -140,6 +141,8 @@ def _raw_inputs(x: torch.Tensor, setup: Setup, rng: torch.Generator) -> torch.Te
     if setup.data != "teacher":
         return x
     x = x * setup.input_scale
+    if setup.nan_frac:
+        x[torch.rand(x.shape[0], generator=rng) < setup.nan_frac, 1] = float("nan")
     if setup.outlier_frac:
         outliers = torch.rand(x.shape[0], generator=rng) < setup.outlier_frac
         x[outliers, 0] = MISSING_SENTINEL
@@ -392,8 +395,11 @@ def train(setup: Setup) -> Trace:
             x, y, reg = train_x[idx], train_y[idx], train_reg[idx]
             poisoned = in_epoch in setup.poison_batches
         if poisoned:
-            # A corrupted shard: raw bytes decoded without normalisation (all large and positive), labels intact.
-            x = (x + 2.5) * setup.poison_scale if x.is_floating_point() else x.flip(1)
+            # A corrupted shard: raw bytes decoded without normalisation (all large and positive).
+            if x.is_floating_point():
+                x = (x + 2.5) * setup.poison_scale
+            else:  # token data: the shard's labels are misaligned with its sequences (off by one class)
+                y = (y + 1) % setup.classes
         t_data = time.perf_counter()
         # --- step ---
         model.train()
