@@ -82,42 +82,41 @@ def _within(finding, expect: dict) -> bool:
     return finding.step is not None and abs(finding.step - expect["onset"]) <= expect["tolerance"]
 
 
-def kind_table(results: list[Scored]) -> list[tuple]:
-    labelled: dict[str, int] = defaultdict(int)
-    found: dict[str, int] = defaultdict(int)
-    on_time: dict[str, int] = defaultdict(int)
-    flagged_right: dict[str, int] = defaultdict(int)
-    flagged_wrong: dict[str, int] = defaultdict(int)
+@dataclass(frozen=True)
+class KindRow:
+    kind: str
+    labelled: int  # expectations of this kind
+    found: int  # ... with a finding of the kind (or an equally right name), any severity
+    on_time: int  # ... of those, with one inside the label's tolerance
+    right: int  # runs flagged with the kind whose label expects it
+    wrong: int  # runs flagged with it whose label neither expects nor allows it
+    right_alarm: int  # the same two, counting only warning and critical findings
+    wrong_alarm: int
+
+    @staticmethod
+    def ratio(a: int, b: int) -> float | None:
+        return a / b if b else None
+
+
+def kind_table(results: list[Scored]) -> list[KindRow]:
+    counts: dict[str, list[int]] = defaultdict(lambda: [0] * 7)
     for r in results:
-        kinds_found = {f.kind for _, f in r.findings}
         expected = set().union(*(_names(e) for e in r.label["expect"]))
         for e in r.label["expect"]:
-            labelled[e["kind"]] += 1
+            row = counts[e["kind"]]
+            row[0] += 1
             same = [f for _, f in r.findings if f.kind in _names(e)]
             if same:
-                found[e["kind"]] += 1
-                on_time[e["kind"]] += any(_within(f, e) for f in same)
-        for kind in kinds_found:
-            if kind in expected:
-                flagged_right[kind] += 1
-            elif kind not in r.label["also_ok"]:
-                flagged_wrong[kind] += 1
-    rows = []
-    for kind in sorted(set(labelled) | set(flagged_wrong)):
-        n, hit = labelled[kind], found[kind]
-        flagged = flagged_right[kind] + flagged_wrong[kind]
-        rows.append(
-            (
-                kind,
-                n,
-                hit,
-                hit / n if n else None,
-                on_time[kind] / hit if hit else None,
-                flagged_right[kind] / flagged if flagged else None,
-                flagged_wrong[kind],
-            )
-        )
-    return rows
+                row[1] += 1
+                row[2] += any(_within(f, e) for f in same)
+        for alarms_only, offset in ((False, 3), (True, 5)):
+            flagged = {f.kind for _, f in r.findings if not alarms_only or f.severity in ALARM}
+            for kind in flagged:
+                if kind in expected:
+                    counts[kind][offset] += 1
+                elif kind not in r.label["also_ok"]:
+                    counts[kind][offset + 1] += 1
+    return [KindRow(kind, *counts[kind]) for kind in sorted(counts)]
 
 
 def _pct(x: float | None) -> str:
@@ -126,15 +125,24 @@ def _pct(x: float | None) -> str:
 
 def print_table(results: list[Scored]) -> None:
     rows = kind_table(results)
-    print(f"{'kind':22s} {'runs':>4s} {'found':>5s} {'recall':>6s} {'onset':>6s} {'prec':>6s} {'false+':>6s}")
-    for kind, n, hit, recall, onset, precision, wrong in rows:
-        print(f"{kind:22s} {n:4d} {hit:5d} {_pct(recall):>6s} {_pct(onset):>6s} {_pct(precision):>6s} {wrong:6d}")
-    total = sum(r[1] for r in rows)
-    hits = sum(r[2] for r in rows)
-    on_time = sum(round((r[4] or 0) * r[2]) for r in rows)
+    print("recall: labelled runs with the kind found (any severity); onset: of those, inside the tolerance;")
+    print("prec: flagged runs that are labelled so (all severities | warning and critical only); false+: runs")
     print(
-        f"{'all labelled':22s} {total:4d} {hits:5d} {_pct(hits / total if total else None):>6s} "
-        f"{_pct(on_time / hits if hits else None):>6s}"
+        f"{'kind':22s} {'runs':>4s} {'found':>5s} {'recall':>6s} {'onset':>6s} {'prec':>6s} {'false+':>6s} "
+        f"{'prec≥w':>6s} {'false+≥w':>8s}"
+    )
+    for r in rows:
+        print(
+            f"{r.kind:22s} {r.labelled:4d} {r.found:5d} {_pct(r.ratio(r.found, r.labelled)):>6s} "
+            f"{_pct(r.ratio(r.on_time, r.found)):>6s} {_pct(r.ratio(r.right, r.right + r.wrong)):>6s} {r.wrong:6d} "
+            f"{_pct(r.ratio(r.right_alarm, r.right_alarm + r.wrong_alarm)):>6s} {r.wrong_alarm:8d}"
+        )
+    total = sum(r.labelled for r in rows)
+    found = sum(r.found for r in rows)
+    on_time = sum(r.on_time for r in rows)
+    print(
+        f"{'all labelled':22s} {total:4d} {found:5d} {_pct(KindRow.ratio(found, total)):>6s} "
+        f"{_pct(KindRow.ratio(on_time, found)):>6s}"
     )
 
 
