@@ -44,7 +44,8 @@ class Case:
     post: str | None = None  # "truncate": the process died while writing its last record
     no_data: bool = False  # the run holds no data points: its health should be null, not a score
     note: str = ""
-    seeds: tuple[int, ...] = (0, 1, 2)
+    #: Default: one seed per listed convention, at least three (seed i is written in convention i).
+    seeds: tuple[int, ...] | None = None
     #: Did this seed's run really show what the label says? A reason when not (the run is left out).
     check: Callable[[Trace], str | None] | None = None  # default: `check_healthy` for healthy cases
 
@@ -720,6 +721,10 @@ def cases() -> list[Case]:
 
 def _poison_periodic_sorted(trace: Trace, setup: Setup) -> list[Expect]:
     return [Expect("periodic_spikes", 0, 2 * trace.steps_per_epoch)]
+
+
+def seeds_of(case: Case) -> tuple[int, ...]:
+    return case.seeds or tuple(range(max(3, len(case.conventions))))
 
 
 def case_map() -> dict[str, Case]:

@@ -4,6 +4,7 @@
     python -m bench.corpus.generate                  # every case, every seed -> bench/corpus/runs/
     python -m bench.corpus.generate --quick          # one seed per case (a few seconds per case)
     python -m bench.corpus.generate --only 'lr_.*'   # cases whose name matches
+    python -m bench.corpus.generate --missing        # only the runs runs/ does not hold yet
     python -m bench.corpus.generate --out /tmp/c     # somewhere else
 
 A run folder is `<case>__<convention>__s<seed>/` holding its event files (Keras: `train/` and `validation/`)
@@ -28,7 +29,7 @@ if __package__ in (None, ""):  # `python bench/corpus/generate.py`
     sys.path.insert(0, str(HERE.parent.parent))
     __package__ = "bench.corpus"
 
-from .cases import Case, cases, check_healthy  # noqa: E402
+from .cases import Case, cases, check_healthy, seeds_of  # noqa: E402
 from .conventions import CONVENTIONS, write_run  # noqa: E402
 from .trace import Trace  # noqa: E402
 from .train import RLSetup, train, train_rl  # noqa: E402
@@ -94,14 +95,16 @@ def _tear_last_record(folder: Path) -> None:
     last.write_bytes(data[:-TORN_BYTES])
 
 
-def generate(out: Path, only: str | None = None, quick: bool = False) -> list[Path]:
+def generate(out: Path, only: str | None = None, quick: bool = False, missing: bool = False) -> list[Path]:
     pattern = re.compile(only) if only else None
     written = []
     for case in cases():
         if pattern and not pattern.search(case.name):
             continue
-        seeds = case.seeds[:1] if quick else case.seeds
+        seeds = seeds_of(case)[:1] if quick else seeds_of(case)
         for index, seed in enumerate(seeds):
+            if missing and any(out.glob(f"{case.name}__*__s{seed}/label.json")):
+                continue
             started = time.perf_counter()
             setup = dataclasses.replace(case.setup, seed=seed)
             trace = train_rl(setup) if isinstance(setup, RLSetup) else train(setup)
@@ -131,12 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--only", help="regex over case names")
     parser.add_argument("--quick", action="store_true", help="one seed per case")
+    parser.add_argument("--missing", action="store_true", help="only runs not in --out yet (keeps the others)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    if args.only is None and args.out.exists():
+    if args.only is None and not args.missing and args.out.exists():
         shutil.rmtree(args.out)  # a full remake: no stale runs from cases that were renamed
     args.out.mkdir(parents=True, exist_ok=True)
-    written = generate(args.out, args.only, args.quick)
+    written = generate(args.out, args.only, args.quick, args.missing)
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     print(f"{len(written)} runs, {size / 1e6:.2f} MB in {args.out}, {time.perf_counter() - started:.0f} s")
     return 0
