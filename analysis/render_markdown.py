@@ -132,6 +132,7 @@ def _chronology(findings: Sequence[Finding]) -> str | None:
         return None
     first = min(serious, key=timeline_order)
     worst_one = min(serious, key=finding_order)
+    assert first.step is not None and worst_one.step is not None  # `serious` keeps only findings with a step
     if first is worst_one or first.step >= worst_one.step:
         return None
     gap = worst_one.step - first.step

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
@@ -108,13 +108,15 @@ class RunStore:
         return self.primary_of(names[0]).headline or next(iter(sorted(dict(self.runs[names[0]].scalars))), None)
 
     def chart_requests(self, view: ViewState) -> list[SeriesRequest]:
+        tag = view.current_tag
+        if tag is None:  # no tag charted: no series to draw
+            return []
         requests = []
         for name in self.charted_runs(view):
-            series = dict(self.runs[name].scalars).get(view.current_tag)
+            series = dict(self.runs[name].scalars).get(tag)
             if series is None:
                 continue
             report = self.reports.get(name)
-            tag = view.current_tag
             findings = tuple(f for f in report.findings if not f.tags or tag in f.tags) if report else ()
             requests.append(SeriesRequest(name, self.slots.slot(name), series, findings))
         return requests
@@ -196,3 +198,12 @@ class TriageHost(Protocol):
     def note_user_chose_run(self) -> None: ...
 
     def run_action(self, action: str) -> Any: ...
+
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    class HostApp(App[Any], TriageHost):
+        """How the screens, panes and palette type `self.app`: a Textual app (it can be watched) that is a
+        `TriageHost`. For the checker only: Python has no intersection of a class and a protocol, and
+        `TriageApp` is both."""

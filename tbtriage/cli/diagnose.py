@@ -74,6 +74,7 @@ def _load_report(args: argparse.Namespace, config: Any):
 
 def _stats_line(explanation: Explanation, model_label: str) -> str:
     stats = explanation.stats
+    assert stats is not None  # the model was asked: `ExplainSession.finish` always records its figures
     parts = [f"{model_label}", f"prompt {stats.prompt_tokens} tokens"]
     if explanation.load_s:
         parts.append(f"loaded in {explanation.load_s:.1f} s")
@@ -89,8 +90,10 @@ def _stats_line(explanation: Explanation, model_label: str) -> str:
 def _grounding_md(explanation: Explanation) -> str:
     from tbtriage.analysis.prompt import clean_text
 
+    grounding = explanation.grounding
+    assert grounding is not None  # a Markdown answer is always grounded
     lines = [f"**Grounding:** {explanation.grounding_summary}"]
-    lines += [f"- ⚠ `{clean_text(c.text, 40)}`: {c.reason}" for c in explanation.grounding.unsupported]
+    lines += [f"- ⚠ `{clean_text(c.text, 40)}`: {c.reason}" for c in grounding.unsupported]
     return "\n".join(lines)
 
 
@@ -165,12 +168,14 @@ def _print_markdown(session: ExplainSession, out: TextIO | None = None) -> int:
             _write(out, f"## Model diagnosis\n\n_Not available: {message}_\n")
         print(f"tbtriage diagnose: {message}", file=sys.stderr)
         return code
+    runner = session.runner
+    assert runner is not None  # `_find_model` returned None: it found the runner
     try:
         session.load()
         session.build_prompt()
     except llm.LLMError as exc:
         return _fail(str(exc))
-    _write(out, f"## Model diagnosis ({session.runner.name}, offline)\n\n")
+    _write(out, f"## Model diagnosis ({runner.name}, offline)\n\n")
     if session.note:
         _write(out, f"> {session.note}\n\n")
     streaming = out.isatty() if hasattr(out, "isatty") else False
@@ -189,7 +194,7 @@ def _print_markdown(session: ExplainSession, out: TextIO | None = None) -> int:
     # A terminal saw the answer as it came (only a fence it left open is closed); a file or a pipe gets
     # it whole, with its unsupported claims marked.
     _write(out, explanation.fence_closer if streaming else explanation.marked_text)
-    stats_line = _stats_line(explanation, session.runner.name)
+    stats_line = _stats_line(explanation, runner.name)
     _write(out, "\n\n" + _grounding_md(explanation) + "\n\n" + stats_line + "\n")
     return EXIT_OK
 
@@ -231,6 +236,8 @@ def _print_json(args: argparse.Namespace, session: ExplainSession, out: TextIO |
     except (llm.LLMError, AnswerError) as exc:
         return _fail(str(exc))
     stats, prompt, model = explanation.stats, explanation.prompt, explanation.model
+    # The model was asked (nothing_to_explain returned above), so the session recorded all three.
+    assert stats is not None and prompt is not None and model is not None
     data["llm"] = {
         "available": True,
         "model": {"file": str(model.path), "source": model.source, "name": model.label},
@@ -249,6 +256,7 @@ def _print_json(args: argparse.Namespace, session: ExplainSession, out: TextIO |
         data["llm"]["error"] = explanation.answer_error
         return _emit(data, out)
     data["diagnosis"] = explanation.answer.to_dict()
+    assert explanation.grounding is not None  # a valid JSON answer is always grounded
     data["unsupported_claims"] = explanation.grounding.to_json()
     return _emit(data, out)
 

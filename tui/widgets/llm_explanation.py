@@ -332,6 +332,7 @@ class LLMExplanation(Widget, can_focus=True):
         self.cancelled = explanation.cancelled
         self.grounding = explanation.grounding
         stats = explanation.stats
+        assert stats is not None  # the model was asked: `ExplainSession.finish` always records its figures
         if stats.tokens_per_s:
             self.border_subtitle = f"{stats.tokens_per_s:.1f} tok/s"
         loaded = f", loaded in {explanation.load_s:.1f} s" if explanation.load_s else ""
@@ -346,6 +347,7 @@ class LLMExplanation(Widget, can_focus=True):
     def _show_grounding(self, explanation: Explanation) -> None:
         widget = self.query_one("#llm-grounding", Static)
         grounding = explanation.grounding
+        assert grounding is not None  # a Markdown answer (this widget's mode) is always grounded
         text = Text()
         summary = f"Grounding: {explanation.grounding_summary}"
         if not grounding.claims:
