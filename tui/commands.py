@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
@@ -18,7 +19,9 @@ from textual.content import Content
 from tbtriage.themes import THEME_ORDER
 from tbtriage.tui.bindings import effective_key, palette_actions
 from tbtriage.tui.safe_text import plain
-from tbtriage.tui.state import TriageHost
+
+if TYPE_CHECKING:
+    from tbtriage.tui.state import HostApp
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class PaletteCommand:
 
 
 class TriageCommands(Provider):
-    app: TriageHost
+    app: HostApp
 
     def commands(self) -> list[PaletteCommand]:
         app = self.app

@@ -8,6 +8,7 @@ names work; a panel with nothing to show says so in one line instead of drawing 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -20,9 +21,12 @@ from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.chart_data import SeriesRequest
 from tbtriage.tui.safe_text import plain
-from tbtriage.tui.state import DataChange, TriageHost, ViewState
+from tbtriage.tui.state import DataChange, ViewState
 from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
 from tbtriage.tui.widgets.tag_chart import TagChart
+
+if TYPE_CHECKING:
+    from tbtriage.tui.state import HostApp
 
 #: (panel id, title, [(chart id, roles charted together on one y axis)], one line when none is there)
 PANELS: tuple[tuple[str, str, list[tuple[str, tuple[str, ...]]], str], ...] = (
@@ -38,7 +42,7 @@ class RunDashboard(Screen):
     """Redraws when the chart options change, or when its run is read or analysed again."""
 
     SCREEN = "dashboard"  # its name in the binding table's `screens`
-    app: TriageHost
+    app: HostApp
 
     BINDINGS = bindings("dashboard")
 

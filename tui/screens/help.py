@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -23,7 +25,9 @@ from tbtriage.tui.bindings import (
     effective_key,
     key_caption,
 )
-from tbtriage.tui.state import TriageHost
+
+if TYPE_CHECKING:
+    from tbtriage.tui.state import HostApp
 
 #: Column widths shared by every scope's table, so the keys line up down the screen.
 KEY_CELLS, ACTION_CELLS = 10, 20
@@ -52,7 +56,7 @@ def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]
 
 class HelpScreen(ModalScreen):
     SCREEN = "help"  # its name in the binding table's `screens`
-    app: TriageHost
+    app: HostApp
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", show=True)]
 

@@ -8,7 +8,7 @@ states (`tui.state`'s transitions). It never imports the app, and the app never 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import on
@@ -24,7 +24,6 @@ from tbtriage.tui.regex_filter import regex_filter
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.state import (
     DataChange,
-    TriageHost,
     ViewState,
     choose_run,
     choose_tag,
@@ -38,6 +37,9 @@ from tbtriage.tui.widgets.run_table import RunTable
 from tbtriage.tui.widgets.series_style import series_style
 from tbtriage.tui.widgets.tag_chart import TagChart
 from tbtriage.tui.widgets.tag_tree import TagTree
+
+if TYPE_CHECKING:
+    from tbtriage.tui.state import HostApp
 
 #: Longest legend entry before it is cut, so one long run name cannot push the others out.
 LEGEND_NAME_CELLS = 28
@@ -57,7 +59,7 @@ class MainScreen(Screen):
     """Redraws each pane when the view state or data it shows changes; pane events become new view states."""
 
     SCREEN = "main"  # its name in the binding table's `screens`
-    app: TriageHost
+    app: HostApp
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -220,7 +222,8 @@ class MainScreen(Screen):
     def _run_highlighted(self, event: RunTable.RowHighlighted) -> None:
         app = self.app
         name = event.row_key.value
-        if name != event.data_table.current_run or name == app.view.current_run:
+        table = cast(RunTable, event.data_table)  # the only DataTable on this screen
+        if name != table.current_run or name == app.view.current_run:
             return  # a stale highlight (the cursor has moved on since), or no change
         if app.view.current_run is not None:  # the very first highlight is the table's own, not the user's
             app.note_user_chose_run()

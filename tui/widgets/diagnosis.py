@@ -8,6 +8,7 @@ it, where the model's explanation streams in; without llama.cpp installed it say
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,6 +19,9 @@ from tbtriage.analysis.datamodel import RunReport
 from tbtriage.analysis.llm import enable_hint
 from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.tui.safe_text import multiline
+
+if TYPE_CHECKING:
+    from tbtriage.tui.state import HostApp
 
 
 def llm_available() -> bool:
@@ -30,6 +34,8 @@ def llm_available() -> bool:
 
 class DiagnosisPane(VerticalScroll):
     """Rule-based Markdown on top; the LLM's streamed explanation (or why there is none) below."""
+
+    app: HostApp
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_age
@@ -124,7 +125,7 @@ class RunTable(DataTable):
         Columns grow and never shrink while runs arrive: Textual re-measures every row of a column
         when a cell narrower than the column is updated with `update_width`, which is quadratic.
         """
-        return width is None and cell.cell_len > self.columns[column].content_width
+        return width is None and cell.cell_len > self.columns[ColumnKey(column)].content_width
 
     def _cells(self, row: RunRow, swatch: str | None, glyphs: dict[str, str], variables: dict[str, str]) -> list:
         status_colour = variables.get(STATUS_COLOURS[row.status], "")
