@@ -17,12 +17,13 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .causes import rank_causes
 from .config import Config
 from .datamodel import Finding, Run, RunReport, SeriesFeatures
 from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors, severity_rank
@@ -30,6 +31,7 @@ from .features import series_features
 from .health import health
 from .json_safe import json_safe
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
+from .run_config import run_hparams
 
 if TYPE_CHECKING:  # pragma: no cover
     from .logdir import Logdir
@@ -163,7 +165,8 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
         sibling_val=_sibling_series(run, roles, context, config),
         has_train_sibling=_has_train_sibling(run, context),
     )
-    findings = run_detectors(data)
+    hparams = run_hparams(run)[0]
+    findings = [replace(f, causes=rank_causes(f, data, hparams)) for f in run_detectors(data)]
     return RunReport(
         name=run.name,
         run=run,

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tbtriage
+from tbtriage.analysis.causes import CAUSES
 from tbtriage.analysis.datamodel import FINDING_KINDS, ROLES, SEVERITIES
 from tbtriage.analysis.engine import Report, analyze_run, diagnose, scalar_span
 from tests._engine_data import (
@@ -128,7 +129,13 @@ def test_the_json_report_follows_the_contract(report, logdir):
         }
         assert all(v is None or 0 <= v <= 100 for v in run["health"]["components"].values())
         for finding in run["findings"]:
-            assert set(finding) == {"kind", "severity", "tags", "step", "end_step", "evidence", "message", "suggestion"}
+            assert set(finding) == {
+                "kind", "severity", "tags", "step", "end_step", "evidence", "message", "suggestion", "causes",
+            }  # fmt: skip
+            for cause in finding["causes"]:
+                assert set(cause) == {"cause", "summary", "confidence", "evidence", "try"}
+                assert cause["cause"] == "unclear" or cause["cause"] in CAUSES
+                assert 0 < cause["confidence"] < 1 and cause["summary"] and cause["try"]
             assert finding["kind"] in FINDING_KINDS and finding["severity"] in SEVERITIES
             assert isinstance(finding["tags"], list) and isinstance(finding["evidence"], dict)
             assert finding["step"] is None or isinstance(finding["step"], int)
