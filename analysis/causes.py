@@ -102,7 +102,7 @@ CANDIDATES: dict[str, dict[str, float]] = {
                    "fp16_overflow": 0.1, "bad_batch": 0.1},
     "exploding_gradients": {"no_grad_clipping": 0.3, "lr_too_high": 0.25, "lr_schedule_unbounded": 0.1,
                             "no_warmup": 0.1, "bad_batch": 0.1},
-    "warmup_instability": {"no_warmup": 0.35, "lr_too_high": 0.25},
+    "warmup_instability": {"no_warmup": 0.35, "lr_too_high": 0.25, "lr_schedule_unbounded": 0.1},
     "loss_spike": {"bad_batch": 0.3, "lr_too_high": 0.2, "no_grad_clipping": 0.15},
     "periodic_spikes": {"data_order": 0.4, "bad_batch": 0.2},
     "oscillation": {"lr_too_high": 0.35, "batch_too_small": 0.2},
@@ -132,8 +132,11 @@ SELF_EVIDENT = ("run_restart", "data_integrity", "stalled", "input_bottleneck", 
 
 # ---- thresholds the facts below are read with ------------------------------------------------------------
 
-#: An lr that ended up this many times above its first value, rising all the way, has no cap.
-UNBOUNDED_LR_RATIO = 20.0
+#: An lr that rose this many times above its first value and never stopped rising has no cap. (A warmup
+#: also rises every step, but it stops at its peak: what tells them apart is that this one never stops.)
+UNBOUNDED_LR_RATIO = 10.0
+#: The lr must go on this share of the run past the onset to show that it never stopped rising.
+SEEN_AFTER_SHARE = 0.03
 #: Share of the lr's steps (up to the onset) on which it must not fall for "rose every step".
 MONOTONE_SHARE = 0.97
 #: A warmup shorter than this share of the run (or none) is "no warmup" for a model that fails early.
@@ -144,10 +147,15 @@ EARLY_SHARE = 0.1
 AT_PEAK = 0.9
 #: Learning rates at or below this are effectively zero.
 LR_ZERO = 1e-12
-#: A signal "left its range" when it goes beyond the median ± this many robust sigmas of its earlier stretch.
-RANGE_SIGMAS = 6.0
+#: A signal "left its range" when it goes beyond the median ± this many robust sigmas of the stretch just
+#: before the onset's window (the stretch is BASELINE_WINDOWS windows long: recent enough that early training's
+#: fast fall does not widen the range).
+RANGE_SIGMAS = 4.0
+BASELINE_WINDOWS = 3
 #: ... or changes by this factor, whichever is wider (noise-free series have sigma 0).
 RANGE_FACTOR = 1.5
+#: Points in the running median a signal is read through (odd; fewer when the baseline is short).
+SMOOTH_POINTS = 5
 #: Points of a signal needed before the onset to know its range.
 MIN_BASELINE_POINTS = 8
 #: Gradient norms below this are zero for practical purposes (no update reaches the weights).
@@ -226,6 +234,7 @@ class LrFacts:
     peak_before: float  # the largest lr up to the onset
     peak_step: int
     rising_share: float  # share of steps up to the onset on which the lr did not fall
+    rising_to_end: bool | None  # the lr never stopped rising to the end of the run (None: it ends at the onset)
     warmup_end: int | None  # first step the lr reached AT_PEAK of its peak (None: at its peak from the start)
     zero: bool  # the lr never rose above LR_ZERO
 
@@ -244,6 +253,10 @@ def lr_facts(data: RunData, onset: int) -> LrFacts | None:
     peak_i = int(np.argmax(v))
     diffs = np.diff(v)
     rising = float(np.mean(diffs >= -1e-12 * np.abs(v[1:]))) if diffs.size else 0.0
+    all_diffs = np.diff(values)
+    rising_all = float(np.mean(all_diffs >= -1e-12 * np.abs(values[1:]))) if all_diffs.size else 0.0
+    seen_after = steps[-1] - onset >= SEEN_AFTER_SHARE * data.span
+    rising_to_end = (rising_all >= MONOTONE_SHARE and values[-1] >= values.max()) if seen_after else None
     reached = np.flatnonzero(v >= AT_PEAK * v[peak_i])
     warmup_end = int(s[reached[0]]) if reached.size and reached[0] > 0 else None
     return LrFacts(
@@ -254,6 +267,7 @@ def lr_facts(data: RunData, onset: int) -> LrFacts | None:
         peak_before=float(v[peak_i]),
         peak_step=int(s[peak_i]),
         rising_share=rising,
+        rising_to_end=rising_to_end,
         warmup_end=warmup_end,
         zero=bool(np.all(values <= LR_ZERO)),
     )
@@ -268,21 +282,30 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
 
     Non-finite values count as leaving it. Positive series (losses, norms, lr) are read on a log scale.
     """
+    lo = int(np.searchsorted(steps, onset - window * (1 + BASELINE_WINDOWS), side="right"))
+    hi = int(np.searchsorted(steps, onset, side="right"))
+    steps, values = steps[lo:hi], values[lo:hi]
     finite = np.isfinite(values)
     before = (steps <= onset - window) & finite
     if int(before.sum()) < MIN_BASELINE_POINTS:
         return None
     log = _log_positive(values[before])
-    base = np.log(values[before]) if log else values[before]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        read = np.log(values) if log else values.astype(np.float64)
+    # A running median over a few points: one noisy batch is not a departure, a shifted level is.
+    width = max(1, min(SMOOTH_POINTS, int(before.sum()) // 4)) | 1
+    if width > 1 and read.size >= width:
+        padded = np.pad(np.where(np.isfinite(read), read, np.inf), width // 2, mode="edge")
+        smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, width), axis=1)
+        read = np.where(np.isfinite(read), smooth, read)  # a non-finite point stays a departure
+    base = read[before]
     median = float(np.median(base))
     sigma = 1.4826 * float(np.median(np.abs(base - median)))
     half_width = max(RANGE_SIGMAS * sigma, math.log(RANGE_FACTOR) if log else (RANGE_FACTOR - 1) * abs(median))
-    inside = (steps > onset - window) & (steps <= onset)
+    inside = steps > onset - window
     if not inside.any():
         return None
-    w_steps, w_values = steps[inside], values[inside]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        read = np.log(w_values) if log else w_values
+    w_steps, read = steps[inside], read[inside]
     out = ~np.isfinite(read) | (np.abs(read - median) > half_width)
     hit = np.flatnonzero(out)
     return int(w_steps[hit[0]]) if hit.size else None
@@ -365,11 +388,16 @@ def rank_causes(finding: Finding, data: RunData, hparams: Mapping[str, Any] | No
     cases = {cause: _Case(prior) for cause, prior in priors.items()}
     onset = finding.step if finding.step is not None else data.first_step
     movers = first_movers(data, finding) if finding.step is not None else []
-    chain = "; ".join(f"{tag} left its range at {step}" for step, _role, tag in movers)
-    if chain:
+    lr = lr_facts(data, onset) if onset is not None else None
+    links = [f"{tag} left its range at {step}" for step, _role, tag in movers if tag != (lr and lr.tag)]
+    if lr is not None and onset is not None and lr.rising_share >= MONOTONE_SHARE and lr.first > LR_ZERO:
+        growth = lr.at_onset / lr.first
+        if growth >= UNBOUNDED_LR_RATIO:  # a ramp never "leaves its range": say how far it climbed
+            links.insert(0, f"{lr.tag} rose every step since {lr.first_step} (×{fmt(growth)} by step {onset})")
+    chain = "; ".join(links)
+    if movers:
         for case in cases.values():
             case.numbers["moved_first"] = [[step, tag] for step, _role, tag in movers]
-    lr = lr_facts(data, onset) if onset is not None else None
     _score_lr(cases, finding, data, lr)
     _score_hparams(cases, hparams)
     _score_signals(cases, finding, data, movers, lr)
@@ -417,13 +445,20 @@ def _score_lr(cases: dict[str, _Case], finding: Finding, data: RunData, lr: LrFa
         add("lr_too_low", -1.0, f"{lr.tag} is exactly 0, not small")
         add("labels_or_loss_bug", -2.0, f"{lr.tag} is 0: nothing can be learned whatever the labels")
         return
-    if lr.rising_share >= MONOTONE_SHARE and growth >= UNBOUNDED_LR_RATIO and lr.at_onset >= AT_PEAK * lr.peak_before:
-        add("lr_schedule_unbounded", 3.0,
-            f"{lr.tag} rose every step since {lr.first_step} (×{fmt(growth)} by step {onset}, {fmt(lr.at_onset)})",
-            lr_first=num(lr.first), lr_at_onset=num(lr.at_onset), lr_growth=num(growth))  # fmt: skip
-        add("no_warmup", -1.5, f"{lr.tag} was still rising at the onset: the warmup never ended")
+    rising = lr.rising_share >= MONOTONE_SHARE and growth >= UNBOUNDED_LR_RATIO
+    if rising and lr.rising_to_end is not False:
+        rose = f"{lr.tag} rose every step since {lr.first_step} (×{fmt(growth)} by step {onset}, {fmt(lr.at_onset)})"
+        numbers = {"lr_first": num(lr.first), "lr_at_onset": num(lr.at_onset), "lr_growth": num(growth)}
+        if lr.rising_to_end:
+            add("lr_schedule_unbounded", 3.0, rose + " and kept rising to the end of the run", **numbers)
+            add("no_warmup", -1.5, f"{lr.tag} was still rising at the onset: the warmup never ended")
+        else:  # the lr stops being logged at the onset: rising, but whether it had a cap cannot be seen
+            add("lr_schedule_unbounded", 1.0, rose, **numbers)
         add("lr_too_high", 0.5, f"{lr.tag} reached {fmt(lr.at_onset)} by the onset")
         return
+    if lr.peak_before >= HIGH_LR:
+        add("lr_too_high", 1.5, f"{lr.tag} peaks at {fmt(lr.peak_before)}, high for any optimizer",
+            lr_peak=num(lr.peak_before))  # fmt: skip
     at_peak = lr.at_onset >= AT_PEAK * lr.peak_before
     warmup_steps = None if lr.warmup_end is None else lr.warmup_end - lr.first_step
     no_warmup = warmup_steps is None or warmup_steps <= SHORT_WARMUP_SHARE * data.span
@@ -448,6 +483,11 @@ def _score_lr(cases: dict[str, _Case], finding: Finding, data: RunData, lr: LrFa
         _score_small_lr(cases, lr)
 
 
+#: A peak lr at or above this is high for any optimizer (SGD on ImageNet peaks at ~0.1-0.4 per 256 samples;
+#: only layer-wise schemes like LARS go above 1).
+HIGH_LR = 1.0
+#: Adam-family learning rates above this are high for most models (transformers train at 1e-4-1e-3).
+ADAM_HIGH_LR = 3e-3
 #: Largest learning rates the usual optimizers are trained with; far below them, the lr explains slowness.
 #: (Adam-family peaks sit around 1e-4-3e-3, SGD 0.01-0.5; a peak under 1e-5 is small for either.)
 SMALL_LR = 1e-5
@@ -490,6 +530,10 @@ def _score_hparams(cases: dict[str, _Case], hparams: Mapping[str, Any]) -> None:
                 add("insufficient_regularization", -0.5, f"the run logged {key}={value}")
                 if name == "weight_decay":
                     add("no_weight_decay", -1.0, f"the run logged {key}={value}")
+    if (found := hparam(hparams, "optimizer")) is not None and (lr := hparam(hparams, "lr")) is not None:
+        rate = _number(lr[1])
+        if "adam" in str(found[1]).lower() and rate is not None and rate > ADAM_HIGH_LR:
+            add("lr_too_high", 0.7, f"the run logged {found[0]}={found[1]} with {lr[0]}={lr[1]}: high for Adam")
     if (found := hparam(hparams, "precision")) is not None:
         key, value = found
         text = str(value).lower()
