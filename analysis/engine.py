@@ -32,6 +32,7 @@ from .health import health
 from .json_safe import json_safe
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
 from .run_config import run_hparams
+from .twins import attach_twins
 
 if TYPE_CHECKING:  # pragma: no cover
     from .logdir import Logdir
@@ -259,4 +260,5 @@ def diagnose(
         for name, run in logdir.runs.items()
         if pattern is None or pattern.search(name)
     ]
+    attach_twins(reports)
     return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)

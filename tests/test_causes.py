@@ -111,3 +111,40 @@ def _data_and_hparams(run):
     finally:
         engine.rank_causes = original
     return captured["data"], dict(run.hparams)
+
+
+def _named(name, run, **hparams):
+    run.name = name
+    run.hparams.update(hparams)
+    return run
+
+
+def test_a_healthy_twin_that_differs_only_in_lr_makes_lr_the_cause_and_says_where_the_curves_part():
+    from tbtriage.analysis.twins import attach_twins
+
+    sick = _named("mlp_a", train_mlp(0, lr=0.5, schedule="constant", epochs=2, n_train=4000), lr=0.5, seed=0)
+    well = _named("mlp_b", train_mlp(1, lr=0.05, schedule="constant", epochs=2, n_train=4000), lr=0.05, seed=1)
+    other = _named("mlp_c", train_mlp(2, lr=0.05, schedule="constant", epochs=2, n_train=4000), lr=0.05, depth=9, wd=1)
+    reports = [analyze_run(run) for run in (sick, well, other)]
+    before = _worst(reports[0], "exploding_gradients").causes
+    attach_twins(reports)
+    after = _worst(reports[0], "exploding_gradients").causes
+    top = after[0]
+    assert top.cause == "lr_too_high"
+    assert top.confidence > next(c.confidence for c in before if c.cause == "lr_too_high")
+    assert top.evidence["twin"]["run"] == "mlp_b" and top.evidence["twin"]["differs"] == {"lr": [0.5, 0.05]}
+    assert isinstance(top.evidence["twin"]["parted_at"], int)
+    assert any("the healthy twin mlp_b differs only in lr=0.5 here vs 0.05" in fact for fact in top.evidence["for"])
+    assert not any(f.causes and "twin" in f.causes[0].evidence for f in reports[1].findings)
+
+
+def test_run_names_that_differ_in_one_setting_token_are_twins_when_no_hparams_were_logged():
+    from tbtriage.analysis.twins import find_twin
+
+    sick = _named("gpt/lr0.5_bs64", train_mlp(0, lr=0.5, schedule="constant", epochs=2, n_train=4000))
+    well = _named("gpt/lr0.05_bs64", train_mlp(1, lr=0.05, schedule="constant", epochs=2, n_train=4000))
+    unrelated = _named("gpt/lr0.05_bs64_extra", train_mlp(2, lr=0.05, schedule="constant", epochs=2, n_train=4000))
+    reports = [analyze_run(run) for run in (sick, well, unrelated)]
+    twin = find_twin(reports[0], reports)
+    assert twin is not None and twin.run == "gpt/lr0.05_bs64" and twin.differs == {"lr": (0.5, 0.05)}
+    assert twin.source == "name"
