@@ -237,6 +237,7 @@ class LrFacts:
     rising_to_end: bool | None  # the lr never stopped rising to the end of the run (None: it ends at the onset)
     warmup_end: int | None  # first step the lr reached AT_PEAK of its peak (None: at its peak from the start)
     zero: bool  # the lr never rose above LR_ZERO
+    jump: tuple[int, float, float] | None = None  # (step, before, after) of an upward jump just before the onset
 
 
 def lr_facts(data: RunData, onset: int) -> LrFacts | None:
@@ -259,7 +260,18 @@ def lr_facts(data: RunData, onset: int) -> LrFacts | None:
     rising_to_end = (rising_all >= MONOTONE_SHARE and values[-1] >= values.max()) if seen_after else None
     reached = np.flatnonzero(v >= AT_PEAK * v[peak_i])
     warmup_end = int(s[reached[0]]) if reached.size and reached[0] > 0 else None
+    jump = None
+    recent = max(1, upto - JUMP_POINTS)
+    if upto - recent >= 1 and np.all(v[recent - 1 : upto] > LR_ZERO):
+        ratios = v[recent:upto] / v[recent - 1 : upto - 1]
+        at = int(np.argmax(ratios)) if ratios.size else -1
+        # A restart comes after the lr had come down from higher; a warmup's first steps also double, but
+        # from the lowest lr the run has had.
+        came_down = at >= 0 and float(v[: recent + at].max()) >= LR_JUMP * float(v[recent + at - 1])
+        if at >= 0 and ratios[at] >= LR_JUMP and came_down:
+            jump = (int(s[recent + at]), float(v[recent + at - 1]), float(v[recent + at]))
     return LrFacts(
+        jump=jump,
         tag=tag,
         first=float(v[first_i]),
         first_step=int(s[first_i]),
@@ -456,6 +468,12 @@ def _score_lr(cases: dict[str, _Case], finding: Finding, data: RunData, lr: LrFa
             add("lr_schedule_unbounded", 1.0, rose, **numbers)
         add("lr_too_high", 0.5, f"{lr.tag} reached {fmt(lr.at_onset)} by the onset")
         return
+    if lr.jump is not None:
+        jump_step, before, after = lr.jump
+        add("lr_too_high", 1.0, f"{lr.tag} jumped from {fmt(before)} to {fmt(after)} at step {jump_step} "
+            f"(a schedule restart), just before step {onset}", lr_jump_step=jump_step)  # fmt: skip
+        add("schedule_bug", 0.5, f"{lr.tag} jumped ×{fmt(after / before)} at step {jump_step}")
+        add("bad_batch", -0.5, "the step size changed right before the trouble: the data need not have")
     if lr.peak_before >= HIGH_LR:
         add("lr_too_high", 1.5, f"{lr.tag} peaks at {fmt(lr.peak_before)}, high for any optimizer",
             lr_peak=num(lr.peak_before))  # fmt: skip
@@ -483,6 +501,11 @@ def _score_lr(cases: dict[str, _Case], finding: Finding, data: RunData, lr: LrFa
         _score_small_lr(cases, lr)
 
 
+#: An lr that grows this many times from one logged point to the next has jumped (a warm restart, a resumed
+#: schedule): a warmup's steps are far smaller.
+LR_JUMP = 2.0
+#: Logged lr points before the onset searched for such a jump.
+JUMP_POINTS = 5
 #: A peak lr at or above this is high for any optimizer (SGD on ImageNet peaks at ~0.1-0.4 per 256 samples;
 #: only layer-wise schemes like LARS go above 1).
 HIGH_LR = 1.0
