@@ -11,8 +11,8 @@ The rules say *what* happened (`detectors/`); this module says *why*, the way a 
 3. **The hyperparameters the run logged** (warmup, clipping, weight decay, optimizer, precision) as evidence
    for or against each cause.
 
-`CAUSES` is the cause library: data, one row per cause, read by the finding registry, the renderers and the
-prompt. Each candidate's confidence comes from its evidence (a prior for the finding kind plus the weight of
+`CAUSES` is the cause library: data, one row per cause (what it is, what to try); the finding registry
+(`findings.KINDS`) names, for each kind, the causes that can explain it and the prior each starts from. Each candidate's confidence comes from its evidence (a prior for the finding kind plus the weight of
 each fact found for or against it), never a constant; when no candidate has evidence beyond its prior, the
 answer is `unclear`, with the candidates that remain, rather than a guess.
 """
@@ -29,6 +29,7 @@ import numpy as np
 
 from .datamodel import Finding
 from .detectors.base import RunData, fmt, num
+from .findings import KINDS
 
 # ---- the cause library ----------------------------------------------------------------------------------
 
@@ -95,32 +96,8 @@ CAUSES: dict[str, CauseRow] = {
     )
 }  # fmt: skip
 
-#: Candidate causes of each finding kind, with the prior each starts from before any evidence. A prior
-#: alone never wins: see UNCLEAR_BELOW.
-CANDIDATES: dict[str, dict[str, float]] = {
-    "divergence": {"lr_too_high": 0.3, "lr_schedule_unbounded": 0.15, "no_warmup": 0.15, "no_grad_clipping": 0.2,
-                   "fp16_overflow": 0.1, "bad_batch": 0.1},
-    "exploding_gradients": {"no_grad_clipping": 0.3, "lr_too_high": 0.25, "lr_schedule_unbounded": 0.1,
-                            "no_warmup": 0.1, "bad_batch": 0.1},
-    "warmup_instability": {"no_warmup": 0.35, "lr_too_high": 0.25, "lr_schedule_unbounded": 0.1},
-    "loss_spike": {"bad_batch": 0.3, "lr_too_high": 0.2, "no_grad_clipping": 0.15},
-    "periodic_spikes": {"data_order": 0.4, "bad_batch": 0.2},
-    "oscillation": {"lr_too_high": 0.35, "batch_too_small": 0.2},
-    "no_learning": {"lr_zero_or_frozen": 0.3, "lr_too_low": 0.2, "labels_or_loss_bug": 0.25},
-    "slow_convergence": {"lr_too_low": 0.35, "saturating_activations_or_init": 0.15},
-    "plateau": {"lr_too_low": 0.25, "saturating_activations_or_init": 0.15},
-    "overfitting": {"insufficient_regularization": 0.4},
-    "vanishing_gradients": {"saturating_activations_or_init": 0.4, "lr_too_low": 0.1},
-    "dead_units": {"lr_too_high": 0.3, "saturating_activations_or_init": 0.25},
-    "weight_growth": {"no_weight_decay": 0.35, "lr_too_high": 0.2},
-    "input_bottleneck": {"slow_data_loader": 0.45},
-    "task_imbalance": {"unweighted_loss_sum": 0.45},
-    "amp_overflow": {"fp16_overflow": 0.45},
-    "lr_anomaly": {"schedule_bug": 0.4, "lr_schedule_unbounded": 0.2},
-    "run_restart": {"resumed": 0.6},
-    "data_integrity": {"writer_crash": 0.6},
-    "stalled": {"process_stopped": 0.6},
-}  # fmt: skip
+#: Candidate causes of each finding kind with their priors, as the finding registry lists them.
+CANDIDATES: dict[str, dict[str, float]] = {kind.name: dict(kind.causes) for kind in KINDS if kind.causes}
 
 #: When the best candidate's confidence is below this, its evidence does not single it out: say `unclear`.
 UNCLEAR_BELOW = 0.5

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .datamodel import SEVERITIES, RunReport
+from .datamodel import RunReport
+from .findings import SEVERITIES
 from .run_config import run_hparams
 
 #: A trailing replicate marker: `_seed3`, `-seed3`, `seed3`, `_s3`, `-run2`, `_rep1`, `_trial4`, `/seed1`, `_3`.
@@ -29,7 +30,6 @@ MAX_HPARAM_COLUMNS = 12
 MAX_CELL_CHARS = 40
 #: Metric tags from held-out data rank above training-set metrics when a run logs both.
 _HELD_OUT = re.compile(r"(^|[/_\-.])(val|valid|validation|eval|test|dev)([/_\-.]|$)", re.I)
-_SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}  # critical 0, warning 1, info 2
 
 
 @dataclass(frozen=True)
@@ -259,20 +259,3 @@ def compare(reports: Sequence[RunReport], group_pattern: re.Pattern[str] | None 
     """Best metric per run, group comparison and hparams table for a report's runs."""
     best = {r.name: best_metric(r) for r in reports}
     return Comparison(best=best, groups=summarise_groups(reports, group_pattern, best), hparams=hparams_table(reports))
-
-
-def worst_severity(report: RunReport) -> str | None:
-    """The most severe finding's severity, or None for a run without findings."""
-    if not report.findings:
-        return None
-    return min((f.severity for f in report.findings), key=lambda s: _SEVERITY_RANK.get(s, len(SEVERITIES)))
-
-
-def worst_finding(report: RunReport):
-    """The finding a reader should see first: most severe, then earliest onset."""
-    if not report.findings:
-        return None
-    return min(
-        report.findings,
-        key=lambda f: (_SEVERITY_RANK.get(f.severity, len(SEVERITIES)), f.step if f.step is not None else 1 << 62),
-    )

@@ -12,30 +12,8 @@ from typing import Any
 
 import numpy as np
 
-SEVERITIES = ("critical", "warning", "info")
-
-#: The fixed vocabulary of finding kinds (see shared/DESIGN.md).
-FINDING_KINDS = (
-    "divergence",
-    "loss_spike",
-    "periodic_spikes",
-    "oscillation",
-    "slow_convergence",
-    "plateau",
-    "overfitting",
-    "exploding_gradients",
-    "vanishing_gradients",
-    "dead_units",
-    "weight_growth",
-    "warmup_instability",
-    "input_bottleneck",
-    "task_imbalance",
-    "amp_overflow",
-    "lr_anomaly",
-    "run_restart",
-    "data_integrity",
-    "stalled",
-)
+# The finding vocabulary lives in `findings.py`; re-exported because `Finding` and `Note` speak it.
+from .findings import FINDING_KINDS, SEVERITIES  # noqa: F401
 
 #: Roles a scalar tag can play. `metric` carries a direction separately.
 ROLES = (
@@ -154,8 +132,8 @@ class SeriesFeatures:
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # one of FINDING_KINDS
-    severity: str  # one of SEVERITIES
+    kind: str  # one of findings.FINDING_KINDS
+    severity: str  # one of findings.SEVERITIES
     run: str
     tags: tuple[str, ...]
     step: int | None
@@ -186,6 +164,31 @@ class Health:
     components: dict[str, int | None]  # convergence, stability, gradient_health, resource_efficiency, overfitting_risk
 
 
+@dataclass(frozen=True)
+class PrimaryTags:
+    """The one series of each kind a person looks at first (None where the run has none).
+
+    Chosen once per run by `roles.primary_tags` and kept on its `RunReport`, so the app, the dashboard and
+    the reports all headline the same series.
+    """
+
+    train_loss: str | None
+    val_loss: str | None
+    val_metric: str | None  # the validation metric with a direction (accuracy, mAP, perplexity ...)
+    lr: str | None
+    grad_norm: str | None
+
+    @property
+    def loss(self) -> str | None:
+        """The run's headline loss: its training loss, else its validation loss."""
+        return self.train_loss or self.val_loss
+
+    @property
+    def headline(self) -> str | None:
+        """The one series a run is summarised by: its headline loss, else its validation metric."""
+        return self.loss or self.val_metric
+
+
 @dataclass
 class RunReport:
     """The engine's verdict on one run."""
@@ -197,3 +200,4 @@ class RunReport:
     features: dict[str, SeriesFeatures]
     findings: list[Finding]
     health: Health
+    primary_tags: PrimaryTags  # the headline series (`roles.primary_tags`), chosen once for every view

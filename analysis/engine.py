@@ -26,8 +26,9 @@ import numpy as np
 from .causes import rank_causes
 from .config import Config
 from .datamodel import Finding, Run, RunReport, SeriesFeatures
-from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors, severity_rank
+from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors
 from .features import series_features
+from .findings import SEVERITIES, severity_rank
 from .health import health
 from .json_safe import json_safe
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
@@ -139,12 +140,8 @@ def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Conf
     return out
 
 
-def analyze_run(run: Run, config: Config | None = None, context: LogdirContext | None = None) -> RunReport:
-    """Roles, features, findings and health of one run.
-
-    `context` (see `logdir_context`) carries the logdir's newest wall time and other runs: `stalled` needs
-    it, and a Keras `X/train` run finds its `X/validation` sibling through it.
-    """
+def run_data(run: Run, config: Config | None = None, context: LogdirContext | None = None) -> RunData:
+    """What the detectors see of one run: its roles, per-series features, headline tags and run-level facts."""
     roles = assign_roles(run.scalars, config, run_name=run.name)
     features: dict[str, SeriesFeatures] = {
         tag: series_features(tag, series, *roles[tag]) for tag, series in run.scalars.items()
@@ -152,7 +149,7 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
     points = {tag: len(series) for tag, series in run.scalars.items()}
     primary = primary_tags(roles, points, run_name=run.name)
     epoch_length, eval_interval = _epoch_and_eval(run, roles, primary)
-    data = RunData(
+    return RunData(
         name=run.name,
         run=run,
         roles=roles,
@@ -166,26 +163,36 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
         sibling_val=_sibling_series(run, roles, context, config),
         has_train_sibling=_has_train_sibling(run, context),
     )
+
+
+def analyze_run(run: Run, config: Config | None = None, context: LogdirContext | None = None) -> RunReport:
+    """Roles, features, findings and health of one run.
+
+    `context` (see `logdir_context`) carries the logdir's newest wall time and other runs: `stalled` needs
+    it, and a Keras `X/train` run finds its `X/validation` sibling through it.
+    """
+    data = run_data(run, config, context)
     hparams = run_hparams(run)[0]
     findings = [replace(f, causes=rank_causes(f, data, hparams)) for f in run_detectors(data)]
     return RunReport(
         name=run.name,
         run=run,
-        roles={tag: role for tag, (role, _) in roles.items()},
-        directions={tag: direction for tag, (_, direction) in roles.items()},
-        features=features,
+        roles={tag: role for tag, (role, _) in data.roles.items()},
+        directions={tag: direction for tag, (_, direction) in data.roles.items()},
+        features=data.features,
         findings=findings,
-        health=health(findings, features, roles),
+        health=health(findings, data.features, data.roles),
+        primary_tags=data.primary,
     )
 
 
 def _rank_key(report: RunReport) -> tuple:
-    counts = [0, 0, 0]
+    counts = [0] * len(SEVERITIES)
     for f in report.findings:
-        rank = severity_rank(f)
-        if rank < 3:
+        rank = severity_rank(f.severity)
+        if rank < len(SEVERITIES):
             counts[rank] += 1
-    return (report.health.score, -counts[0], -counts[1], -counts[2], report.name)
+    return (report.health.score, *(-c for c in counts), report.name)
 
 
 def rank(reports: list[RunReport]) -> list[RunReport]:

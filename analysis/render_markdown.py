@@ -4,42 +4,23 @@
 groups, hyperparameters); `run_markdown` explains one run's findings in words, for the TUI's Diagnosis
 pane. Rule-based: everything said here comes from the findings' own fields.
 
-Names and text from event files are untrusted: control characters become visible `\\xNN` escapes and
-names sit in code spans, so neither a terminal nor a Markdown renderer interprets them.
+Names and text from event files are untrusted: control, bidi and invisible characters become visible
+escapes (`text.clean`) and names sit in code spans, so neither a terminal nor a Markdown renderer
+interprets them. Numbers and steps are written by `text.number` and `text.step`, as in every view.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from .compare import BestMetric, Comparison, GroupSummary, HparamsTable, Stat, best_metric, worst_finding
-from .datamodel import SEVERITIES, Finding, RunReport
+from .compare import BestMetric, Comparison, GroupSummary, HparamsTable, Stat, best_metric
+from .datamodel import Finding, RunReport
+from .findings import BY_NAME, SEVERITIES, finding_order, timeline_order, worst
+from .text import MISSING, clean, step, step_span
+from .text import number as num
 
-#: What each finding kind means, in a sentence (the vocabulary of shared/DESIGN.md).
-KIND_MEANINGS = {
-    "divergence": "the loss or a metric became NaN/Inf, or blew up and never recovered",
-    "loss_spike": "isolated sudden jumps in the loss that recover",
-    "periodic_spikes": "spikes recur at a fixed period, often once per epoch (a bad shard, or no shuffling)",
-    "oscillation": "the loss keeps bouncing with an amplitude large against its trend (lr too high, batch too small)",
-    "slow_convergence": "the loss falls far too slowly (lr too low, bad init, poor optimizer settings)",
-    "plateau": "the loss stayed flat for a long stretch",
-    "overfitting": "training loss keeps falling while the validation loss or metric gets worse",
-    "exploding_gradients": "the gradient norm spiked far above its own baseline",
-    "vanishing_gradients": "gradient norms (often of early layers) near zero while learning stalls",
-    "dead_units": "activations mostly zero (dead ReLUs) or saturated",
-    "weight_growth": "weight norms growing fast late in training",
-    "warmup_instability": "instability in the first steps that a warmup would prevent",
-    "input_bottleneck": "data loading dominates the step time, or the device sits idle",
-    "task_imbalance": "one loss term dominates the total while the others stall",
-    "amp_overflow": "the mixed-precision loss scale keeps collapsing (overflow skips)",
-    "lr_anomaly": "the learning rate does something its schedule shouldn't",
-    "run_restart": "the run restarted: steps went backwards and the overlap was resolved",
-    "data_integrity": "an event file is truncated, corrupt or empty; intact data was kept",
-    "stalled": "the run stopped writing while others continue",
-}
 #: Component names of `Health` as a reader would say them.
 COMPONENT_LABELS = {
     "convergence": "convergence",
@@ -51,16 +32,8 @@ COMPONENT_LABELS = {
 #: Evidence lists longer than this are cut (the JSON report keeps them whole).
 MAX_EVIDENCE_ITEMS = 6
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-
 
 # ---- safe text ---------------------------------------------------------------------------------------
-
-
-def clean(text: Any) -> str:
-    """One line of untrusted text with every control character (ESC, BEL, CR, newline) shown as `\\xNN`."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def code(text: Any, in_table: bool = False) -> str:
@@ -82,34 +55,9 @@ def prose(text: Any) -> str:
 # ---- numbers -----------------------------------------------------------------------------------------
 
 
-def num(value: Any) -> str:
-    """A number as a person would quote it: 4 significant digits, NaN/Inf spelled out, — for missing."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int):
-        return str(value)
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return clean(value)
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    if v == 0:
-        return "0"
-    if v.is_integer() and abs(v) < 1e7:
-        return str(int(v))
-    if 1e-3 <= abs(v) < 1e5:
-        return f"{v:.4g}"
-    return f"{v:.3e}"
-
-
 def stat(s: Stat) -> str:
     if s.mean is None:
-        return "—"
+        return MISSING
     text = num(s.mean) if s.std is None else f"{num(s.mean)} ± {num(s.std)}"
     return text if s.finite == s.count else f"{text} ({s.finite}/{s.count} finite)"
 
@@ -152,25 +100,21 @@ def evidence_lines(evidence: dict[str, Any]) -> list[str]:
 
 def best_text(best: BestMetric | None, in_table: bool = False) -> str:
     if best is None:
-        return "—"
-    return f"{code(best.tag, in_table)} {num(best.value)} @ {best.step}"
+        return MISSING
+    return f"{code(best.tag, in_table)} {num(best.value)} @ {step(best.step)}"
 
 
 def finding_title(finding: Finding) -> str:
-    at = f" @ {finding.step}" if finding.step is not None else ""
-    until = f"–{finding.end_step}" if finding.end_step is not None and finding.end_step != finding.step else ""
-    return f"{finding.severity} {finding.kind}{at}{until}"
+    at = f" @ {step_span(finding.step, finding.end_step)}" if finding.step is not None else ""
+    return f"{finding.severity} {finding.kind}{at}"
 
 
 # ---- one run -----------------------------------------------------------------------------------------
 
 
 def _ordered(findings: Sequence[Finding]) -> list[Finding]:
-    """Findings in the order they happened (those without a step last), severity breaking ties."""
-    return sorted(
-        findings,
-        key=lambda f: (f.step is None, f.step if f.step is not None else 0, _SEVERITY_RANK.get(f.severity, 9)),
-    )
+    """Findings in the order they happened (`findings.timeline_order`: those without a step last)."""
+    return sorted(findings, key=timeline_order)
 
 
 def _components_line(report: RunReport) -> str:
@@ -186,14 +130,15 @@ def _chronology(findings: Sequence[Finding]) -> str | None:
     serious = [f for f in findings if f.severity in ("critical", "warning") and f.step is not None]
     if len(serious) < 2:
         return None
-    first = min(serious, key=lambda f: (f.step, _SEVERITY_RANK[f.severity]))
-    worst = min(serious, key=lambda f: (_SEVERITY_RANK[f.severity], f.step))
-    if first is worst or first.step >= worst.step:
+    first = min(serious, key=timeline_order)
+    worst_one = min(serious, key=finding_order)
+    if first is worst_one or first.step >= worst_one.step:
         return None
-    gap = worst.step - first.step
+    gap = worst_one.step - first.step
     return (
-        f"The first sign, **{first.kind}** at step {first.step}, came {gap} steps before **{worst.kind}** at "
-        f"step {worst.step}: look there first; later findings are often its consequences."
+        f"The first sign, **{first.kind}** at step {step(first.step)}, came {gap} steps before "
+        f"**{worst_one.kind}** at step {step(worst_one.step)}: look there first; later findings are often its "
+        "consequences."
     )
 
 
@@ -203,8 +148,8 @@ def finding_markdown(finding: Finding, number: int | None = None, explain: bool 
     on = f" on {tags}" if tags else ""
     bullet = f"{number}." if number is not None else "-"
     lines = [f"{bullet} **{finding_title(finding)}**{on}: {prose(finding.message)}"]
-    if explain and finding.kind in KIND_MEANINGS:
-        lines.append(f"   - what it means: {KIND_MEANINGS[finding.kind]}")
+    if explain and finding.kind in BY_NAME:
+        lines.append(f"   - what it means: {BY_NAME[finding.kind].meaning}")
     lines += [f"   - {line}" for line in evidence_lines(finding.evidence)]
     if finding.suggestion:
         lines.append(f"   - try: {prose(finding.suggestion)}")
@@ -216,14 +161,13 @@ def run_summary_line(report: RunReport, best: BestMetric | None = None) -> str:
     points = sum(len(s) for s in run.scalars.values())
     best = best if best is not None else best_metric(report)
     best_part = f"best {best_text(best)} · " if best is not None else ""
-    last = run.last_step if run.last_step is not None else "—"
-    return f"{best_part}last step {last} · {len(run.scalars)} scalar tags, {points} points"
+    return f"{best_part}last step {step(run.last_step)} · {len(run.scalars)} scalar tags, {points} points"
 
 
 def run_markdown(report: RunReport, heading: str = "###", best: BestMetric | None = None) -> str:
     """One run explained in words: health, what happened in order, evidence and what to try."""
-    worst = worst_finding(report)
-    verdict = worst.severity if worst is not None else "healthy"
+    first = worst(report.findings)
+    verdict = first.severity if first is not None else "healthy"
     lines = [f"{heading} {code(report.name)} · health {report.health.score}/100 ({verdict})", ""]
     components = _components_line(report)
     if components:
@@ -252,12 +196,11 @@ def _ranked_table(reports: Sequence[RunReport], best: dict[str, BestMetric | Non
         "|---:|---|---|---|---:|",
     ]
     for report in reports:
-        worst = worst_finding(report)
-        worst_text = finding_title(worst) if worst is not None else "—"
-        last = report.run.last_step if report.run.last_step is not None else "—"
+        first = worst(report.findings)
+        worst_text = finding_title(first) if first is not None else MISSING
         lines.append(
             f"| {report.health.score} | {code(report.name, True)} | {worst_text} | "
-            f"{best_text(best.get(report.name), True)} | {last} |"
+            f"{best_text(best.get(report.name), True)} | {step(report.run.last_step)} |"
         )
     return lines
 
@@ -268,17 +211,19 @@ def _groups_table(groups: Sequence[GroupSummary]) -> list[str]:
         "|---|---:|---|---|---|---|",
     ]
     for g in groups:
-        metric = f"{code(g.metric_tag, True)} {stat(g.best_metric)}" if g.metric_tag else "—"
-        worst = f"{g.worst_health} ({code(g.worst_run, True)})" if g.worst_run is not None else "—"
+        metric = f"{code(g.metric_tag, True)} {stat(g.best_metric)}" if g.metric_tag else MISSING
+        worst_run = f"{g.worst_health} ({code(g.worst_run, True)})" if g.worst_run is not None else MISSING
         counts = "/".join(str(g.severity_counts.get(s, 0)) for s in SEVERITIES)
-        lines.append(f"| {code(g.name, True)} | {len(g.runs)} | {metric} | {stat(g.final_loss)} | {worst} | {counts} |")
+        lines.append(
+            f"| {code(g.name, True)} | {len(g.runs)} | {metric} | {stat(g.final_loss)} | {worst_run} | {counts} |"
+        )
     return lines
 
 
 def _cell(value: Any) -> str:
     if isinstance(value, (int, float)):
         return num(value)
-    return clean(value).replace("|", "\\|") if value is not None else "—"
+    return clean(value).replace("|", "\\|") if value is not None else MISSING
 
 
 def _hparams_table(table: HparamsTable, order: Sequence[str]) -> list[str]:
@@ -300,10 +245,10 @@ def _hparams_table(table: HparamsTable, order: Sequence[str]) -> list[str]:
 
 
 def _counts_line(reports: Sequence[RunReport]) -> str:
-    worst = [worst_finding(r) for r in reports]
-    critical = sum(1 for w in worst if w is not None and w.severity == "critical")
-    warning = sum(1 for w in worst if w is not None and w.severity == "warning")
-    healthy = sum(1 for w in worst if w is None or w.severity == "info")
+    firsts = [worst(r.findings) for r in reports]
+    critical = sum(1 for w in firsts if w is not None and w.severity == "critical")
+    warning = sum(1 for w in firsts if w is not None and w.severity == "warning")
+    healthy = sum(1 for w in firsts if w is None or w.severity == "info")
     runs = f"{len(reports)} run{'s' if len(reports) != 1 else ''}"
     return f"{runs} · {critical} critical · {warning} warning · {healthy} without warnings"
 

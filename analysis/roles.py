@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .config import Config, parse_role
+from .datamodel import PrimaryTags
 
 # ---- vocabularies ---------------------------------------------------------------------------------------
 
@@ -459,17 +460,6 @@ def pair_train_val(
 
 
 # ---- the series a run is judged by ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PrimaryTags:
-    """The one series of each kind a person looks at first (None where the run has none)."""
-
-    train_loss: str | None
-    val_loss: str | None
-    val_metric: str | None  # the validation metric with a direction (accuracy, mAP, perplexity ...)
-    lr: str | None
-    grad_norm: str | None
 
 
 def primary_tags(

@@ -23,8 +23,6 @@ HPARAM_TEXT_TAG = re.compile(r"(?:^|/)(args|hparams|hyperparameters|config|param
 CONFIG_FILES = ("hparams.yaml", "hparams.yml", "config.json")
 #: A hyperparameter file is a few KB; anything far larger is a dataset or a dump, not a config.
 MAX_CONFIG_BYTES = 256 * 1024
-#: Longest value kept: a hyperparameter is a number or a short name, not a paragraph.
-MAX_VALUE_CHARS = 80
 
 _YAML_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[^:#\s][^:#]*?)\s*:\s*(?P<value>.*?)\s*$")
 
@@ -85,12 +83,6 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
             return {prefix[:-1]: ",".join(str(v) for v in obj)}
         return {}
     return {prefix[:-1]: obj}
-
-
-def _short(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
-        return value[: MAX_VALUE_CHARS - 1] + "…"
-    return value
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

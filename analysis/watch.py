@@ -1,7 +1,7 @@
 """Follow live runs: re-read only appended bytes, re-analyse only runs that changed, report each finding once.
 
-A finding's identity is (run, kind, tags, onset step): the same divergence seen again on the next poll
-is not news, a second spike at a later step is. `run_on_alert` hands one finding, as a line of JSON on
+A finding's identity is `findings.finding_key` (run, kind, tags, onset step): the same divergence seen
+again on the next poll is not news, a second spike at a later step is. `run_on_alert` hands one finding, as a line of JSON on
 stdin, to the user's command (a chat webhook, `notify-send`, a pager), run through the shell with a
 timeout so a hung hook cannot stop the watch.
 """
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .datamodel import SEVERITIES, Finding, RunReport
+from .datamodel import Finding, RunReport
+from .findings import FindingKey, finding_key, finding_order
 from .json_safe import json_safe
 
 #: An alert hook that has not finished in this many seconds is killed (with its children); the watch goes on.
@@ -29,14 +30,6 @@ DEFAULT_INTERVAL_S = 10.0
 #: time it was analysed: `stalled` is about others writing on while it stays silent, and its shortest
 #: threshold is 10 minutes, so re-judging more often would only repeat the same verdict.
 RECHECK_SILENT_S = 600.0
-
-FindingKey = tuple[str, str, tuple[str, ...], "int | None"]
-_SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-
-
-def finding_key(finding: Finding) -> FindingKey:
-    """What makes a finding the same one on the next poll: run, kind, tags and onset step."""
-    return (finding.run, finding.kind, tuple(finding.tags), finding.step)
 
 
 def alert_payload(finding: Finding, logdir: str, detected_at: datetime | None = None) -> dict[str, Any]:
@@ -91,10 +84,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _order(finding: Finding) -> tuple:
-    return (_SEVERITY_RANK.get(finding.severity, 9), finding.run, finding.step if finding.step is not None else -1)
-
-
 @dataclass
 class Watcher:
     """Holds a live `Logdir` and the findings already reported; `poll()` returns only what is new.
@@ -123,7 +112,7 @@ class Watcher:
                 if key not in self.seen:
                     self.seen.add(key)
                     new.append(finding)
-        return sorted(new, key=_order)
+        return sorted(new, key=finding_order)
 
 
 def _siblings(names: set[str], all_runs) -> set[str]:

@@ -17,7 +17,7 @@ from textual.worker import WorkerState
 
 from tbtriage.analysis.datamodel import Finding, Health, Run, RunReport
 from tbtriage.analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
-from tbtriage.analysis.roles import assign_roles
+from tbtriage.analysis.roles import assign_roles, primary_tags
 
 #: Every test's clock: 2024-06-04 06:00 UTC. Runs written by `write_run` end a few minutes before it.
 NOW = 1_717_480_800.0
@@ -37,6 +37,7 @@ def report_for(run: Run, findings: Iterable[Finding] = (), score: int = 90) -> R
         features={},
         findings=list(findings),
         health=Health(score, {"convergence": score, "stability": score}),
+        primary_tags=primary_tags(roles, {tag: len(s) for tag, s in run.scalars.items()}, run_name=run.name),
     )
 
 

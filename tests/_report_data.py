@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from tbtriage.analysis.datamodel import Finding, Health, Run, RunReport, Series, SeriesFeatures, TextEntry
+from tbtriage.analysis.roles import primary_tags
 
 ROLE_DIRECTION = {"train_loss": -1, "val_loss": -1, "metric": 1}
 
@@ -73,7 +74,10 @@ def make_report(
         "resource_efficiency": None,
         "overfitting_risk": score,
     }
-    return RunReport(name, run, roles, dirs, feats, list(findings), Health(score, components))
+    primary = primary_tags(
+        {tag: (role, dirs[tag]) for tag, role in roles.items()}, {tag: len(s) for tag, (_, s) in curves.items()}
+    )
+    return RunReport(name, run, roles, dirs, feats, list(findings), Health(score, components), primary)
 
 
 def finding(run: str, kind: str, severity: str, step: int | None, tags=("train/loss",), **evidence) -> Finding:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tbtriage.analysis.causes import CANDIDATES, CAUSES, Cause, rank_causes
-from tbtriage.analysis.datamodel import FINDING_KINDS
 from tbtriage.analysis.engine import analyze_run
+from tbtriage.analysis.findings import FINDING_KINDS
 from tests._engine_data import train_mlp
 
 

@@ -115,7 +115,7 @@ def test_numbers_are_quoted_the_way_a_person_would():
         "3",
         "0.1235",
         "1234567",
-        "1.500e-07",
+        "1.5e-07",
     ]
     assert evidence_text({"steps": list(range(10))}) == "steps [0, 1, 2, 3, 4, 5, … 4 more]"
 

@@ -15,8 +15,9 @@ from tensorboardX import SummaryWriter
 
 import tbtriage
 from tbtriage.analysis.datamodel import Finding
+from tbtriage.analysis.findings import finding_key
 from tbtriage.analysis.json_safe import json_safe as jsonable
-from tbtriage.analysis.watch import Watcher, alert_payload, engine_analyzer, finding_key, run_on_alert
+from tbtriage.analysis.watch import Watcher, alert_payload, engine_analyzer, run_on_alert
 from tbtriage.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent

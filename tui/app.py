@@ -24,9 +24,10 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 import tbtriage
 from tbtriage.analysis.config import Config, load_config
-from tbtriage.analysis.datamodel import Finding, Run, RunReport
+from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
 from tbtriage.analysis.discover import find_runs
 from tbtriage.analysis.engine import analyze_run, logdir_context
+from tbtriage.analysis.findings import finding_key
 from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
@@ -39,7 +40,6 @@ from tbtriage.tui.safe_text import plain
 from tbtriage.tui.screens.dashboard import RunDashboard
 from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.screens.main import MainScreen
-from tbtriage.tui.widgets.findings_list import finding_key
 from tbtriage.tui.widgets.series_style import SlotBook
 
 #: Live follow re-reads appended bytes this often. Loggers flush every 10-120 s, so 5 s shows a new
@@ -366,20 +366,22 @@ class TriageApp(App[int]):
                     roles[tag] = role
         return sorted(roles), roles
 
+    def primary_of(self, name: str) -> PrimaryTags:
+        """A run's headline tags as the engine chose them (`RunReport.primary_tags`); until its analysis
+        arrives, the same rule applied to what has been read so far."""
+        report = self.reports.get(name)
+        if report is not None:
+            return report.primary_tags
+        scalars = dict(self.runs[name].scalars)
+        roles = assign_roles(list(scalars), self.config, run_name=name)
+        return primary_tags(roles, {tag: len(series) for tag, series in scalars.items()}, run_name=name)
+
     def default_tag(self) -> str | None:
-        """The headline series of the first charted run: its training loss, else its first tag."""
+        """The headline series of the first charted run (its loss, else its metric), else its first tag."""
         names = self.charted_runs()
         if not names:
             return None
-        run = self.runs[names[0]]
-        report = self.reports.get(names[0])
-        if report is not None:
-            roles = {t: (r, report.directions.get(t, 0)) for t, r in report.roles.items()}
-        else:
-            roles = assign_roles(list(run.scalars), self.config, run_name=names[0])
-        points = {tag: len(series) for tag, series in dict(run.scalars).items()}
-        primary = primary_tags(roles, points, run_name=names[0])
-        return primary.train_loss or primary.val_loss or primary.val_metric or next(iter(sorted(points)), None)
+        return self.primary_of(names[0]).headline or next(iter(sorted(dict(self.runs[names[0]].scalars))), None)
 
     def chart_requests(self, tag: str | None = None) -> list[SeriesRequest]:
         tag = tag or self.current_tag

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tbtriage.analysis.compare import worst_finding
 from tbtriage.analysis.datamodel import Finding, Run, RunReport
+from tbtriage.analysis.findings import worst as worst_finding
 
 #: A run whose last event is younger than this is marked live. PyTorch's and tensorboardX's
 #: SummaryWriter flush every 120 s by default, so a training run's file grows at least that
@@ -43,7 +43,7 @@ def finding_label(finding: Finding) -> str:
 
 def run_row(run: Run, report: RunReport | None, now: float) -> RunRow:
     age = None if run.last_wall_time is None else max(now - run.last_wall_time, 0.0)
-    worst = worst_finding(report) if report is not None else None
+    worst = worst_finding(report.findings) if report is not None else None
     if report is None:
         status = "pending"
     else:

@@ -13,6 +13,9 @@ import numpy as np
 
 from .base import RunData, confident, finding
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("dead_units",)
+
 DEAD_FRAC = 0.8
 CRITICAL_FRAC = 0.98
 

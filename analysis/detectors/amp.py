@@ -17,6 +17,9 @@ import numpy as np
 
 from .base import RunData, confident, finding, fmt, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("amp_overflow",)
+
 STARTUP_FRAC = 0.05
 COLLAPSE_OCTAVES = 8.0
 MIN_SCALE = 1.0

@@ -19,6 +19,7 @@ import numpy as np
 from ..datamodel import Finding, Run, Series, SeriesFeatures
 from ..features import context_tags, context_windows, finite_view
 from ..roles import PrimaryTags
+from ..text import number
 
 #: Adversarial loss terms (GAN generator/discriminator/critic): they rise and fall against each other by
 #: design, so the shape rules for a loss (divergence by blow-up, oscillation, slow convergence) do not apply.
@@ -145,19 +146,8 @@ def num(value: float | None, digits: int = 4) -> float | None:
 
 
 def fmt(value: float | None) -> str:
-    """A number as a person writes it: 3 significant digits, scientific when tiny or huge."""
-    if value is None:
-        return "n/a"
-    value = float(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Inf" if value > 0 else "-Inf"
-    if value == 0:
-        return "0"
-    if abs(value) >= 1e5 or abs(value) < 1e-3:
-        return f"{value:.3g}"
-    return f"{value:.4g}" if abs(value) >= 1 else f"{value:.3g}"
+    """A number as a person writes it in a message: `text.number`, the spelling every view uses."""
+    return number(value)
 
 
 def pct(fraction: float) -> str:

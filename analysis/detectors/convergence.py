@@ -41,6 +41,9 @@ from .base import (
     smoothed_level,
 )
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("slow_convergence", "plateau")
+
 NO_DROP = 0.02
 LEARNED = 0.1
 SLOW_DROP = 0.12

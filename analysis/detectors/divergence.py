@@ -21,6 +21,9 @@ from ..features import EDGE_FRAC
 from ..smoothing import scale_noise
 from .base import RunData, adversarial, clip_advice, confident, finding, fmt, pct, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("divergence",)
+
 #: The end level must be back up by at least this share of the progress the curve had made (best vs start):
 #: half the learning undone is what "blew up" looks like; overfitting or noise undo far less.
 BLOWUP_FRACTION = 0.5

@@ -30,6 +30,9 @@ import numpy as np
 from ..smoothing import diff_noise
 from .base import RunData, clip_advice, confident, finding, fmt, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("exploding_gradients", "vanishing_gradients")
+
 SPIKE_RATIO = 10.0
 SPIKE_Z = 6.0
 SPIKE_TAIL_MULT = 5.0

@@ -18,6 +18,9 @@ import numpy as np
 
 from .base import RunData, confident, finding, fmt, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("lr_anomaly",)
+
 ZERO_REL = 1e-8
 ZERO_FRAC = 0.05
 #: ...and over at least this many logged points: a warmup logged sparsely shows one 0 at its first point.

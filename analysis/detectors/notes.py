@@ -7,8 +7,11 @@ before the bad record is kept). Each note becomes one finding with the reader's 
 
 from __future__ import annotations
 
-from ..datamodel import SEVERITIES
+from ..findings import SEVERITIES
 from .base import RunData, finding
+
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("run_restart", "data_integrity")
 
 _SUGGESTIONS = {
     "run_restart": (

@@ -27,6 +27,9 @@ import numpy as np
 from ..smoothing import bucket_medians, diff_noise, mad_sigma, row_medians
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("oscillation",)
+
 SKIP_FRAC = 0.1
 SWING_BUCKETS = 120
 TREND_BUCKETS = 15

@@ -22,6 +22,9 @@ from ..features import LEVEL_BUCKETS
 from ..smoothing import diff_noise, row_medians
 from .base import RunData, finding, fmt, pct, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("overfitting",)
+
 MIN_EVALS = 5
 MIN_AFTER = 3
 CONFIDENT_EVALS = 8

@@ -19,6 +19,9 @@ import numpy as np
 from ..smoothing import bucket_medians
 from .base import RunData, confident, finding, fmt, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("input_bottleneck",)
+
 STARTUP_FRAC = 0.05
 RECENT_FRAC = 0.25
 DATA_WARN = 0.5

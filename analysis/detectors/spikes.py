@@ -25,6 +25,9 @@ import numpy as np
 from ..features import Spike, periodicity
 from .base import MIN_CONFIDENT_POINTS, RunData, clip_advice, confident, finding, fmt, position, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("loss_spike", "periodic_spikes")
+
 SPIKE_Z = 8.0
 SPIKE_TAIL_MULT = 5.0
 SPIKE_REL = 0.25

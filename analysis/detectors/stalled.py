@@ -17,6 +17,9 @@ import numpy as np
 
 from .base import RunData, finding
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("stalled",)
+
 MIN_SILENCE_S = 600.0
 SILENCE_INTERVALS = 20.0
 LIVE_WINDOW_S = 1800.0

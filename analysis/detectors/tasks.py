@@ -13,6 +13,9 @@ import numpy as np
 
 from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt, pct
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("task_imbalance",)
+
 DOMINANT_SHARE = 0.9
 STALL_REL = 0.05
 STALL_NOISE_K = 3.0

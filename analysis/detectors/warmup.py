@@ -18,6 +18,9 @@ import numpy as np
 from ..smoothing import scale_noise
 from .base import RunData, adversarial, clip_advice, confident, finding, fmt, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("warmup_instability",)
+
 EARLY_FRAC = 0.1
 RISE_REL = 0.3
 #: With a warmup in place the bar is higher: as the lr ramps up, a loss that starts near a minimum (a

@@ -15,6 +15,9 @@ import numpy as np
 from ..smoothing import bucket_medians
 from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt, sentence
 
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("weight_growth",)
+
 LATE_FRAC = 0.3
 MIN_GROWTH = 1.5
 ACCEL = 3.0

@@ -50,7 +50,8 @@ def print_summary(logdir: Path, seconds: float, out=None) -> None:
     import tbtriage
     from tbtriage.analysis.compare import compare
     from tbtriage.analysis.demo import PLANTED
-    from tbtriage.analysis.render_markdown import clean, render_markdown
+    from tbtriage.analysis.render_markdown import render_markdown
+    from tbtriage.analysis.text import clean
 
     out = out or sys.stdout
     loaded = tbtriage.load(logdir)

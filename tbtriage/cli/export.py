@@ -1,4 +1,9 @@
-"""`tbtriage export LOGDIR`: scalars as CSV or JSON lines, streamed one run at a time."""
+"""`tbtriage export LOGDIR`: scalars as CSV or JSON lines, streamed one run at a time.
+
+A file (`--out`, or a pipe) gets every name exactly as the event files hold it; a terminal gets run and tag
+names with control, bidi and invisible characters shown as escapes (`text.clean`), so a hostile tag cannot
+retitle the pane or clear the screen.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +27,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="FILE", help="write here instead of standard output")
 
 
+def _for_terminal(items):
+    from tbtriage.analysis.text import clean
+
+    for run, tag, series in items:
+        yield clean(run), clean(tag), series
+
+
 def run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.export import iter_series, write_csv, write_jsonl
     from tbtriage.analysis.logdir import LogdirError
+    from tbtriage.analysis.text import clean
 
     if args.smoothing is not None and not 0 <= args.smoothing <= 0.999:
         print(f"tbtriage export: --smoothing {args.smoothing}: must be between 0 and 0.999", file=sys.stderr)
@@ -37,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             with open(args.out, "w", encoding="utf-8", newline="") as out:
                 rows = write(out, items, args.smoothing)
         else:
-            rows = write(sys.stdout, items, args.smoothing)
+            rows = write(sys.stdout, _for_terminal(items) if sys.stdout.isatty() else items, args.smoothing)
             sys.stdout.flush()
     except LogdirError as exc:
         print(f"tbtriage export: {exc}", file=sys.stderr)
@@ -48,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tbtriage export: {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
     for w in warnings:
-        print(f"tbtriage export: warning: {w}", file=sys.stderr)
+        print(f"tbtriage export: warning: {clean(w)}", file=sys.stderr)
     if args.out:
         print(f"wrote {rows:,} rows to {args.out}", file=sys.stderr)
     return EXIT_OK

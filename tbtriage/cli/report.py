@@ -15,8 +15,6 @@ from pathlib import Path
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 FORMATS = ("md", "json", "html")
-#: Severities from most to least severe; --fail-on X fails on X and everything above it.
-SEVERITY_ORDER = ("critical", "warning", "info")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,15 +61,12 @@ def unreadable(path: Path) -> str | None:
 
 
 def fails(reports, threshold: str | None) -> bool:
-    """Whether any finding is at or above `threshold` (None never fails)."""
+    """Whether any finding is at or above `threshold` (None never fails): --fail-on X fails on X and worse."""
+    from tbtriage.analysis.findings import severity_rank
+
     if threshold is None:
         return False
-    worst_allowed = SEVERITY_ORDER.index(threshold)
-    return any(
-        f.severity in SEVERITY_ORDER and SEVERITY_ORDER.index(f.severity) <= worst_allowed
-        for r in reports
-        for f in r.findings
-    )
+    return any(severity_rank(f.severity) <= severity_rank(threshold) for r in reports for f in r.findings)
 
 
 def report_dict(report, comparison) -> dict:

@@ -50,11 +50,11 @@ def _fail(message: str) -> int:
 
 
 def format_finding(finding) -> str:
-    """One terminal line per finding; names and messages from event files have control characters escaped."""
-    from tbtriage.analysis.render_markdown import clean
+    """One terminal line per finding; names and messages from event files have unsafe characters escaped."""
+    from tbtriage.analysis.text import clean, step
 
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-    at = f" @ {finding.step}" if finding.step is not None else ""
+    at = f" @ {step(finding.step)}" if finding.step is not None else ""
     tags = f" [{', '.join(clean(t) for t in finding.tags)}]" if finding.tags else ""
     return f"{stamp}  {finding.severity.upper():8} {finding.kind:20} {clean(finding.run)}{at}{tags}: {clean(finding.message)}"
 

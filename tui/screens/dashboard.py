@@ -17,7 +17,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tbtriage.analysis.datamodel import Series
-from tbtriage.analysis.roles import primary_tags
 from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.chart_data import SeriesRequest
@@ -77,14 +76,8 @@ class RunDashboard(Screen):
         app = self.app
         run = app.runs[self.run_name]
         roles = app.roles_of(self.run_name)
-        report = app.reports.get(self.run_name)
-        directions = report.directions if report is not None else {}
         scalars = dict(run.scalars)
-        primary = primary_tags(
-            {t: (r, directions.get(t, 0)) for t, r in roles.items()},
-            {t: len(s) for t, s in scalars.items()},
-            run_name=self.run_name,
-        )
+        primary = app.primary_of(self.run_name)
         by_role: dict[str, list[str]] = {}
         for tag in sorted(scalars):
             if roles.get(tag) is not None:

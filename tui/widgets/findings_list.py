@@ -8,20 +8,15 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from tbtriage.analysis.datamodel import Finding
-from tbtriage.analysis.detectors import severity_rank
+from tbtriage.analysis.findings import finding_key, finding_order
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, finding_label
 from tbtriage.tui.safe_text import plain
 
 
-def finding_key(finding: Finding) -> tuple:
-    """What makes a finding the same one across refreshes (its message may quote newer numbers)."""
-    return (finding.run, finding.kind, finding.tags, finding.step)
-
-
 def order_findings(findings: list[Finding]) -> list[Finding]:
-    """Worst severity first, then earliest onset, then run name."""
-    return sorted(findings, key=lambda f: (severity_rank(f), f.step if f.step is not None else 1 << 62, f.run))
+    """Worst severity first, then earliest onset, then run name (`findings.finding_order`)."""
+    return sorted(findings, key=finding_order)
 
 
 class FindingsList(OptionList):
