@@ -604,3 +604,35 @@ def _score_spikes(cases: dict[str, _Case], finding: Finding, data: RunData) -> N
         if near is not None and near[0] > 0 and abs(near[1] - near[0]) <= 0.05 * near[0]:
             cases["bad_batch"].add(0.8, f"the lr was steady ({fmt(near[0])}) across the spike: the data changed, "
                                    "not the step size")  # fmt: skip
+
+
+# ---- words for the renderers ---------------------------------------------------------------------------------
+
+#: Other candidates named after the top one (the rest are in the JSON).
+OTHERS_SHOWN = 2
+
+
+@dataclass(frozen=True)
+class CauseText:
+    """A finding's causes as plain sentences (untrusted tag names inside: renderers escape them)."""
+
+    why: str  # "the learning rate is too high … (confidence 0.78): fact; fact"
+    signals: str  # which signal moved first ("" when none moved)
+    others: str  # "lr_too_high 0.41, no_grad_clipping 0.20" ("" when none)
+    fix: str  # the change to try for the top cause
+
+
+def cause_text(causes: tuple[Cause, ...]) -> CauseText | None:
+    """What a person reads about a finding's causes, or None when it has none."""
+    if not causes:
+        return None
+    top = causes[0]
+    facts = "; ".join(str(f) for f in top.evidence.get("for", ()))
+    if top.cause == "unclear":
+        why = f"unclear: {top.summary}"
+    else:
+        why = f"{top.summary} (confidence {top.confidence:.2f})" + (f": {facts}" if facts else "")
+    others = ", ".join(f"{c.cause} {c.confidence:.2f}" for c in causes[1:] if c.cause != "unclear")
+    if top.cause != "unclear":
+        others = ", ".join(f"{c.cause} {c.confidence:.2f}" for c in causes[1 : 1 + OTHERS_SHOWN])
+    return CauseText(why=why, signals=str(top.evidence.get("chain", "")), others=others, fix=top.fix)
