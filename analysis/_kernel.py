@@ -12,6 +12,12 @@ summary of scalar values (`simple_value`, or a rank-0 numeric tensor without met
 other record (file_version, graph, session_log, histograms, text, hparams, first TF2 value of a
 tag that carries plugin metadata, odd dtypes...) is handed back by offset for the Python decoder,
 so unusual data costs speed, never correctness.
+
+The bytes are untrusted. Every length read from a file is checked (negative, past its enclosing
+message or record) before it moves a position, and every fixed-width value before it is read:
+positions only ever move forward, so a hostile record can neither loop the scan forever nor make
+it read outside its own bytes (numba does no bounds checks). A record that fails a check is handed
+to Python as malformed.
 """
 
 import math
@@ -245,7 +251,7 @@ def tensor_scalar(buf, p, end):
             dtype, p = varint(buf, p, end)
         elif field == 2 and wire == 2:  # tensor_shape: any dim makes it non-scalar
             n, p = varint(buf, p, end)
-            if p < 0:
+            if p < 0 or n < 0 or p + n > end:
                 return 0, 0.0
             q = p
             while q < p + n:
@@ -260,29 +266,33 @@ def tensor_scalar(buf, p, end):
             p += n
         elif field == 4 and wire == 2:  # tensor_content
             content_n, p = varint(buf, p, end)
-            if p < 0:
+            if p < 0 or content_n < 0 or p + content_n > end:
                 return 0, 0.0
             content_p = p
             p += content_n
         elif field == 5 and wire == 5:  # float_val, unpacked
+            if p + 4 > end:
+                return 0, 0.0
             value = _f32(buf, p)
             nvals += 1
             p += 4
         elif field == 5 and wire == 2:  # float_val, packed
             n, p = varint(buf, p, end)
-            if p < 0:
+            if p < 0 or n < 0 or p + n > end:
                 return 0, 0.0
             if n >= 4:
                 value = _f32(buf, p + n - 4)
             nvals += n // 4
             p += n
         elif field == 6 and wire == 1:  # double_val
+            if p + 8 > end:
+                return 0, 0.0
             value = _f64(buf, p)
             nvals += 1
             p += 8
         elif field == 6 and wire == 2:
             n, p = varint(buf, p, end)
-            if p < 0:
+            if p < 0 or n < 0 or p + n > end:
                 return 0, 0.0
             if n >= 8:
                 value = _f64(buf, p + n - 8)
@@ -294,7 +304,7 @@ def tensor_scalar(buf, p, end):
             nvals += 1
         elif (field == 7 or field == 10 or field == 13) and wire == 2:
             n, p = varint(buf, p, end)
-            if p < 0:
+            if p < 0 or n < 0 or p + n > end:
                 return 0, 0.0
             q = p
             while q < p + n:
@@ -443,6 +453,9 @@ def scan(
             field = key >> 3
             wire = key & 7
             if field == 1 and wire == 1 and not in_summary:
+                if p + 8 > d1:
+                    malformed = True
+                    break
                 wall = _f64(buf, p)
                 p += 8
             elif field == 2 and wire == 0 and not in_summary:
@@ -482,9 +495,15 @@ def scan(
                         w = k & 7
                         if f == 1 and w == 2:
                             tag_n, q = varint(buf, q, v1)
+                            if q < 0 or tag_n < 0 or q + tag_n > v1:
+                                malformed = True
+                                break
                             tag_p = q
                             q += tag_n
                         elif f == 2 and w == 5:
+                            if q + 4 > v1:
+                                malformed = True
+                                break
                             val = _f32(buf, q)
                             kind = SRC_SIMPLE
                             q += 4

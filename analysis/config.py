@@ -47,6 +47,9 @@ ROLE_ALIASES = {
 }
 #: Sections whose values must be tables, and the keys that must be strings at top level.
 _TABLES = ("roles", "keys", "llm")
+#: `[llm]` settings that are counts, and those that are text: checked here so a typo is one line, not a traceback.
+_LLM_COUNTS = ("threads", "n_ctx")
+_LLM_STRINGS = ("model", "lang")
 
 
 class ConfigError(Exception):
@@ -80,14 +83,16 @@ def parse_role(spelling: str) -> tuple[str | None, int]:
     raise ValueError(f"unknown role {spelling!r} (known: {', '.join(ROLES)}, metric+, metric-, none)")
 
 
-def load_config(path: str | Path | None = None) -> Config:
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Read the config file (`path`, or the XDG default); a missing default file gives the defaults."""
     explicit = path is not None
-    file = Path(path).expanduser() if explicit else default_config_path()
+    file = Path(path).expanduser() if path is not None else default_config_path()
     if not file.exists():
         if explicit:
             raise ConfigError(f"{file}: no such config file")
         return Config()
+    if not file.is_file():  # a FIFO would block the read forever, a directory cannot be parsed
+        raise ConfigError(f"{file}: not a regular file")
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -123,4 +128,12 @@ def _config_from_dict(data: dict[str, Any], file: Path) -> Config:
     theme = data.get("theme")
     if theme is not None and not isinstance(theme, str):
         raise ConfigError(f"{file}: theme must be a string")
-    return Config(roles=tuple(roles), keys=dict(keys), llm=dict(data.get("llm", {})), theme=theme, path=file)
+    llm = dict(data.get("llm", {}))
+    for name in _LLM_COUNTS:
+        value = llm.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(f"{file}: [llm] {name} must be a positive whole number, not {value!r}")
+    for name in _LLM_STRINGS:
+        if name in llm and not isinstance(llm[name], str):
+            raise ConfigError(f"{file}: [llm] {name} must be a string, not {llm[name]!r}")
+    return Config(roles=tuple(roles), keys=dict(keys), llm=llm, theme=theme, path=file)

@@ -92,6 +92,8 @@ def jit_module():
             os.environ.setdefault("NUMBA_CACHE_DIR", str(cache_dir() / "numba"))
             name = "tbtriage.analysis._kernel_jit"
             spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_kernel.py"))
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {name}")
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
             spec.loader.exec_module(mod)
@@ -117,10 +119,19 @@ def choose_kernel(nbytes: int, prefer: str | None = None):
 class TagTable:
     """The kernel's tag intern table for one run, and the tag strings it names."""
 
+    # numpy arrays for the compiled kernel; plain lists for the pure one (faster to index from Python).
+    ht: np.ndarray | list[int]
+    hash: np.ndarray | list[int]
+    off: np.ndarray | list[int]
+    len: np.ndarray | list[int]
+    arena: np.ndarray | bytearray
+    state: np.ndarray | list[int]
+
     def __init__(self, jit: bool, slots: int = 1 << 12, arena: int = 1 << 16):
         self.jit = jit
         self._alloc(slots, arena)
         self.names: list[str] = []
+        self.escaped: list[str] = []
 
     def _alloc(self, slots: int, arena: int) -> None:
         if self.jit:
@@ -143,21 +154,35 @@ class TagTable:
 
     def grow(self, kernel) -> None:
         """Double the table (re-interning every tag in id order keeps the ids)."""
-        names = list(self.names)
+        raws = self.raw_names()
         self._alloc(len(self.ht) * 2, max(len(self.arena) * 2, 1 << 16))
-        self.names = []
-        for name in names:
-            self.intern(kernel, name)
+        self.names, self.escaped = [], []
+        for raw in raws:
+            self.intern_bytes(kernel, raw)
+
+    def raw_names(self) -> list[bytes]:
+        """Every tag's bytes as read, in id order (names that were not UTF-8 included, unescaped)."""
+        return [
+            bytes(self.arena[int(self.off[i]) : int(self.off[i]) + int(self.len[i])]) for i in range(int(self.state[0]))
+        ]
 
     def sync(self) -> None:
-        """Pick up the names of tags the kernel added."""
+        """Pick up the names of tags the kernel added (bytes that are not UTF-8 escaped as `\\xNN`, so two
+        tags differing only there stay two tags; `escaped` lists them, for the run's notes)."""
+        from .reader import decode_name
+
         n = int(self.state[0])
         for i in range(len(self.names), n):
             a, b = int(self.off[i]), int(self.off[i]) + int(self.len[i])
-            self.names.append(bytes(self.arena[a:b]).decode("utf-8", "replace"))
+            name, escaped = decode_name(bytes(self.arena[a:b]))
+            self.names.append(name)
+            if escaped:
+                self.escaped.append(name)
 
     def intern(self, kernel, name: str) -> int:
-        raw = name.encode("utf-8")
+        return self.intern_bytes(kernel, name.encode("utf-8", "surrogateescape"))
+
+    def intern_bytes(self, kernel, raw: bytes) -> int:
         buf = np.frombuffer(raw, np.uint8) if self.jit else raw
         while True:
             tid = kernel.intern_tag(buf, 0, len(raw), *self.args())
@@ -194,6 +219,17 @@ class ScanResult:
 
 
 class _Outputs:
+    # numpy arrays for the compiled kernel; plain lists for the pure one (see below).
+    step: np.ndarray | list[int]
+    wall: np.ndarray | list[float]
+    val: np.ndarray | list[float]
+    tag: np.ndarray | list[int]
+    src: np.ndarray | list[int]
+    rec: np.ndarray | list[int]
+    oth_off: np.ndarray | list[int]
+    oth_kind: np.ndarray | list[int]
+    oth_rec: np.ndarray | list[int]
+
     def __init__(self, jit: bool):
         if jit:
             self.step = np.empty(POINTS_PER_CALL, np.int64)
@@ -230,7 +266,7 @@ class _Outputs:
             found.append((int(self.oth_rec[i]), o, payload, int(self.oth_kind[i]) == _pure.OTHER_MALFORMED))
         return found
 
-    def take(self, n: int) -> tuple[np.ndarray, ...]:
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return (
             np.array(self.step[:n], np.int64),
             np.array(self.wall[:n], np.float64),
@@ -245,7 +281,7 @@ def _read_window(f, start: int, size: int, jit: bool):
     f.seek(start)
     if jit:
         buf = np.empty(size, np.uint8)
-        n = f.readinto(memoryview(buf))
+        n = f.readinto(buf.data)
         return buf[:n]
     return f.read(size)
 
@@ -324,19 +360,34 @@ def scan_file(
                     if 0 <= length and 16 + length <= size - base:
                         want = 16 + length  # one record larger than a window: read it whole
                         continue
-                result.offset = base + pos
-                result.truncated = True
-                return
+                # The record at base + pos does not fit in the file. A writer still writing (or one
+                # that crashed) leaves it last; whole records after it mean its length is corrupt
+                # (a bit flip that kept the length checksum, or a hostile file), not a cut tail.
+                bad = base + pos
+                q = _next_record(f, bad, size, jit, kernel, table) if size - bad > 16 else -1
+                if q <= 0:
+                    result.offset = bad
+                    result.truncated = True
+                    return
+                length = int(kernel.read_u64(buf, pos)) if blen - pos >= 8 else -1
+                result.problems.append(
+                    (
+                        bad,
+                        f"record at byte {bad} declares {length} bytes, past the end of the file; "
+                        f"skipped {q} bytes, resumed at byte {bad + q}",
+                    )
+                )
+                base = bad + q
+                continue
             # A corrupt record at base + pos: find the next record that verifies, if any.
             bad = base + pos
             what = "bad length checksum" if status == _pure.ST_BAD_HEADER else "bad data checksum"
-            rest = _read_window(f, bad, size - bad, jit)
-            if _all_zero(rest):
+            q = _next_record(f, bad, size, jit, kernel, table)
+            if q == 0:
                 # A zero-filled tail (preallocated, or not flushed yet) is no data: maybe later.
                 result.offset = bad
                 result.truncated = True
                 return
-            q = int(kernel.resync(rest, 0, len(rest), table)) if jit else resync_numpy(rest)
             if q < 0:
                 result.problems.append(
                     (bad, f"{what} at byte {bad}; the {size - bad} bytes after it hold no intact record, ignored")
@@ -346,6 +397,14 @@ def scan_file(
             result.problems.append((bad, f"{what} at byte {bad}; skipped {q} bytes, resumed at byte {bad + q}"))
             base = bad + q
         result.offset = max(base, offset)
+
+
+def _next_record(f, bad: int, size: int, jit: bool, kernel, table) -> int:
+    """How far after byte `bad` the next whole, CRC-valid record starts: -1 if none, 0 if the rest is zeros."""
+    rest = _read_window(f, bad, size - bad, jit)
+    if _all_zero(rest):
+        return 0
+    return int(kernel.resync(rest, 0, len(rest), table)) if jit else resync_numpy(rest)
 
 
 def verify_window(buf: bytes) -> tuple[int, int]:

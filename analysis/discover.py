@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .reader import is_event_file
+from .reader import escape_name, is_event_file
 
 
 def find_runs(logdir: Path, warnings: list[str] | None = None) -> dict[str, Path]:
@@ -48,7 +48,10 @@ def find_runs(logdir: Path, warnings: list[str] | None = None) -> dict[str, Path
             except OSError:
                 continue
         if has_events:
-            rel = os.path.relpath(d, logdir)
-            runs[rel.replace(os.sep, "/")] = Path(d)
+            rel = os.path.relpath(d, logdir).replace(os.sep, "/")
+            name = escape_name(rel)
+            if name != rel:
+                warnings.append(f"{name}: the directory name is not valid UTF-8; its other bytes are shown as \\xNN")
+            runs[name] = Path(d)
         stack.extend(sorted(subdirs, reverse=True))
     return dict(sorted(runs.items()))

@@ -52,7 +52,7 @@ def minmax_downsample(x: np.ndarray, y: np.ndarray, buckets: int) -> Downsampled
     finite = np.isfinite(y)
     all_finite = bool(finite.all())
     if all_finite:
-        markers = (_EMPTY, _EMPTY, _EMPTY)
+        markers: tuple[np.ndarray, ...] = (_EMPTY, _EMPTY, _EMPTY)
     else:
         markers = tuple(_first_per_bucket(x, starts, kind) for kind in (np.isnan(y), y == np.inf, y == -np.inf))
 

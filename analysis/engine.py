@@ -13,12 +13,11 @@ analysed on its own (divergence, health), so nothing it shows is lost.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,7 +29,8 @@ from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors
 from .features import series_features
 from .findings import SEVERITIES, severity_rank
 from .health import health
-from .json_safe import json_safe
+from .json_safe import dumps, json_safe
+from .reader import activity_span
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
 from .run_config import run_hparams
 from .twins import attach_twins
@@ -50,7 +50,7 @@ class AnalysisContext(LogdirContext):
     runs: Mapping[str, Run] | None = None
 
 
-def logdir_context(logdir: Any, now: float | None = None) -> AnalysisContext:
+def logdir_context(logdir: Logdir, now: float | None = None) -> AnalysisContext:
     """What single-run analysis needs to know about the other runs of `logdir` (a Logdir)."""
     spans = []
     for name, run in logdir.runs.items():
@@ -64,10 +64,7 @@ def logdir_context(logdir: Any, now: float | None = None) -> AnalysisContext:
 def scalar_span(run: Run) -> tuple[float, float] | None:
     """(first, last) wall time of the run's scalar points: when it trained, not when its files were opened
     (a writer stamps its file-version record with the wall clock at creation)."""
-    series = [s for s in run.scalars.values() if len(s)]
-    if not series:
-        return None
-    return min(float(s.wall_times[0]) for s in series), max(float(s.wall_times[-1]) for s in series)
+    return activity_span(run)
 
 
 def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
@@ -171,6 +168,13 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
     `context` (see `logdir_context`) carries the logdir's newest wall time and other runs: `stalled` needs
     it, and a Keras `X/train` run finds its `X/validation` sibling through it.
     """
+    # Values near DBL_MAX (a corrupt or hostile file) overflow to inf in differences and sums; the
+    # features and detectors treat inf/nan results as "no evidence", so numpy's warnings are noise.
+    with np.errstate(all="ignore"):
+        return _analyze_run(run, config, context)
+
+
+def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None) -> RunReport:
     data = run_data(run, config, context)
     hparams = run_hparams(run)[0]
     findings = [replace(f, causes=rank_causes(f, data, hparams)) for f in run_detectors(data)]
@@ -241,18 +245,21 @@ class Report:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
+        return dumps(self.to_dict(), indent=indent)
 
 
 def diagnose(
-    logdir_or_path: Any, config: Config | None = None, runs: str | None = None, now: float | None = None
+    logdir_or_path: str | os.PathLike[str] | Logdir,
+    config: Config | None = None,
+    runs: str | None = None,
+    now: float | None = None,
 ) -> Report:
     """Analyse every run of a logdir (a path, read with `analysis.load`, or an already loaded Logdir).
 
     `runs` keeps only runs whose name matches the regex; `now` (default: the wall clock) tells `stalled`
     whether the logdir is live.
     """
-    if isinstance(logdir_or_path, (str, Path)):
+    if isinstance(logdir_or_path, (str, os.PathLike)):
         from .logdir import load
 
         arg = str(logdir_or_path)

@@ -63,7 +63,9 @@ def frame_records(payloads: Sequence[bytes]) -> bytes:
     # Records of one length are checksummed together, then scattered back to their places in the file.
     for length in np.unique(lengths):
         index = np.flatnonzero(lengths == length)
-        body = np.frombuffer(b"".join(payloads[i] for i in index), dtype=np.uint8).reshape(index.size, int(length))
+        body = np.frombuffer(b"".join(payloads[i] for i in index.tolist()), dtype=np.uint8).reshape(
+            index.size, int(length)
+        )
         header = np.frombuffer(struct.pack("<Q", int(length)), dtype=np.uint8)
         header_crc = np.frombuffer(struct.pack("<I", masked_crc32c(header.tobytes())), dtype=np.uint8)
         rows = np.empty((index.size, int(length) + 16), dtype=np.uint8)
@@ -150,7 +152,7 @@ def encode_scalar_block(tags: Sequence[str], steps: np.ndarray, wall_times: np.n
     step_field = np.where(varint_size > 0, varint_size + 1, 0)
     payload = wall_size[:, None] + step_field[:, None] + (summary_sizes + 2)[None, :]  # (steps, tags)
     record = payload + 16
-    starts = np.zeros(n_steps * n_tags, dtype=np.int64)
+    starts: np.ndarray = np.zeros(n_steps * n_tags, dtype=np.int64)
     np.cumsum(record.ravel()[:-1], out=starts[1:])
     starts = starts.reshape(n_steps, n_tags)
     out = np.zeros(int(record.sum()), dtype=np.uint8)
@@ -162,7 +164,7 @@ def encode_scalar_block(tags: Sequence[str], steps: np.ndarray, wall_times: np.n
         rows_of = np.flatnonzero(layout == layout_key)
         v_size = int(varint_size[rows_of[0]])
         has_wall = bool(wall_size[rows_of[0]])
-        varints = _varint_bytes(steps[rows_of], v_size) if v_size else None
+        varints = _varint_bytes(steps[rows_of], v_size) if v_size else np.empty((rows_of.size, 0), np.uint8)
         for t, tag in enumerate(encoded_tags):
             p_len = int(payload[rows_of[0], t])
             rows = np.empty((rows_of.size, p_len + 16), dtype=np.uint8)

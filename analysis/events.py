@@ -7,6 +7,7 @@ metadata that says what its tensor means.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,24 +49,48 @@ class Decoded:
     plugins: dict[str, str] = field(default_factory=dict)  # tag -> plugin name, from metadata
     skipped: dict[str, int] = field(default_factory=dict)
     purge: bool = False  # a SessionLog START at `step`
+    problems: list[str] = field(default_factory=list)  # values that could not be decoded, one line each
+
+
+#: Most elements a tensor may expand to from a single stored value (TensorFlow's compact form, where
+#: one value fills the declared shape). The summaries kept from tensors are scalars, histogram rows
+#: (tens of buckets x 3) and text; a bigger compact tensor is no summary, and a declared shape is
+#: untrusted: [2**28] with one value would otherwise allocate a gigabyte from a 145-byte file.
+MAX_COMPACT_FILL = 1 << 16
+
+
+class BadTensor(ValueError):
+    """A TensorProto whose declared shape and stored values disagree (one line: what is wrong)."""
 
 
 def tensor_values(tp) -> np.ndarray | None:
-    """A TensorProto as a numpy array (strings as a list-backed object array); None if unsupported."""
-    shape = tuple(int(d.size) for d in tp.tensor_shape.dim)
+    """A TensorProto as a numpy array (strings as a list-backed object array); None if its dtype is unsupported.
+
+    Raises BadTensor when the declared shape does not match the bytes present (a negative dimension,
+    content that is not a whole number of elements, more or fewer values than the shape holds): the
+    shape is checked against what is stored before anything is allocated from it.
+    """
+    dims = [int(d.size) for d in tp.tensor_shape.dim]
+    if any(d < 0 for d in dims):
+        raise BadTensor(f"tensor shape {dims} has a negative dimension")
+    size = math.prod(dims)  # Python ints: 2**40 x 2**40 does not wrap around to a small number
+    content = tp.tensor_content
     if tp.dtype == DT_STRING:
         vals = np.array([s.decode("utf-8", "replace") for s in tp.string_val], dtype=object)
     elif tp.dtype == DT_BFLOAT16:
-        raw = (
-            np.frombuffer(tp.tensor_content, np.uint16)
-            if tp.tensor_content
-            else np.array(tp.half_val, np.int64).astype(np.uint16)
-        )
+        if len(content) % 2:
+            raise BadTensor(f"bfloat16 tensor content of {len(content)} bytes is not a whole number of elements")
+        raw = np.frombuffer(content, np.uint16) if content else np.array(tp.half_val, np.int64).astype(np.uint16)
         vals = (raw.astype(np.uint32) << 16).view(np.float32)
     elif tp.dtype in _DTYPES:
-        dt = _DTYPES[tp.dtype]
-        if tp.tensor_content:
-            vals = np.frombuffer(tp.tensor_content, dt)
+        dt = np.dtype(_DTYPES[tp.dtype])
+        if content:
+            if len(content) % dt.itemsize:
+                raise BadTensor(
+                    f"{dt.name} tensor content of {len(content)} bytes is not a whole number of "
+                    f"{dt.itemsize}-byte elements"
+                )
+            vals = np.frombuffer(content, dt)
         elif dt == np.float16:
             vals = np.array(tp.half_val, np.int64).astype(np.uint16).view(np.float16)
         elif dt == np.float32:
@@ -84,12 +109,11 @@ def tensor_values(tp) -> np.ndarray | None:
             vals = np.array(tp.int_val, np.int64).astype(dt)
     else:
         return None
-    size = int(np.prod(shape)) if shape else 1
     if vals.size == size:
-        return vals.reshape(shape)
-    if vals.size == 1:  # TensorFlow's compact form: one value fills the tensor
-        return np.full(shape, vals[0], dtype=vals.dtype)
-    return None
+        return vals.reshape(dims)
+    if vals.size == 1 and size <= MAX_COMPACT_FILL:  # TensorFlow's compact form: one value fills the tensor
+        return np.full(dims, vals[0], dtype=vals.dtype)
+    raise BadTensor(f"tensor shape {dims} declares {size} values but {vals.size} are stored")
 
 
 def _hparams_from(content: bytes) -> dict[str, Any]:
@@ -163,7 +187,11 @@ def decode_record(payload: bytes, plugins: dict[str, str]) -> Decoded | None:
 
 
 def _tensor_value(out: Decoded, tag: str, plugin: str, tp) -> None:
-    vals = tensor_values(tp)
+    try:
+        vals = tensor_values(tp)
+    except BadTensor as exc:
+        out.problems.append(f"tag {tag!r}: {exc}")
+        return
     if vals is None:
         out.skipped[plugin or "tensor"] = out.skipped.get(plugin or "tensor", 0) + 1
         return

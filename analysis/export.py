@@ -2,14 +2,15 @@
 
 Columns: run, tag, step, wall_time, value (and `smoothed`, TensorBoard's debiased EMA, when asked).
 Values are written exactly (shortest round-trip repr); non-finite values stay visible: `nan`/`inf`
-in CSV, `null` plus a `"nonfinite"` field in JSON lines (JSON has no NaN).
+in CSV, `null` plus a `"nonfinite"` (or `"nonfinite_wall_time"`) field in JSON lines (strict JSON has
+no NaN: `jq` and Python's `json` must read every line).
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import IO
 from .datamodel import Series
 from .decode import choose_kernel
 from .discover import find_runs
+from .json_safe import dumps
 from .logdir import LogdirError
 from .reader import RunReader, is_event_file
 
@@ -27,7 +29,11 @@ HEADER = ("run", "tag", "step", "wall_time", "value")
 def iter_series(
     path, runs: str | None = None, tags: str | None = None, warnings: list[str] | None = None, kernel: str | None = None
 ) -> Iterator[tuple[str, str, Series]]:
-    """(run, tag, series) for every matching scalar series; each run is read, yielded and dropped."""
+    """(run, tag, series) for every matching scalar series; each run is read, yielded and dropped.
+
+    Bad arguments (a regex, a missing logdir) raise LogdirError here, at the call, before anything
+    is written: a CSV header followed by an error would look like an empty export.
+    """
     root = Path(path).expanduser()
     try:
         run_re = re.compile(runs) if runs else None
@@ -38,8 +44,15 @@ def iter_series(
         found = {".": root.parent}
         only = root.name
     elif root.is_dir():
+        try:
+            with os.scandir(root) as entries:
+                next(entries, None)
+        except OSError as exc:
+            raise LogdirError(f"{path}: cannot list ({exc.strerror or exc})") from None
         found = find_runs(root, warnings)
         only = None
+    elif root.exists():
+        raise LogdirError(f"{path}: not a directory or an event file")
     else:
         raise LogdirError(f"{path}: no such directory or event file")
     readers = [
@@ -49,14 +62,22 @@ def iter_series(
     ]
     # One kernel for the whole export, chosen from the total size (stat calls only, no reading).
     module = choose_kernel(sum(r.pending_bytes() for r in readers), kernel)
-    for reader in readers:
-        name = reader.name
+    return _read_runs(readers, module, tag_re, warnings)
+
+
+def _read_runs(readers: list[RunReader], module, tag_re, warnings) -> Iterator[tuple[str, str, Series]]:
+    """Read one run, yield its series, then let it go: memory holds one run, however many there are."""
+    readers.reverse()  # popped from the end, in name order
+    while readers:
+        reader = readers.pop()
         reader.read(module)
         if warnings is not None:
             warnings.extend(f"{n.file}: {n.message}" for n in reader.run.notes if n.kind == "data_integrity")
-        for tag in sorted(reader.run.scalars):
+        name, scalars = reader.name, reader.run.scalars
+        del reader  # the run's columns go with the last series yielded, not at the end of the export
+        for tag in sorted(scalars):
             if tag_re is None or tag_re.search(tag):
-                yield name, tag, reader.run.scalars[tag]
+                yield name, tag, scalars[tag]
 
 
 def _smoothed(series: Series, weight: float | None):
@@ -64,7 +85,24 @@ def _smoothed(series: Series, weight: float | None):
         return None
     from .smoothing import ema
 
-    return ema(series.values, weight).tolist()
+    return ema(series.values, weight)
+
+
+#: Points turned into Python rows at once: the rows of a whole 10M-point series would take gigabytes as
+#: Python objects, while the run's own columns take 24 bytes a point.
+ROWS_PER_CHUNK = 1 << 16
+
+
+def _chunks(s: Series, smoothed):
+    """(steps, walls, values, smoothed or None) as Python lists, ROWS_PER_CHUNK points at a time."""
+    for a in range(0, len(s), ROWS_PER_CHUNK):
+        b = a + ROWS_PER_CHUNK
+        yield (
+            s.steps[a:b].tolist(),
+            s.wall_times[a:b].tolist(),
+            s.values[a:b].tolist(),
+            None if smoothed is None else smoothed[a:b].tolist(),
+        )
 
 
 def write_csv(out: IO[str], items, smoothing: float | None = None) -> int:
@@ -76,14 +114,12 @@ def write_csv(out: IO[str], items, smoothing: float | None = None) -> int:
     w.writerow(HEADER + (("smoothed",) if smoothing is not None else ()))
     rows = 0
     for run, tag, s in items:
-        n = len(s)
         writer = quoted if "\r" in run or "\r" in tag else w
-        cols = [[run] * n, [tag] * n, s.steps.tolist(), s.wall_times.tolist(), s.values.tolist()]
-        sm = _smoothed(s, smoothing)
-        if sm is not None:
-            cols.append(sm)
-        writer.writerows(zip(*cols))
-        rows += n
+        for steps, walls, values, sm in _chunks(s, _smoothed(s, smoothing)):
+            n = len(steps)
+            cols = [[run] * n, [tag] * n, steps, walls, values] + ([sm] if sm is not None else [])
+            writer.writerows(zip(*cols))
+            rows += n
     return rows
 
 
@@ -93,21 +129,29 @@ def _finite(v: float) -> tuple[float | None, str | None]:
     return None, ("nan" if v != v else ("inf" if v > 0 else "-inf"))
 
 
+def _num(v: float | None) -> str:
+    # A finite float's repr is valid JSON and round-trips exactly; `_finite` has turned the rest into None.
+    return "null" if v is None else repr(v)
+
+
 def write_jsonl(out: IO[str], items, smoothing: float | None = None) -> int:
     """Write one JSON object per point; returns rows written."""
     rows = 0
     for run, tag, s in items:
-        sm = _smoothed(s, smoothing)
-        run_j, tag_j = json.dumps(run), json.dumps(tag)
-        lines = []
-        for i, (step, wall, value) in enumerate(zip(s.steps.tolist(), s.wall_times.tolist(), s.values.tolist())):
-            v, bad = _finite(value)
-            line = f'{{"run": {run_j}, "tag": {tag_j}, "step": {step}, "wall_time": {wall!r}, "value": {json.dumps(v)}'
-            if bad:
-                line += f', "nonfinite": "{bad}"'
-            if sm is not None:
-                line += f', "smoothed": {json.dumps(_finite(sm[i])[0])}'
-            lines.append(line + "}\n")
-        out.writelines(lines)
-        rows += len(s)
+        run_j, tag_j = dumps(run), dumps(tag)
+        for steps, walls, values, sm in _chunks(s, _smoothed(s, smoothing)):
+            lines = []
+            for i, (step, wall, value) in enumerate(zip(steps, walls, values)):
+                v, bad = _finite(value)
+                w, bad_wall = _finite(wall)
+                line = f'{{"run": {run_j}, "tag": {tag_j}, "step": {step}, "wall_time": {_num(w)}, "value": {_num(v)}'
+                if bad:
+                    line += f', "nonfinite": "{bad}"'
+                if bad_wall:
+                    line += f', "nonfinite_wall_time": "{bad_wall}"'
+                if sm is not None:
+                    line += f', "smoothed": {_num(_finite(sm[i])[0])}'
+                lines.append(line + "}\n")
+            out.writelines(lines)
+            rows += len(steps)
     return rows

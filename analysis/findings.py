@@ -253,16 +253,18 @@ def timeline_order(finding: Finding) -> tuple:
     return (step, rank, *rest)
 
 
-FindingKey = tuple[str, str, tuple[str, ...], "int | None"]
+FindingKey = tuple  # (run, kind, tags, onset step[, file, offset])
 
 
 def finding_key(finding: Finding) -> FindingKey:
     """What makes a finding the same one later: run, kind, tags and onset step.
 
     Its message and evidence may quote newer numbers on the next read of a live run; a second spike at a
-    later step is a new finding.
+    later step is a new finding. What the reader noticed about a file (`data_integrity`: no tags, no step)
+    is told apart by file and byte offset, so a file truncated after an earlier checksum note is news.
     """
-    return (finding.run, finding.kind, tuple(finding.tags), finding.step)
+    where = (finding.evidence.get("file"), finding.evidence.get("offset")) if finding.kind == "data_integrity" else ()
+    return (finding.run, finding.kind, tuple(finding.tags), finding.step, *where)
 
 
 def worst(findings) -> Finding | None:

@@ -10,6 +10,7 @@ read, tensor data is never touched. The format is documented in ggml's docs/gguf
 from __future__ import annotations
 
 import mmap
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,11 @@ DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4
 #: Far beyond any real model; a larger count means the header is garbage, not a big model.
 MAX_ENTRIES = 10_000_000
+#: How a GGUF's `general.finetune` or `general.name` says "not instruction-tuned": converters copy the
+#: Hugging Face repository's suffix there ("Qwen2.5-0.5B-Base", "deepseek-llm-7b-base", "...-pretrained").
+_BASE_WORDS = re.compile(r"(?<![a-z0-9])(base|pretrain(ed)?)(?![a-z0-9])", re.IGNORECASE)
+#: ... unless the same text also says it was tuned to follow instructions.
+_TUNED_WORDS = re.compile(r"instruct|chat|(?<![a-z0-9])(it|sft|dpo|rlhf)(?![a-z0-9])", re.IGNORECASE)
 
 # Metadata value types (gguf.md): type id -> struct format of one scalar (None: string / array).
 _SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -82,6 +88,9 @@ class GGUFInfo:
     name: str | None  # general.name, for the pane's border
     context_length: int | None  # the context the model was trained for
     has_chat_template: bool
+    parameter_count: int = 0  # elements of all tensors: what "a 135M model" means
+    finetune: str | None = None  # general.finetune ("Instruct", "base", ...)
+    says_base_model: bool = False  # its metadata names it a base (not instruction-tuned) model
 
 
 class _Cursor:
@@ -182,6 +191,7 @@ def _check(cur: _Cursor, size: int) -> GGUFInfo:
         raise GGUFError(f"{path}: corrupt GGUF metadata (general.alignment = {alignment!r})")
 
     data_needed = 0  # bytes of tensor data the tensor table says follow the header
+    parameters = 0
     for _ in range(n_tensors):
         name = cur.string("tensor table").decode("utf-8", "replace")
         n_dims = cur.unpack("<I", "tensor table")
@@ -190,6 +200,7 @@ def _check(cur: _Cursor, size: int) -> GGUFInfo:
         elements = 1
         for _ in range(n_dims):
             elements *= cur.unpack("<Q", "tensor table")
+        parameters += elements
         ttype = cur.unpack("<I", "tensor table")
         offset = cur.unpack("<Q", "tensor table")
         block = GGML_BLOCK_SIZES.get(ttype)
@@ -202,17 +213,24 @@ def _check(cur: _Cursor, size: int) -> GGUFInfo:
             f"{path}: truncated GGUF file ({size} bytes, its tensor table needs {data_start + data_needed})"
         )
 
-    arch = meta.get("general.architecture")
-    arch = arch if isinstance(arch, str) else None
-    name = meta.get("general.name")
+    found = meta.get("general.architecture")
+    arch = found if isinstance(found, str) else None
+    general_name = meta.get("general.name")
     ctx = meta.get(f"{arch}.context_length") if arch else None
+    said_finetune = meta.get("general.finetune")
+    finetune = said_finetune if isinstance(said_finetune, str) and said_finetune else None
+    model_name = general_name if isinstance(general_name, str) and general_name else None
+    said = " ".join(t for t in (finetune, model_name) if t)
     return GGUFInfo(
         path=path,
         version=version,
         file_size=size,
         tensor_count=n_tensors,
         architecture=arch,
-        name=name if isinstance(name, str) and name else None,
+        name=model_name,
         context_length=int(ctx) if isinstance(ctx, int) else None,
         has_chat_template="tokenizer.chat_template" in meta,
+        parameter_count=parameters,
+        finetune=finetune,
+        says_base_model=bool(_BASE_WORDS.search(said)) and not _TUNED_WORDS.search(said),
     )

@@ -9,17 +9,20 @@ What counts as a claim:
 - a step: a number after "step", "steps", "iteration", "@", "第", "步骤" (and the numbers chained
   to it by ",", "and", "-", "to", "至"), e.g. "step 1210", "steps 1190-1210", "第 1210 步";
 - a value: any other number, except list markers, small counts (<= SMALL_COUNT) and numbers
-  inside a recommendation (a fix proposes new values; it does not quote old ones).
+  inside a recommendation (a fix proposes new values; it does not quote old ones);
+- in a JSON answer, each `cause`: it must name one of the finding kinds the model was shown, or
+  admit it does not know (OPEN_CAUSES). Otherwise `"cause": "c"` would cite no number and pass.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .llm_answer import OPEN_CAUSES
 from .prompt import Evidence
 
 #: Integers up to this are counts and ordinals ("3 spikes", "2 causes"), not quotes of the data.
@@ -60,8 +63,8 @@ _SENTENCE_END = re.compile(r"[.!?。！？;；\n]")
 @dataclass(frozen=True)
 class Claim:
     text: str  # as written in the answer
-    kind: str  # "step" or "value"
-    value: float
+    kind: str  # "step", "value" or "cause"
+    value: float | None  # None for a cause
     start: int  # span in the checked text
     end: int
     supported: bool
@@ -193,11 +196,26 @@ def check_text(text: str, evidence: Evidence, *, where: str = "", advice: bool =
     return Grounding(tuple(claims))
 
 
+def cause_id(text: str) -> str:
+    """A cause as written ("Exploding gradients", "exploding-gradients") in the registry's spelling."""
+    return "_".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _cause_claim(text: str, evidence: Evidence, where: str) -> Claim:
+    allowed = evidence.causes | set(OPEN_CAUSES)
+    ok = cause_id(text) in allowed
+    reason = "" if ok else f"names no finding shown ({', '.join(sorted(allowed))})"
+    return Claim(text, "cause", None, 0, 0, ok, where, reason)
+
+
 def check_answer(answer: Mapping[str, Any], evidence: Evidence) -> Grounding:
-    """Claims of a JSON answer ({summary, causes: [{cause, confidence, evidence_steps, fixes}]})."""
+    """Claims of a JSON answer ({summary, causes: [{cause, explanation, confidence, evidence_steps, fixes}]})."""
     claims: list[Claim] = list(check_text(str(answer.get("summary", "")), evidence, where="summary").claims)
     for i, cause in enumerate(answer.get("causes", [])):
+        claims.append(_cause_claim(str(cause.get("cause", "")), evidence, f"causes[{i}].cause"))
         claims += check_text(str(cause.get("cause", "")), evidence, where=f"causes[{i}].cause").claims
+        explanation = str(cause.get("explanation", ""))
+        claims += check_text(explanation, evidence, where=f"causes[{i}].explanation").claims
         for j, step in enumerate(cause.get("evidence_steps", [])):
             ok = isinstance(step, int) and step in evidence.steps
             reason = "" if ok else f"step {step} is not in the evidence"
@@ -225,7 +243,16 @@ def mark_unsupported(text: str, grounding: Grounding, mark: str = UNSUPPORTED_MA
     return "".join(out)
 
 
-def summarize(claims: Iterable[Claim]) -> str:
-    """One line listing unsupported claims, for the CLI and the pane's footer."""
-    items = [f"{c.text} ({c.reason})" for c in claims if not c.supported]
-    return "; ".join(items)
+def summarize(grounding: Grounding) -> str:
+    """One line on how the answer held up, for the pane and the command (each lists the claims after it)."""
+    checked, bad = len(grounding.claims), len(grounding.unsupported)
+    what = (
+        "cited causes, steps and values"
+        if any(c.kind == "cause" for c in grounding.claims)
+        else "cited steps and values"
+    )
+    if not checked:
+        return "the answer cites no steps or values to check."
+    if not bad:
+        return f"all {checked} {what} are in the evidence."
+    return f"{bad} of {checked} {what} are not in the evidence:"

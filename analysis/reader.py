@@ -27,6 +27,48 @@ def is_event_file(name: str) -> bool:
     return "tfevents" in name
 
 
+def escape_name(name: str) -> str:
+    """A file or directory name as text: bytes that are not UTF-8 (which Python carries as lone
+    surrogates, unprintable and unencodable) become `\\xNN`, so two names differing only in those
+    bytes stay two names, and every output (file, terminal, JSON) can write it."""
+    if name.isascii():
+        return name
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def decode_name(raw: bytes) -> tuple[str, bool]:
+    """Tag bytes as text, and whether they were not valid UTF-8 (then escaped as `\\xNN`, see escape_name)."""
+    try:
+        return raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "backslashreplace"), True
+
+
+#: Bytes kept at each end of what was read from a file (its first records, and the last one read with
+#: its checksum), re-read each poll: a file rewritten in place differs there, even when it has the same
+#: file_version record and first steps, or grew longer. Two small reads a file a poll.
+FINGERPRINT_BYTES = 64
+#: Wall times past this (2**32 s: year 2106) are no clock a writer has: a corrupt or hostile value.
+#: They are kept in the series (data is never altered) but never set the run's last activity, which
+#: would make every other run look "stalled" for billions of minutes.
+MAX_PLAUSIBLE_WALL_TIME = float(1 << 32)
+
+
+@dataclass
+class _Tally:
+    """One recurring problem in one file: a note whose count and byte range grow in place."""
+
+    count: int
+    first: int | None
+    last: int | None
+    message: str  # the first occurrence's own line
+    note_index: int
+
+
 @dataclass
 class _FileState:
     name: str
@@ -34,10 +76,11 @@ class _FileState:
     offset: int = 0
     records: int = 0
     problems_seen: set = field(default_factory=set)
-    malformed: int = 0
+    tallies: dict = field(default_factory=dict)  # problem class -> _Tally
     noted_empty: bool = False
     noted_unreadable: bool = False
-    noted_shrunk: bool = False
+    identity: tuple | None = None  # (device, inode, head fingerprint) of what was read
+    restarts: list | None = None  # [times, first from, first resume, points dropped, note index]
 
 
 class _Column:
@@ -138,6 +181,7 @@ class RunReader:
         self._tags: TagTable | None = None
         self._kernel = None
         self._restart_keys: set = set()
+        self._escaped_noted = 0
 
     # -- discovery of files -------------------------------------------------------------------
     def _list_files(self) -> list[str]:
@@ -152,10 +196,33 @@ class RunReader:
         return sorted(names)
 
     def _rel(self, fname: str) -> str:
+        fname = escape_name(fname)
         return fname if self.name == "." else f"{self.name}/{fname}"
 
     def _note(self, kind: str, file: str, message: str, offset=None, step=None, severity="warning") -> None:
         self.run.notes.append(Note(kind, file, message, offset, step, severity))
+
+    def _tally(self, st: _FileState, what: str, offset: int | None, message: str, severity="warning") -> None:
+        """Note a problem once per file and class (`what`, a plural noun): a flood of 90 damaged records
+        is one line with the count and the byte range, not 90 findings."""
+        t = st.tallies.get(what)
+        if t is None:
+            st.tallies[what] = _Tally(1, offset, offset, message, len(self.run.notes))
+            self._note("data_integrity", self._rel(st.name), message, offset, severity=severity)
+            return
+        t.count += 1
+        if offset is not None:
+            t.first = offset if t.first is None else min(t.first, offset)
+            t.last = offset if t.last is None else max(t.last, offset)
+        span = f" between bytes {t.first} and {t.last}" if t.first is not None else ""
+        self.run.notes[t.note_index] = Note(
+            "data_integrity",
+            self._rel(st.name),
+            f"{t.count} {what}{span}; the first: {t.message}",
+            t.first,
+            None,
+            severity,
+        )
 
     # -- reading ------------------------------------------------------------------------------
     def pending_bytes(self) -> int:
@@ -178,41 +245,39 @@ class RunReader:
         call continues from there.
         """
         names = self._list_files()
+        stats = {}
+        for fname in names:
+            try:
+                stats[fname] = os.stat(self.path / fname)
+            except OSError:
+                continue
+        replaced = self._replaced(names, stats)
+        if replaced:
+            self._restart_from_scratch(*replaced)
         todo = []
         for fname in names:
             st = self._files.get(fname)
             if st is None:
                 st = self._files[fname] = _FileState(fname, len(self._files))
-                self.run.files.append(fname)
-            try:
-                size = (self.path / fname).stat().st_size
-            except OSError:
+                self.run.files.append(escape_name(fname))
+            if fname not in stats:
                 continue
+            size = stats[fname].st_size
             if size > st.offset:
                 todo.append((st, size))
-            elif size < st.offset and not st.noted_shrunk:
-                # Rewritten or truncated under us: what was read stays; re-reading would double it.
-                st.noted_shrunk = True
-                self._note(
-                    "data_integrity",
-                    self._rel(fname),
-                    f"file shrank from {st.offset} to {size} bytes after it was read (rewritten or truncated); "
-                    "the points already read are kept, the file is not read again",
-                    size,
-                )
             elif size == 0 and not st.noted_empty and fname != names[-1]:
                 st.noted_empty = True
                 self._note("data_integrity", self._rel(fname), "empty file (0 bytes): no events in it", severity="info")
         if not todo:
-            return False
+            return bool(replaced)
         if kernel is None:
             kernel = choose_kernel(sum(size - st.offset for st, size in todo), self.kernel_pref)
         if self._kernel is not kernel:
             # The intern table lives in the kernel's own containers: rebuild it for the new one.
-            old = self._tags.names if self._tags else []
+            old = self._tags.raw_names() if self._tags else []
             self._tags = TagTable(jit=kernel is not _kernel)
-            for tag in old:
-                self._tags.intern(kernel, tag)
+            for raw in old:
+                self._tags.intern_bytes(kernel, raw)
             self._kernel = kernel
         changed = False
         last_name = names[-1] if names else None
@@ -224,8 +289,62 @@ class RunReader:
             self._finish()
         return changed
 
+    def _replaced(self, names: list[str], stats: dict) -> tuple[str, str] | None:
+        """(file, what happened) when a file already read is no longer what was read, else None.
+
+        Event files only ever grow. A file that was removed or renamed away, replaced by another one
+        (a new inode: write-then-rename), cut shorter, or whose first bytes changed (rewritten in
+        place) would otherwise leave stale points mixed with new ones.
+        """
+        for fname, st in self._files.items():
+            if st.offset == 0 or st.identity is None:
+                continue
+            stat = stats.get(fname)
+            if stat is None:
+                return fname, "was removed or renamed"
+            if (stat.st_dev, stat.st_ino) != st.identity[:2]:
+                return fname, "was replaced by another file"
+            if stat.st_size < st.offset:
+                return fname, f"shrank from {st.offset} to {stat.st_size} bytes (truncated or rewritten)"
+            if self._fingerprint(fname, st.offset) != st.identity[2]:
+                return fname, "was rewritten (the bytes already read changed)"
+        return None
+
+    def _fingerprint(self, fname: str, offset: int) -> bytes | None:
+        """The first and the last FINGERPRINT_BYTES of the file's first `offset` bytes."""
+        n = min(FINGERPRINT_BYTES, offset)
+        try:
+            with open(self.path / fname, "rb") as f:
+                head = f.read(n)
+                f.seek(offset - n)
+                return head + f.read(n)
+        except OSError:
+            return None
+
+    def _restart_from_scratch(self, fname: str, what: str) -> None:
+        """Forget everything read from this run and read it again from the start, saying why."""
+        run = self.run
+        for part in (run.files, run.notes):
+            part.clear()
+        for table in (run.scalars, run.histograms, run.texts, run.hparams, run.skipped):
+            table.clear()
+        run.last_step = run.last_wall_time = None
+        run.bytes_read = 0
+        self._files.clear()
+        self._cols.clear()
+        self._hists.clear()
+        self._plugins.clear()
+        self._restart_keys.clear()
+        self._escaped_noted = 0
+        self._note(
+            "data_integrity",
+            self._rel(fname),
+            f"{fname} {what} after it was read; the run was read again from its files as they are now",
+        )
+
     def _read_file(self, st: _FileState, size: int, is_last: bool, cancel=None) -> bool:
         result = ScanResult(offset=st.offset, records=st.records)
+        assert self._tags is not None, "the intern table is made with the kernel choice, before any file is read"
         got = False
         try:
             path = self.path / st.name
@@ -245,7 +364,7 @@ class RunReader:
                     problem = "not a TensorBoard event file (no valid record from byte 0); skipped"
                 elif offset > 0:
                     problem += "; intact records before it kept"
-                self._note("data_integrity", self._rel(st.name), problem, offset)
+                self._tally(st, "damaged stretches", offset, problem)
         if (
             result.truncated
             and not result.cancelled
@@ -264,6 +383,11 @@ class RunReader:
             )
         st.offset = result.offset
         st.records = result.records
+        try:
+            stat = os.stat(path)
+            st.identity = (stat.st_dev, stat.st_ino, self._fingerprint(st.name, st.offset))
+        except OSError:
+            st.identity = None
         return got
 
     def _take(self, batch: Batch, st: _FileState) -> None:
@@ -281,20 +405,31 @@ class RunReader:
         if batch.others:
             extra = []
             for rec, offset, payload, malformed in batch.others:
-                dec = None if malformed else decode_record(payload, self._plugins)
-                if dec is None:
-                    st.malformed += 1
-                    if st.malformed == 1:
-                        self._note(
-                            "data_integrity",
-                            self._rel(st.name),
-                            f"record at byte {offset} has a valid checksum but is not an Event; skipped",
-                            offset,
-                        )
+                try:
+                    dec = None if malformed else decode_record(payload, self._plugins)
+                except Exception as exc:  # noqa: BLE001 - one record the decoder cannot take is one note, never the run
+                    self._tally(
+                        st,
+                        "records that could not be decoded",
+                        offset,
+                        f"record at byte {offset} could not be decoded ({type(exc).__name__}: {exc}); skipped",
+                    )
                     continue
-                if dec.wall_time and (run.last_wall_time is None or dec.wall_time > run.last_wall_time):
-                    run.last_wall_time = dec.wall_time
+                if dec is None:
+                    self._tally(
+                        st,
+                        "records that are not Events",
+                        offset,
+                        f"record at byte {offset} has a valid checksum but is not an Event; skipped",
+                    )
+                    continue
+                for problem in dec.problems:
+                    self._tally(
+                        st, "values that could not be decoded", offset, f"record at byte {offset}: {problem}; skipped"
+                    )
+                self._saw_wall_time(np.array([dec.wall_time]))
                 for tag, value, from_tensor in dec.scalars:
+                    assert self._tags is not None  # batches come only from _read_file
                     tid = self._tags.intern(self._kernel, tag)
                     extra.append((rec, tid, dec.step, dec.wall_time, value, int(from_tensor)))
                 for tag, limits, counts, lo, hi, num, total in dec.histograms:
@@ -319,10 +454,7 @@ class RunReader:
                 walls = np.concatenate([walls, f[:, 0]])[order]
                 values = np.concatenate([values, f[:, 1]])[order]
                 srcs = np.concatenate([srcs, np.array([x[5] for x in extra], np.int8)])[order]
-        if walls.size:
-            w = float(walls.max())
-            if run.last_wall_time is None or w > run.last_wall_time:
-                run.last_wall_time = w
+        self._saw_wall_time(walls)
         if not purges:
             self._append(steps, walls, values, tags, srcs, st.index)
             return
@@ -336,9 +468,22 @@ class RunReader:
             self._purge(step, st)
         self._append(steps[start:], walls[start:], values[start:], tags[start:], srcs[start:], st.index)
 
+    def _saw_wall_time(self, walls: np.ndarray) -> None:
+        """Advance the run's last activity to the newest plausible wall time in `walls`.
+
+        NaN, infinite, zero and absurd times (past MAX_PLAUSIBLE_WALL_TIME) say nothing about when
+        the run last wrote: one of them must neither hide later times nor freeze the clock.
+        """
+        ok = plausible_wall_times(walls)
+        if ok.size:
+            w = float(ok.max())
+            if self.run.last_wall_time is None or w > self.run.last_wall_time:
+                self.run.last_wall_time = w
+
     def _append(self, steps, walls, values, tags, srcs, file_index: int) -> None:
         if steps.size == 0:
             return
+        assert self._tags is not None  # columns come only from _read_file's batches
         names = self._tags.names
         if tags.size and bool(np.all(tags == tags[0])):
             groups = [(int(tags[0]), slice(None))]
@@ -377,54 +522,93 @@ class RunReader:
                 severity="info",
             )
 
+    def _note_restarts(self, st: _FileState, times: int, frm: int, resume: int, dropped: int) -> None:
+        """One run_restart note per file, however many times its steps go back (199 backward steps
+        are one line with the count, not 199 findings)."""
+        if st.restarts is None:
+            st.restarts = [0, frm, resume, 0, len(self.run.notes)]
+            self.run.notes.append(Note("run_restart", self._rel(st.name), "", None, resume, "info"))
+        r = st.restarts
+        r[0] += times
+        r[3] += dropped
+        if r[0] == 1:
+            message = (
+                f"steps go back from {r[1]} to {r[2]} (a restart from a checkpoint): {r[3]} older points at or "
+                f"after step {r[2]} replaced by the newer ones, as TensorBoard does"
+            )
+        else:
+            message = (
+                f"steps go back {r[0]} times (restarts from checkpoints), the first from {r[1]} to {r[2]}: "
+                f"{r[3]} older points replaced by the newer ones, as TensorBoard does"
+            )
+        self.run.notes[r[4]] = Note("run_restart", self._rel(st.name), message, None, r[2], "info")
+
     def _finish(self) -> None:
         """Resolve overlaps on the columns that grew and publish them on the Run."""
         run = self.run
-        restarts: dict[tuple[int, int], list[int]] = {}  # (file index, ordinal) -> [resume, from, dropped]
+        escaped = self._tags.escaped if self._tags else []
+        if len(escaped) > self._escaped_noted:
+            self._escaped_noted = len(escaped)
+            self._note(
+                "data_integrity",
+                run.name,
+                f"{len(escaped)} tag name(s) are not valid UTF-8 (the first: '{escaped[0]}'); "
+                "their other bytes are shown as \\xNN, and each stays a tag of its own",
+                severity="info",
+            )
+        restarts: dict[int, list[int]] = {}  # file index -> [times, from, resume, dropped], over every tag
         for tag, col in self._cols.items():
             if not col.new:
                 continue
             col.flush_new()
             keep, back = resolve_overlaps(col.steps)
             if back.size:
-                seen_per_file: dict[int, int] = {}
-                for j in back:
-                    fi = col.file_of(int(j))
-                    k = seen_per_file.get(fi, 0)
-                    seen_per_file[fi] = k + 1
-                    entry = restarts.setdefault((fi, k), [int(col.steps[j]), int(col.steps[j - 1]), 0])
-                    entry[0] = min(entry[0], int(col.steps[j]))
-                    entry[1] = max(entry[1], int(col.steps[j - 1]))
-                dropped = int(keep.size - keep.sum())
-                if dropped:
-                    first = (col.file_of(int(back[0])), 0)
-                    restarts[first][2] += dropped
+                files = col.seg_files[np.searchsorted(col.seg_starts, back, side="right") - 1]
+                # A dropped point belongs to the restart that superseded it: the next step backwards after it.
+                # (A point superseded by a repeat of its own step has no step backwards after it: no restart.)
+                nxt = np.searchsorted(back, np.flatnonzero(~keep), side="right")
+                by = files[nxt[nxt < back.size]]
+                for fi in np.unique(files).tolist():
+                    jumps = back[files == fi]
+                    entry = restarts.setdefault(fi, [0, int(col.steps[jumps[0] - 1]), int(col.steps[jumps[0]]), 0])
+                    # The same restart shows in every tag (at slightly different steps): count it once.
+                    entry[0] = max(entry[0], int(jumps.size))
+                    entry[1] = max(entry[1], int(col.steps[jumps[0] - 1]))
+                    entry[2] = min(entry[2], int(col.steps[jumps[0]]))
+                    entry[3] += int(np.count_nonzero(by == fi))
             if not keep.all():
                 col.keep(keep)
             plugin = self._plugins.get(tag, "")
             if col.from_tensor_only and plugin not in ("", "scalars"):
                 continue  # rank-0 tensors of another plugin: not scalars
             run.scalars[tag] = Series(col.steps, col.walls, col.values)
-        file_names = {st.index: st.name for st in self._files.values()}
-        for (fi, k), (resume, frm, dropped) in sorted(restarts.items()):
-            key = (fi, k, resume)
-            if key in self._restart_keys:
-                continue
-            self._restart_keys.add(key)
-            fname = file_names.get(fi, "?")
-            self._note(
-                "run_restart",
-                self._rel(fname),
-                f"steps go back from {frm} to {resume} (a restart from a checkpoint): "
-                f"{dropped} older points at or after step {resume} replaced by the newer ones, as TensorBoard does",
-                step=resume,
-                severity="info",
-            )
+        states = {st.index: st for st in self._files.values()}
+        for fi, (times, frm, resume, dropped) in sorted(restarts.items()):
+            st = states.get(fi)
+            if st is not None:
+                self._note_restarts(st, times, frm, resume, dropped)
         for tag, items in self._hists.items():
             run.histograms[tag] = _histogram_series(items)
         last = [int(s.steps[-1]) for s in run.scalars.values() if len(s)]
         last += [int(h.steps[-1]) for h in run.histograms.values() if len(h)]
         run.last_step = max(last) if last else run.last_step
+
+
+def plausible_wall_times(wall_times: np.ndarray) -> np.ndarray:
+    """The wall times a real clock could have written: finite, after 1970, before MAX_PLAUSIBLE_WALL_TIME."""
+    return wall_times[(wall_times > 0) & (wall_times < MAX_PLAUSIBLE_WALL_TIME)]
+
+
+def activity_span(run: Run) -> tuple[float, float] | None:
+    """(first, last) plausible wall time of the run's scalar points: when it trained, not when its files
+    were opened; a NaN or year-292-billion time in one point must not make every other run look stalled."""
+    firsts, lasts = [], []
+    for series in run.scalars.values():
+        walls = plausible_wall_times(series.wall_times)
+        if walls.size:
+            firsts.append(float(walls.min()))
+            lasts.append(float(walls.max()))
+    return (min(firsts), max(lasts)) if firsts else None
 
 
 def _histogram_series(items: list) -> HistogramSeries:

@@ -90,7 +90,8 @@ def sparkline_svg(series: Series | None, label: str, onsets: Sequence[tuple[int,
     span_x = x1 - x0 if x1 > x0 else 1.0
     finite = values[np.isfinite(values)]
     if finite.size:
-        lo, hi = (float(v) for v in np.percentile(finite, SPARK_RANGE_PERCENTILES))
+        # Halved, so a [-1e308, 1e308] range never overflows to inf (halving is exact for normal floats).
+        lo, hi = (2.0 * float(v) for v in np.percentile(finite / 2.0, SPARK_RANGE_PERCENTILES))
         if not hi > lo:
             lo, hi = lo - 0.5, hi + 0.5
     else:
@@ -101,7 +102,7 @@ def sparkline_svg(series: Series | None, label: str, onsets: Sequence[tuple[int,
         return _PAD + (np.asarray(x, np.float64) - x0) / span_x * inner_w
 
     reduced = minmax_downsample(steps, values, SPARK_BUCKETS)
-    ys = SPARK_HEIGHT - _PAD - (np.clip(reduced.y, lo, hi) - lo) / (hi - lo) * inner_h
+    ys = SPARK_HEIGHT - _PAD - (np.clip(reduced.y, lo, hi) / 2 - lo / 2) / (hi / 2 - lo / 2) * inner_h
     points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(px(reduced.x).tolist(), ys.tolist()))
     parts = [
         f'<svg class="spark" width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}"'

@@ -282,9 +282,10 @@ def render_markdown(
             lines += [run_markdown(report, heading="###", best=best.get(report.name)).rstrip(), ""]
     quiet = [r.name for r in reports if not r.findings]
     if quiet:
-        lines += ["No findings: " + ", ".join(code(n) for n in quiet) + "."]
+        # A blank line first: right after the table, Markdown would draw this line as one more row.
+        lines += ["", "No findings: " + ", ".join(code(n) for n in quiet) + "."]
     groups = [g for g in comparison.groups if len(g.runs) > 1] if comparison is not None else []
-    if groups:
+    if groups and comparison is not None:
         alone = len(comparison.groups) - len(groups)
         lines += ["", "## Groups", "", *_groups_table(groups)]
         if alone:

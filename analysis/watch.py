@@ -16,11 +16,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .datamodel import Finding, RunReport
+from .config import Config
+from .datamodel import Finding, Run, RunReport
+from .engine import LogdirContext, analyze_run, logdir_context
 from .findings import FindingKey, finding_key, finding_order
 from .json_safe import json_safe
+
+if TYPE_CHECKING:
+    from .logdir import Logdir
 
 #: An alert hook that has not finished in this many seconds is killed (with its children); the watch goes on.
 ON_ALERT_TIMEOUT_S = 30.0
@@ -84,27 +89,54 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+#: Turns one run into its report, given the logdir's context (other runs' wall times, for `stalled`;
+#: sibling runs, for Keras' train/validation pairs): `engine.analyze_run` with a config, or a test's stand-in.
+RunAnalyzer = Callable[[Run, LogdirContext], RunReport]
+
+
 @dataclass
 class Watcher:
-    """Holds a live `Logdir` and the findings already reported; `poll()` returns only what is new.
+    """The one live follower, for `tbtriage watch` and the app alike: holds a live `Logdir` and what it judged.
 
-    `analyze` turns the logdir's runs that changed into fresh `RunReport`s (given the logdir, the
-    changed names and the previous reports); by default the engine's cross-run analysis.
+    Each `poll()` reads what was appended, re-analyses the runs that changed, their sibling runs and
+    the silent runs due a re-check (a run that stops writing is only `stalled` once the others write on,
+    so it must be judged again although nothing of its own changed), and returns the findings not
+    reported before. The first poll judges every run.
     """
 
-    logdir: Any  # analysis.logdir.Logdir
-    analyze: Callable[[Any, list[str], dict[str, RunReport]], dict[str, RunReport]]
+    logdir: Logdir
+    analyze: RunAnalyzer
+    clock: Callable[[], float] = time.time
+    recheck_silent_s: float = RECHECK_SILENT_S
     reports: dict[str, RunReport] = field(default_factory=dict)
     seen: set[FindingKey] = field(default_factory=set)
     polls: int = 0
+    judged_at: dict[str, float] = field(default_factory=dict)  # run -> the logdir's newest wall time then
 
-    def poll(self) -> list[Finding]:
-        """Read what was appended, re-analyse changed runs, and return findings not reported before."""
-        changed = list(self.logdir.runs) if self.polls == 0 else self.logdir.refresh()
+    def poll(
+        self,
+        cancel: Callable[[], bool] = lambda: False,
+        on_report: Callable[[RunReport, int, int], None] | None = None,
+    ) -> list[Finding]:
+        """Read what was appended, re-analyse what is due, and return findings not reported before.
+
+        `on_report(report, done, total)` is called as each run is judged (a UI shows it at once);
+        `cancel()` is polled while reading and between runs: a cancelled poll stops early, and what it
+        did not judge is judged on the next one.
+        """
+        changed = list(self.logdir.runs) if self.polls == 0 else self.logdir.refresh(cancel=cancel)
         self.polls += 1
-        if not changed:
-            return []
-        self.reports.update(self.analyze(self.logdir, changed, self.reports))
+        context = logdir_context(self.logdir, now=self.clock())
+        newest = context.latest_wall_time if context.latest_wall_time is not None else 0.0
+        due = sorted(self._due(changed, newest))
+        for done, name in enumerate(due, 1):
+            if cancel():
+                break
+            report = self.analyze(self.logdir.runs[name], context)
+            self.reports[name] = report
+            self.judged_at[name] = newest
+            if on_report is not None:
+                on_report(report, done, len(due))
         new: list[Finding] = []
         for report in self.reports.values():
             for finding in report.findings:
@@ -114,6 +146,12 @@ class Watcher:
                     new.append(finding)
         return sorted(new, key=finding_order)
 
+    def _due(self, changed: list[str], newest: float) -> set[str]:
+        """Changed runs, their siblings, and runs not judged since the logdir's newest event moved on."""
+        names = set(changed) | _siblings(set(changed), self.logdir.runs)
+        names |= {n for n in self.logdir.runs if newest - self.judged_at.get(n, float("-inf")) >= self.recheck_silent_s}
+        return {n for n in names if n in self.logdir.runs}
+
 
 def _siblings(names: set[str], all_runs) -> set[str]:
     """Runs sharing a parent directory with one of `names`: Keras's `X/train` reads `X/validation`."""
@@ -121,26 +159,10 @@ def _siblings(names: set[str], all_runs) -> set[str]:
     return {n for n in all_runs if "/" in n and n.rsplit("/", 1)[0] in parents}
 
 
-def engine_analyzer(config=None, clock: Callable[[], float] = time.time):
-    """The default `Watcher.analyze`: the engine on changed runs, their sibling runs, and silent runs due a re-check.
+def engine_analyzer(config: Config | None = None) -> RunAnalyzer:
+    """The default `Watcher.analyze`: the engine's verdict on one run, against the logdir as it is now."""
 
-    Each pass builds the logdir context afresh (newest wall time, `now`), so a run that changed is judged
-    against the others as they are now.
-    """
-    from .engine import analyze_run, logdir_context
-
-    judged_at: dict[str, float] = {}  # run -> the logdir's newest wall time when it was last analysed
-
-    def analyze(logdir, changed: list[str], previous: dict[str, RunReport]) -> dict[str, RunReport]:
-        context = logdir_context(logdir, now=clock())
-        newest = context.latest_wall_time if context.latest_wall_time is not None else 0.0
-        names = set(changed) | _siblings(set(changed), logdir.runs)
-        names |= {n for n in logdir.runs if newest - judged_at.get(n, float("-inf")) >= RECHECK_SILENT_S}
-        out = {}
-        for name in sorted(names):
-            if name in logdir.runs:
-                out[name] = analyze_run(logdir.runs[name], config, context)
-                judged_at[name] = newest
-        return out
+    def analyze(run: Run, context: LogdirContext) -> RunReport:
+        return analyze_run(run, config, context)
 
     return analyze

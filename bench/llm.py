@@ -20,6 +20,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tbtriage.analysis.explain import ExplainSession, Explanation
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,13 +48,12 @@ def _reports(args: argparse.Namespace, tmp: Path):
     return [by_name[name] for name in DEMO_RUNS]
 
 
-def _generate(runner, prompt, max_tokens: int, json_mode: bool = False) -> tuple[str, float]:
+def _generate(session: ExplainSession) -> tuple[Explanation, float]:
+    """The session's whole answer (through the product's own pipeline) and the seconds it took."""
     started = time.perf_counter()
-    if json_mode:
-        text = "".join(runner.answer_json(prompt, max_tokens=max_tokens))
-    else:
-        text = "".join(runner.stream(prompt, max_tokens=max_tokens))
-    return text, time.perf_counter() - started
+    for _ in session.stream():
+        pass
+    return session.finish(), time.perf_counter() - started
 
 
 def _row(label: str, stats, total_s: float) -> str:
@@ -76,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tbtriage.analysis import llm
-    from tbtriage.analysis.compare import hparams_of
-    from tbtriage.analysis.prompt import build_prompt, default_budget
+    from tbtriage.analysis.explain import ExplainSession, parameters_text
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -88,71 +90,58 @@ def main(argv: list[str] | None = None) -> int:
             model = str(build_tiny_gguf(tmp / "tiny-random-llama.gguf"))
         try:
             settings = llm.settings_from(model, None, threads=args.threads)
-            info = llm.check_model(settings.model)
             llm.import_llama()
         except (llm.LLMUnavailable, llm.LLMError) as exc:
             print(f"bench/llm.py: {exc}", file=sys.stderr)
             return 1
         reports = _reports(args, tmp)
-        runner = llm.Runner(settings)
+
+        def session(report, mode: str = "md", max_tokens: int | None = args.max_tokens) -> ExplainSession:
+            s = ExplainSession(report, settings=settings, lang=args.lang, mode=mode, max_tokens=max_tokens)
+            s.find_model()
+            return s
+
+        try:
+            sessions = [session(r) for r in reports]
+        except llm.LLMError as exc:
+            print(f"bench/llm.py: {exc}", file=sys.stderr)
+            return 1
+        info, runner = sessions[0].info, sessions[0].runner
         print(
             f"model      {settings.model.path} ({settings.model.source}, {info.file_size / 2**20:.1f} MiB, "
-            f"{info.architecture}, trained context {info.context_length})"
+            f"{parameters_text(info.parameter_count)} parameters, {info.architecture}, "
+            f"trained context {info.context_length})"
         )
+        for warning in sessions[0].warnings:
+            print(f"warning    {warning}")
         print(
             f"machine    {os.cpu_count()} cores, {runner.threads} threads, n_ctx {settings.n_ctx}, "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
         )
-        load_s = runner.load()
+        load_s = sessions[0].load()
         print(f"load       {load_s:.3f} s (cold)")
 
-        budget = default_budget(settings.n_ctx)
-        prompts = [
-            build_prompt(
-                r,
-                lang=args.lang,
-                budget=budget,
-                count_tokens=runner.count_tokens,
-                count_chat=runner.count_chat,
-                hparams=hparams_of(r)[0],
-            )
-            for r in reports
-        ]
-        for report, prompt in zip(reports, prompts):
+        for report, s in zip(reports, sessions):
+            prompt = s.build_prompt()
             print(
                 f"prompt     {report.name}: {runner.prompt_tokens(prompt)} tokens with the chat template "
-                f"(budget {budget}); dropped {len(prompt.dropped)} lines, least important first"
+                f"(budget {prompt.budget}); dropped {len(prompt.dropped)} lines, least important first"
             )
 
-        _, total = _generate(runner, prompts[0], args.max_tokens)
-        first = runner.stats
-        print(_row(f"md, {reports[0].name[:16]} (cold)", first, total))
-        _, total = _generate(runner, prompts[1], args.max_tokens)
-        second = runner.stats
-        print(_row(f"md, {reports[1].name[:16]} (cached)", second, total))
-        json_prompt = build_prompt(
-            reports[0],
-            lang=args.lang,
-            mode="json",
-            budget=budget,
-            count_tokens=runner.count_tokens,
-            count_chat=runner.count_chat,
-            hparams=hparams_of(reports[0])[0],
-        )
-        text, total = _generate(runner, json_prompt, llm.DEFAULT_MAX_TOKENS_JSON, json_mode=True)
-        json_stats = runner.stats
-        try:
-            llm.parse_json_answer(text, json_prompt)
-            verdict = "parses and validates"
-        except ValueError as exc:
-            verdict = f"INVALID: {exc}"
-        print(_row("json (schema-constrained)", json_stats, total) + f"  {verdict}")
+        first, total = _generate(sessions[0])
+        print(_row(f"md, {reports[0].name[:16]} (cold)", first.stats, total))
+        second, total = _generate(sessions[1])
+        print(_row(f"md, {reports[1].name[:16]} (cached)", second.stats, total))
+        answered, total = _generate(session(reports[0], "json", None))
+        verdict = f"INVALID: {answered.answer_error}" if answered.answer is None else "parses and validates"
+        print(_row("json (schema-constrained)", answered.stats, total) + f"  {verdict}")
 
-        if first.time_to_first_token_s and second.time_to_first_token_s:
+        cold, cached = first.stats, second.stats
+        if cold.time_to_first_token_s and cached.time_to_first_token_s:
             print(
-                f"ratios     first token cached/cold {second.time_to_first_token_s / first.time_to_first_token_s:.2f}; "
+                f"ratios     first token cached/cold {cached.time_to_first_token_s / cold.time_to_first_token_s:.2f}; "
                 f"prompt share of a {args.max_tokens}-token answer "
-                f"{first.time_to_first_token_s / (first.time_to_first_token_s + first.generation_s):.0%}"
+                f"{cold.time_to_first_token_s / (cold.time_to_first_token_s + cold.generation_s):.0%}"
             )
         runner.close()
     return 0

@@ -33,7 +33,7 @@ def _analyzer():
 
 
 def _names(table: RunTable) -> list[str]:
-    return [row.value for row in table.rows]
+    return [row.key.value for row in table.ordered_rows]  # top to bottom, as shown
 
 
 def test_opening_a_logdir_lists_every_run_worst_health_first(logdir):
@@ -45,7 +45,7 @@ def test_opening_a_logdir_lists_every_run_worst_health_first(logdir):
         assert _names(table) == ["big_lr3e-2", "small_batch", "baseline_lr1e-3"]
         first_row = [cell.plain if isinstance(cell, Text) else str(cell) for cell in table.get_row_at(0)]
         assert first_row[1] == "✖" and first_row[2] == "12" and first_row[-1] == "divergence@40"
-        assert app.current_tag == "train/loss"  # the headline loss is charted without asking
+        assert app.view.current_tag == "train/loss"  # the headline loss is charted without asking
 
     drive(app, scenario)
 
@@ -64,7 +64,7 @@ def test_a_slash_regex_filter_narrows_the_runs_and_escape_brings_them_back(logdi
         assert len(_names(table)) == 3 and app.screen.query_one("#run-filter").has_class("-invalid")
 
         await pilot.press("escape")
-        assert len(_names(table)) == 3 and app.run_filter == ""
+        assert len(_names(table)) == 3 and app.view.run_filter == ""
 
     drive(app, scenario)
 
@@ -111,15 +111,15 @@ def test_vim_keys_move_through_the_lists_and_shift_s_cycles_the_sort(logdir):
     async def scenario(app, pilot):
         table = app.screen.query_one(RunTable)
         await pilot.press("G")
-        assert app.current_run == "baseline_lr1e-3"
+        assert app.view.current_run == "baseline_lr1e-3"
         await pilot.press("g")
-        assert app.current_run == "big_lr3e-2"
+        assert app.view.current_run == "big_lr3e-2"
         await pilot.press("k", "j")
-        assert app.current_run == "small_batch"
+        assert app.view.current_run == "small_batch"
 
         await pilot.press("S")
-        assert app.sort_key == "name" and _names(table) == ["baseline_lr1e-3", "big_lr3e-2", "small_batch"]
-        assert app.current_run == "small_batch"  # the cursor stays with its run
+        assert app.view.sort_key == "name" and _names(table) == ["baseline_lr1e-3", "big_lr3e-2", "small_batch"]
+        assert app.view.current_run == "small_batch"  # the cursor stays with its run
 
     drive(app, scenario)
 
@@ -138,7 +138,7 @@ def test_slash_in_the_tags_pane_filters_the_tags(logdir):
         assert tree.current_tag is None  # the charted tag is filtered out: no leaf pretends to be charted
         await pilot.press("G")  # onto the val/loss leaf: the chart follows the highlighted tag
         await pilot.pause()
-        assert app.current_tag == "val/loss"
+        assert app.view.current_tag == "val/loss"
         assert app.screen.query_one(TagChart).prepared().lines[0].raw.y.min() > 0.2  # val = train + 0.1..0.4
 
     drive(app, scenario)

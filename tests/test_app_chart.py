@@ -36,15 +36,15 @@ def test_s_l_x_and_o_change_the_chart_and_log_y_survives_rebuilds(logdir):
 
     async def scenario(app, pilot):
         chart = app.screen.query_one(TagChart)
-        assert app.options.smoothing == SMOOTHING_WEIGHTS[0] and chart.prepared().lines[0].smooth is not None
+        assert app.view.options.smoothing == SMOOTHING_WEIGHTS[0] and chart.prepared().lines[0].smooth is not None
 
         await pilot.press("s")
-        assert app.options.smoothing == SMOOTHING_WEIGHTS[1]
-        assert chart.options is app.options  # the chart redraws with what the key chose
+        assert app.view.options.smoothing == SMOOTHING_WEIGHTS[1]
+        assert chart.options is app.view.options  # the chart redraws with what the key chose
 
         await pilot.press("l")
         drawn = chart.prepared()
-        assert app.options.log_y and drawn.y_ticks is not None
+        assert app.view.options.log_y and drawn.y_ticks is not None
         assert drawn.lines[0].raw.y.max() == pytest.approx(np.log10(50.0), rel=1e-6)  # the spike, on a log axis
         # plotext's own log scale fails on a second build; ours must survive resizes and redraws.
         for size in ((120, 40), (90, 30), (160, 48)):
@@ -54,12 +54,12 @@ def test_s_l_x_and_o_change_the_chart_and_log_y_survives_rebuilds(logdir):
             chart.render()
 
         await pilot.press("x")
-        assert app.options.x_axis == "relative" and chart.prepared().x_label.startswith("relative time")
+        assert app.view.options.x_axis == "relative" and chart.prepared().x_label.startswith("relative time")
         await pilot.press("x")
-        assert app.options.x_axis == "wall" and chart.prepared().x_ticks is not None
+        assert app.view.options.x_axis == "wall" and chart.prepared().x_ticks is not None
 
         await pilot.press("o")
-        assert app.options.ignore_outliers
+        assert app.view.options.ignore_outliers
         low, high = chart.prepared().y_range
         assert high < np.log10(50.0)  # the 5-95 % range ignores the spike
 
@@ -71,15 +71,15 @@ def test_zoom_and_pan_stay_inside_the_data_and_zero_resets(logdir):
 
     async def scenario(app, pilot):
         await pilot.press("plus")
-        lo, hi = app.options.window
+        lo, hi = app.view.options.window
         assert (lo, hi) == pytest.approx((74.75, 224.25))  # the middle half of steps 0-299
 
         await pilot.press("right_square_bracket", "right_square_bracket", "right_square_bracket")
-        lo, hi = app.options.window
+        lo, hi = app.view.options.window
         assert hi == pytest.approx(299.0) and hi - lo == pytest.approx(149.5)
 
         await pilot.press("0")
-        assert app.options.window is None
+        assert app.view.options.window is None
 
     drive(app, scenario)
 
@@ -93,8 +93,8 @@ def test_enter_on_a_finding_charts_its_run_and_tag_around_its_step(logdir):
         app.screen.query_one(FindingsList).focus()
         await pilot.press("enter")
 
-        assert app.current_run == "spiky" and app.current_tag == "train/loss"
-        lo, hi = app.options.window
+        assert app.view.current_run == "spiky" and app.view.current_tag == "train/loss"
+        lo, hi = app.view.options.window
         assert lo < SPIKE_STEP < hi and hi - lo < 100
         onsets = app.screen.query_one(TagChart).prepared().onsets
         assert [(o.x, o.kind) for o in onsets] == [(SPIKE_STEP, "loss_spike")]
@@ -103,7 +103,7 @@ def test_enter_on_a_finding_charts_its_run_and_tag_around_its_step(logdir):
 
 
 def test_e_exports_raw_and_smoothed_series_of_the_selected_runs_to_the_current_directory(logdir, tmp_path, monkeypatch):
-    out_dir = tmp_path / "out"
+    out_dir = tmp_path.parent / f"{tmp_path.name}-out"  # outside the logdir: tbtriage never writes into it
     out_dir.mkdir()
     monkeypatch.chdir(out_dir)
     app = make_app(logdir, follow=False, clock=fixed_clock, analyzer=_analyzer())

@@ -10,11 +10,11 @@ from tbtriage.analysis.config import Config
 from tbtriage.cli import app as cmd_app
 from tbtriage.themes import THEME_ORDER, load_themes, series_colours
 from tbtriage.tui.app import make_app
-from tbtriage.tui.bindings import KEY_ACTIONS
+from tbtriage.tui.bindings import KEY_ACTIONS, SCREENS
 from tbtriage.tui.commands import TriageCommands
 from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.widgets.series_style import series_style
-from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, write_run
+from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
 
 
 @pytest.fixture
@@ -41,9 +41,9 @@ def test_question_mark_shows_every_action_of_the_binding_table_with_remapped_key
         await pilot.press("escape")
 
         await pilot.press("l")  # the old key no longer toggles log-y
-        assert not app.options.log_y
+        assert not app.view.options.log_y
         await pilot.press("L")
-        assert app.options.log_y
+        assert app.view.options.log_y
 
     drive(app, scenario)
 
@@ -143,14 +143,87 @@ def test_d_puts_the_local_models_diagnosis_under_the_rule_based_one_or_says_it_i
         pane = app.screen.query_one(diagnosis.DiagnosisPane)
         note = pane.query_one("#llm-note")
         assert "not installed" in str(note.render()) and not note.has_class("-empty")
-        assert pane.query_one("#rule-based") is not None and not pane.query("LLMDiagnosis")
+        assert pane.query_one("#rule-based") is not None and not pane.query("LLMExplanation")
         assert pane.has_class("-show")
 
         monkeypatch.setattr(diagnosis, "llm_available", lambda: True)
         await pilot.press("d")
         await pilot.pause()
-        (widget,) = pane.query("LLMDiagnosis")
-        assert widget.report is app.reports[app.current_run] and note.has_class("-empty")
+        (widget,) = pane.query("LLMExplanation")
+        assert widget.report is app.reports[app.view.current_run] and note.has_class("-empty")
         widget.cancel()
 
     drive(app, scenario, size=(80, 24))  # narrow: the folded-away pane unfolds for the answer
+
+
+#: What each palette action visibly does: (probe of the app, whether the probe must change or end true).
+_EFFECTS = {
+    "help": (lambda app: isinstance(app.screen, HelpScreen), "true"),
+    "filter": (lambda app: app.main_screen.query_one("#run-filter").has_class("-open"), "true"),
+    "smoothing": (lambda app: app.view.options.smoothing, "changes"),
+    "log_y": (lambda app: app.view.options.log_y, "changes"),
+    "x_axis": (lambda app: app.view.options.x_axis, "changes"),
+    "outliers": (lambda app: app.view.options.ignore_outliers, "changes"),
+    "export": (lambda app: any(n.title == "Exported CSV" for n in app._notifications), "true"),
+    "follow": (lambda app: app.follow, "changes"),
+    "diagnose": (lambda app: app.main_screen.query_one("#diagnosis").has_class("-show"), "true"),
+    "all_findings": (lambda app: app.view.all_findings, "changes"),
+    "copy_report": (lambda app: any("Copied the report" in n.message for n in app._notifications), "true"),
+    "refresh": (lambda app: app.watcher.polls, "changes"),
+    "theme": (lambda app: app.theme, "changes"),
+    "zoom_in": (lambda app: app.view.options.window, "changes"),
+    "zoom_out": (lambda app: app.view.options.window, "changes"),
+    "pan_left": (lambda app: app.view.options.window, "changes"),
+    "pan_right": (lambda app: app.view.options.window, "changes"),
+    "reset_view": (lambda app: app.view.options.window is None, "true"),
+}
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_on_every_screen_the_palette_offers_exactly_the_actions_that_work_there(
+    logdir, tmp_path_factory, monkeypatch, screen
+):
+    from tbtriage.tui.widgets import diagnosis
+
+    monkeypatch.chdir(tmp_path_factory.mktemp("out"))  # where `e` writes its CSV (never the logdir)
+    monkeypatch.setattr(diagnosis, "llm_available", lambda: False)  # `d` says the model is not installed
+    app = make(logdir)
+    open_screen = {"main": (), "dashboard": ("enter",), "help": ("question_mark",)}[screen]
+
+    async def scenario(app, pilot):
+        await pilot.press(*open_screen)
+        assert app.screen.SCREEN == screen
+        commands = {c.text: c for c in TriageCommands(app.screen).commands() if c.help.startswith("key: ")}
+        works_here = [a for a in KEY_ACTIONS if a.palette and screen in a.screens]
+        assert sorted(commands) == sorted(a.help for a in works_here)
+        for action in KEY_ACTIONS:  # the footer and the keys agree with the palette
+            if action.scope == "app":
+                assert app.check_action(action.name, ()) == (screen in action.screens), action.id
+
+        for action in sorted(works_here, key=lambda a: a.id == "help"):  # help last: it covers the screen
+            if action.id == "quit":
+                continue
+            if action.id.startswith("pan"):
+                await app.run_action("zoom(0.5)")  # a window to pan
+            probe, expect = _EFFECTS[action.id]
+            before = probe(app)
+            await commands[action.help].run()
+            await settle(app, pilot)
+            assert probe(app) if expect == "true" else probe(app) != before, f"{action.id} on {screen}"
+
+        await commands["Quit tbtriage"].run()
+        assert app.return_code == 0
+
+    drive(app, scenario)
+
+
+def test_x_cycles_the_axis_on_the_dashboard_and_main_screen_keys_do_nothing_there(logdir):
+    app = make(logdir)
+
+    async def scenario(app, pilot):
+        await pilot.press("enter", "x")
+        assert app.view.options.x_axis == "relative"
+        await pilot.press("plus", "a")  # zoom and all-findings act on the main screen only
+        assert app.view.options.window is None and not app.view.all_findings
+
+    drive(app, scenario)

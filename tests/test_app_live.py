@@ -8,13 +8,14 @@ import time
 
 import numpy as np
 
+from tbtriage.analysis.config import Config
 from tbtriage.tui.app import make_app
 from tbtriage.tui.screens.dashboard import RunDashboard
 from tbtriage.tui.widgets.findings_list import FindingsList
 from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
-from tbtriage.tui.widgets.run_table import RunTable
+from tbtriage.tui.widgets.run_table import COLUMNS, RunTable
 from tbtriage.tui.widgets.tag_chart import TagChart
-from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
+from tests._app_data import NOW, HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
 from tests._report_data import finding
 
 FOLLOW = 0.05  # seconds between live passes in these tests
@@ -175,3 +176,69 @@ def test_quitting_while_event_files_are_still_being_read_exits_at_once(tmp_path)
     assert app.return_code == 0
     assert len(runs_read) < 12  # the reader stopped instead of reading everything first
     assert took < 2.0
+
+
+def test_a_run_that_stops_writing_while_another_goes_on_is_flagged_stalled_in_the_app(tmp_path):
+    # Both runs trained side by side until 2000 s before the clock; then only `steady` writes on,
+    # 14 minutes later. Wall times are written into the events, so no test waits for the silence.
+    start = NOW - 2000.0
+    write_run(tmp_path, "hung", {"train/loss": decaying_loss(50)}, wall0=start)
+    write_run(tmp_path, "steady", {"train/loss": decaying_loss(50, seed=1)}, wall0=start)
+    app = make_app(tmp_path, config=Config(), clock=fixed_clock, follow_seconds=FOLLOW, recheck_silent_s=60.0)
+
+    def stalled(name):
+        report = app.reports.get(name)
+        return [f for f in report.findings if f.kind == "stalled"] if report else []
+
+    async def scenario(app, pilot):
+        assert not stalled("hung") and not stalled("steady")
+
+        write_run(tmp_path, "steady", {"train/loss": decaying_loss(30, seed=2)}, first_step=50, wall0=start + 850.0)
+        await _until(pilot, lambda: bool(stalled("hung")))
+        await pilot.pause()
+
+        (finding,) = stalled("hung")
+        assert finding.severity == "warning"  # the logdir is live: its newest event is 19 min old
+        assert finding.evidence["still_writing"] == ["steady"]
+        assert not stalled("steady")
+        assert any("hung: stalled" in n.message for n in app._notifications)
+
+    drive(app, scenario)
+
+
+def test_a_live_pass_changes_only_the_rows_of_runs_that_changed(tmp_path):
+    for i in range(8):
+        write_run(tmp_path, f"run{i}", {"train/loss": decaying_loss(20, seed=i)})
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=HandAnalyzer())
+
+    async def scenario(app, pilot):
+        table = app.screen.query_one(RunTable)
+        before = {row.key.value: table.get_row(row.key) for row in table.ordered_rows}
+
+        write_run(tmp_path, "run3", {"train/loss": decaying_loss(10)}, first_step=20)
+        await pilot.press("r")
+        await settle(app, pilot)
+
+        after = {row.key.value: table.get_row(row.key) for row in table.ordered_rows}
+        assert sorted(after) == sorted(before)
+        step = [key for key, _, _ in COLUMNS].index("step")
+        assert str(after["run3"][step]) == "29" and str(before["run3"][step]) == "19"
+        for name in set(before) - {"run3"}:  # the very same cell objects: rows updated in place, not rebuilt
+            assert all(new is old for new, old in zip(after[name], before[name]))
+
+    drive(app, scenario)
+
+
+def test_many_runs_arrive_in_a_few_coalesced_updates_not_one_redraw_per_run(tmp_path):
+    for i in range(60):
+        write_run(tmp_path, f"run{i:02d}", {"train/loss": decaying_loss(10, seed=i)})
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=HandAnalyzer())
+
+    async def scenario(app, pilot):
+        assert len(app.reports) == 60
+        assert len(app.screen.query_one(RunTable).rows) == 60
+        # Discovered, reading progress, read, a few batches of verdicts, done: not one update per run
+        # (that would be 120: a progress and a verdict each). The bound leaves room for a slow machine.
+        assert app.data.version < 30
+
+    drive(app, scenario)

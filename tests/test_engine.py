@@ -15,7 +15,7 @@ import pytest
 
 import tbtriage
 from tbtriage.analysis.causes import CAUSES
-from tbtriage.analysis.datamodel import FINDING_KINDS, ROLES, SEVERITIES
+from tbtriage.analysis.datamodel import FINDING_KINDS, SEVERITIES
 from tbtriage.analysis.engine import Report, analyze_run, diagnose, scalar_span
 from tests._engine_data import (
     HEALTHY,
@@ -27,6 +27,7 @@ from tests._engine_data import (
     tolerance,
     write_scenario,
 )
+from tests._report_contract import assert_follows
 
 #: Analyse as if the morning after: the logdir is not live, so a stopped run is worth an info at most.
 MORNING_AFTER = 86400.0
@@ -108,18 +109,14 @@ def _is_number(value):
 def test_the_json_report_follows_the_contract(report, logdir):
     text = report.to_json()
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
-    assert set(data) == {"tool", "version", "logdir", "runs"}
+    assert_follows(data)  # docs/report.schema.json: every field, type and vocabulary
     assert data["tool"] == "tbtriage" and data["version"] == tbtriage.__version__
     assert data["logdir"] == str(logdir.path)
     assert [r["run"] for r in data["runs"]] == [r.name for r in report.runs]
     for run in data["runs"]:
-        assert set(run) == {"run", "files", "last_step", "last_wall_time", "tags", "health", "findings"}
-        assert isinstance(run["files"], list) and run["files"] and all(isinstance(f, str) for f in run["files"])
-        assert isinstance(run["last_step"], int) and _is_number(run["last_wall_time"])
-        for info in run["tags"].values():
-            assert set(info) == {"role", "points"} and (info["role"] is None or info["role"] in ROLES)
-            assert isinstance(info["points"], int) and info["points"] > 0
-        assert set(run["health"]) == {"score", "components"} and 0 <= run["health"]["score"] <= 100
+        assert run["files"] and isinstance(run["last_step"], int) and _is_number(run["last_wall_time"])
+        assert all(info["points"] > 0 for info in run["tags"].values())
+        assert run["health"]["score"] is not None
         assert set(run["health"]["components"]) == {
             "convergence",
             "stability",
@@ -129,24 +126,16 @@ def test_the_json_report_follows_the_contract(report, logdir):
         }
         assert all(v is None or 0 <= v <= 100 for v in run["health"]["components"].values())
         for finding in run["findings"]:
-            assert set(finding) == {
-                "kind", "severity", "tags", "step", "end_step", "evidence", "message", "suggestion", "causes",
-            }  # fmt: skip
+            assert "causes" in finding  # the engine's ranked causes (may be empty)
             for cause in finding["causes"]:
-                assert set(cause) == {"cause", "summary", "confidence", "evidence", "try"}
                 assert cause["cause"] == "unclear" or cause["cause"] in CAUSES
-                assert 0 < cause["confidence"] < 1 and cause["summary"] and cause["try"]
-            assert finding["kind"] in FINDING_KINDS and finding["severity"] in SEVERITIES
-            assert isinstance(finding["tags"], list) and isinstance(finding["evidence"], dict)
-            assert finding["step"] is None or isinstance(finding["step"], int)
-            assert finding["end_step"] is None or isinstance(finding["end_step"], int)
             assert finding["message"] and "\n" not in finding["message"] and finding["suggestion"]
             assert finding["evidence"]["summary"]
 
 
 def test_nan_evidence_is_written_as_strict_json(report):
     diverged = next(r for r in report.runs if r.name == "divergence_nan")
-    data = json.loads(Report(report.logdir, [diverged], "x").to_json())
+    data = assert_follows(json.loads(Report(report.logdir, [diverged], "x").to_json()))
     context = data["runs"][0]["findings"][0]["evidence"]["context"]
     assert "NaN" in [v for _, v in context["grad_norm"]]
 

@@ -14,6 +14,7 @@ import tbtriage
 from tbtriage.analysis import export as export_mod
 from tbtriage.cli.main import main
 from tests._event_files import write_pytorch_run
+from tests._report_contract import EXPORT_LINE, assert_follows
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def test_filters_and_smoothing(logdir, capsys):
 def test_jsonl_is_valid_json_even_with_nan(logdir, capsys):
     assert main(["export", str(logdir), "--runs", "bs32", "--tags", "loss", "--format", "jsonl"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    objs = [json.loads(line) for line in lines]  # strict JSON: no bare NaN
+    objs = [assert_follows(json.loads(line), EXPORT_LINE) for line in lines]  # strict JSON: no bare NaN
     assert len(objs) == 120
     bad = [o for o in objs if o["value"] is None]
     assert len(bad) == 20 and all(o["nonfinite"] == "nan" and o["step"] >= 100 for o in bad)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tbtriage.analysis.grounding import UNSUPPORTED_MARK, check_answer, check_text, mark_unsupported
+from tbtriage.analysis.grounding import UNSUPPORTED_MARK, check_answer, check_text, mark_unsupported, summarize
 from tbtriage.analysis.prompt import Evidence, build_prompt
 from tests._llm_data import BLOWUP_STEP, GRAD_RISE_STEP, LAST_STEP, blowup_report
 
@@ -11,6 +11,7 @@ EVIDENCE = Evidence(
     values=(1.2, 149.0, 124.0, 0.003, 0.572, 17.5, 256.0),
     first_step=0,
     last_step=LAST_STEP,
+    causes=frozenset({"divergence", "exploding_gradients"}),
 )
 
 
@@ -79,6 +80,7 @@ def test_json_answers_check_evidence_steps_and_texts_but_not_fix_values():
         "causes": [
             {
                 "cause": "lr too high, loss 7.5 at step 999",
+                "explanation": "grad_norm rose 124x from step 1180, then step 1215 went NaN",
                 "confidence": "high",
                 "evidence_steps": [1210, 4242],
                 "fixes": ["clip at 1.0", "lr 1e-4 from step 1210"],
@@ -87,8 +89,18 @@ def test_json_answers_check_evidence_steps_and_texts_but_not_fix_values():
     }
     g = check_answer(answer, EVIDENCE)
     bad = sorted((c.where, c.text) for c in g.unsupported)
-    assert bad == [("causes[0].cause", "7.5"), ("causes[0].cause", "999"), ("causes[0].evidence_steps[1]", "4242")]
-    assert {c.to_dict()["where"] for c in g.unsupported} == {"causes[0].cause", "causes[0].evidence_steps[1]"}
+    assert bad == [
+        ("causes[0].cause", "7.5"),
+        ("causes[0].cause", "999"),
+        ("causes[0].cause", "lr too high, loss 7.5 at step 999"),  # and it names no finding it was shown
+        ("causes[0].evidence_steps[1]", "4242"),
+        ("causes[0].explanation", "1215"),  # the free text is checked like the summary
+    ]
+    assert {c.to_dict()["where"] for c in g.unsupported} == {
+        "causes[0].cause",
+        "causes[0].evidence_steps[1]",
+        "causes[0].explanation",
+    }
 
 
 def test_the_evidence_is_exactly_what_the_prompt_showed():
@@ -107,3 +119,37 @@ def test_numbers_in_a_finding_message_the_model_was_shown_are_evidence():
     assert "grad_norm rose 124x above its baseline" in prompt.user
     # "124x" is quoted from the message itself; 1180 and 1210 come from the headline's steps.
     assert unsupported_texts("grad_norm rose 124x between step 1180 and step 1210", prompt.evidence) == []
+
+
+def unsupported_causes(cause: str) -> list[str]:
+    answer = {"summary": "s", "causes": [{"cause": cause, "confidence": "low", "evidence_steps": [], "fixes": []}]}
+    return [c.text for c in check_answer(answer, EVIDENCE).unsupported if c.kind == "cause"]
+
+
+def test_a_json_cause_that_cites_no_number_still_has_to_name_a_finding_it_was_shown():
+    # The answers a 135M model really gave: a letter, a number, a severity. None is grounded.
+    for invented in ("c", "1", "critical", "best", "overfitting"):  # overfitting: a kind, but not in this run
+        assert unsupported_causes(invented) == [invented], invented
+    # A finding it was shown, however it spells it, or an honest "don't know", is grounded.
+    for named in (
+        "exploding_gradients",
+        "Exploding gradients",
+        "exploding-gradients",
+        "divergence",
+        "unclear",
+        "Other",
+    ):
+        assert unsupported_causes(named) == [], named
+    answer = {"summary": "s", "causes": [{"cause": "c", "confidence": "high", "evidence_steps": [], "fixes": []}]}
+    (claim,) = check_answer(answer, EVIDENCE).unsupported
+    assert claim.reason == "names no finding shown (divergence, exploding_gradients, other, unclear)"
+    assert summarize(check_answer(answer, EVIDENCE)) == "1 of 1 cited causes, steps and values are not in the evidence:"
+
+
+def test_the_causes_a_json_answer_may_name_are_the_findings_the_prompt_kept():
+    report = blowup_report()
+    prompt = build_prompt(report, budget=1200, windows_for=lambda step: {})
+    shown = {f.kind for f in report.findings if f"] {f.kind}" in prompt.user}
+    assert {"divergence", "exploding_gradients"} <= shown and prompt.evidence.causes == shown
+    tight = build_prompt(report, budget=200, windows_for=lambda step: {})
+    assert tight.evidence.causes < shown, "a finding the budget dropped is not a cause the model may name"

@@ -17,6 +17,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_a_small_read_takes_the_pure_path_and_a_big_one_compiles(cache, monkeypatch):
+    monkeypatch.setattr(decode, "numba_available", lambda: True)  # the choice, wherever numba is or is not
     monkeypatch.setattr(decode, "jit_module", lambda: "compiled")
     assert decode.choose_kernel(3 << 20) is _kernel  # cold cache: a 10 s compile is not worth 3 MB
     assert decode.choose_kernel(64 << 20) == "compiled"
@@ -36,6 +37,7 @@ def test_the_warm_marker_names_the_kernel_source_so_an_upgrade_is_cold_again(cac
 
 
 def test_forcing_a_path(cache, monkeypatch):
+    monkeypatch.setattr(decode, "numba_available", lambda: True)  # the choice, wherever numba is or is not
     monkeypatch.setattr(decode, "jit_module", lambda: "compiled")
     assert decode.choose_kernel(1 << 30, "pure") is _kernel
     assert decode.choose_kernel(10, "jit") == "compiled"

@@ -152,28 +152,37 @@ def test_default_threads_are_few():
 # ---- the JSON answer's contract -----------------------------------------------------------------------
 
 
+#: What the blow-up run's prompt shows: its steps every 10 to 1990, and its two critical findings.
+SHOWN_STEPS = range(0, 1991, 10)
+SHOWN_CAUSES = ("divergence", "exploding_gradients")
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_worst_case_json_answer_fits_its_token_budget(lang):
     for max_tokens in (1024, 1500, 4000):
-        limits = limits_for(max_tokens, lang, last_step=1990)
+        limits = limits_for(max_tokens, lang, SHOWN_STEPS, SHOWN_CAUSES)
         assert worst_case_tokens(limits, lang) <= max_tokens
 
 
 def test_too_few_tokens_for_a_json_answer_is_a_clear_error():
     with pytest.raises(AnswerError, match="--max-tokens 200 is too small for a JSON answer"):
-        limits_for(200, "en", 1990)
+        limits_for(200, "en", SHOWN_STEPS, SHOWN_CAUSES)
 
 
 def test_answers_are_validated_after_decoding():
-    limits = limits_for(1024, "en", 1990)
-    good = {"summary": "s", "causes": [{"cause": "c", "confidence": "high", "evidence_steps": [1210], "fixes": []}]}
+    limits = limits_for(1024, "en", SHOWN_STEPS, SHOWN_CAUSES)
+    assert limits.causes == ("divergence", "exploding_gradients", "other", "unclear")
+    cause = {"cause": "divergence", "explanation": "e", "confidence": "high", "evidence_steps": [1210], "fixes": []}
+    good = {"summary": "s", "causes": [cause]}
     assert parse_answer(json.dumps(good), limits).causes[0].evidence_steps == (1210,)
     for bad, why in [
         ({**good, "extra": 1}, "exactly summary and causes"),
         ({**good, "causes": []}, "1 to 3 items"),
-        ({**good, "causes": [{**good["causes"][0], "confidence": "certain"}]}, "confidence must be one of"),
-        ({**good, "causes": [{**good["causes"][0], "evidence_steps": [-5]}]}, "not a step of this run"),
-        ({**good, "causes": [{**good["causes"][0], "evidence_steps": [123456]}]}, "not a step of this run"),
+        ({**good, "causes": [{**cause, "confidence": "certain"}]}, "confidence must be one of"),
+        ({**good, "causes": [{**cause, "cause": "c"}]}, "cause 'c' names no finding shown"),
+        ({**good, "causes": [{**cause, "cause": "overfitting"}]}, "names no finding shown"),
+        ({**good, "causes": [{**cause, "evidence_steps": [-5]}]}, "not a step the prompt showed"),
+        ({**good, "causes": [{**cause, "evidence_steps": [1215]}]}, "not a step the prompt showed"),
         ({**good, "summary": "bell\x07"}, "control character"),
     ]:
         with pytest.raises(AnswerError, match=why):
@@ -267,8 +276,11 @@ def test_json_mode_always_parses_and_validates(tiny_model, lang):
         assert runner.stats.finish_reason == "stop", "the grammar's worst case must fit in max_tokens"
         answer = llm.parse_json_answer(text, prompt, 1024)
         assert 1 <= len(answer.causes) <= 3 and all(c.confidence in ("high", "medium", "low") for c in answer.causes)
+        # Grounded by construction: even a random model can only name a finding it was shown (or say it
+        # does not know) and cite steps the prompt showed.
         for c in answer.causes:
-            assert all(0 <= s < 10_000 for s in c.evidence_steps)
+            assert c.cause in prompt.evidence.causes | {"other", "unclear"}
+            assert set(c.evidence_steps) <= prompt.evidence.steps
         assert not any(ord(ch) < 32 for ch in answer.summary)
 
 

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
 from tbtriage.analysis import llm
-from tbtriage.tui.widgets.llm_diagnosis import LLMDiagnosis
+from tbtriage.tui.widgets.llm_explanation import LLMExplanation
 from tests._llm_data import blowup_report
 from tests.tiny_gguf import build_tiny_gguf
 
@@ -22,14 +22,14 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-random-llama.gguf")
 
 
-def settings_for(path: Path) -> llm.Settings:
-    return llm.Settings(llm.ModelChoice(path, "--model"), threads=1)
+def settings_for(path: Path, **kw) -> llm.Settings:
+    return llm.Settings(llm.ModelChoice(path, "--model"), threads=1, **kw)
 
 
 class OneWidget(App):
     """The widget on its own, filling the screen; records the chunks that bubble up from it."""
 
-    def __init__(self, widget: LLMDiagnosis) -> None:
+    def __init__(self, widget: LLMExplanation) -> None:
         super().__init__()
         self.widget = widget
         self.chunks: list[str] = []
@@ -37,14 +37,14 @@ class OneWidget(App):
     def compose(self) -> ComposeResult:
         yield self.widget
 
-    def on_llmdiagnosis_chunk(self, message: LLMDiagnosis.Chunk) -> None:
+    def on_llmexplanation_chunk(self, message: LLMExplanation.Chunk) -> None:
         self.chunks.append(message.text)
 
 
 class InPane(App):
     """The widget the way the app's Diagnosis pane holds it: below the rule-based Markdown, in a scroll."""
 
-    def __init__(self, widget: LLMDiagnosis) -> None:
+    def __init__(self, widget: LLMExplanation) -> None:
         super().__init__()
         self.widget = widget
 
@@ -72,7 +72,7 @@ async def until(pilot, condition, timeout: float = 20.0) -> None:
 
 def test_the_answer_streams_into_the_pane_with_model_speed_and_grounding(tiny_model):
     pytest.importorskip("llama_cpp")
-    widget = LLMDiagnosis(blowup_report(), settings=settings_for(tiny_model), max_tokens=400)
+    widget = LLMExplanation(blowup_report(), settings=settings_for(tiny_model), max_tokens=400)
     app = OneWidget(widget)
 
     async def scenario(pilot):
@@ -98,7 +98,8 @@ def test_the_answer_streams_into_the_pane_with_model_speed_and_grounding(tiny_mo
 
 def test_escape_stops_the_answer_mid_stream(tiny_model):
     pytest.importorskip("llama_cpp")
-    widget = LLMDiagnosis(blowup_report(), settings=settings_for(tiny_model), max_tokens=1500)
+    # A long answer (the random model writes ~2000 tokens here), with the room a context of 4096 leaves.
+    widget = LLMExplanation(blowup_report(), settings=settings_for(tiny_model, n_ctx=4096), max_tokens=3000)
 
     async def scenario(pilot):
         widget.start()
@@ -111,7 +112,7 @@ def test_escape_stops_the_answer_mid_stream(tiny_model):
         status = str(widget.query_one("#llm-status", Static).render())
         assert status.startswith("Stopped.")
         tokens = int(status.split()[1])
-        assert tokens < 1500
+        assert tokens < 3000
         # Nothing left to stop: escape is no longer the widget's.
         assert widget.check_action("cancel", ()) is False
 
@@ -120,7 +121,7 @@ def test_escape_stops_the_answer_mid_stream(tiny_model):
 
 def test_in_the_diagnosis_pane_the_rules_are_not_repeated(tiny_model):
     pytest.importorskip("llama_cpp")
-    widget = LLMDiagnosis(blowup_report(), settings=settings_for(tiny_model), max_tokens=30)
+    widget = LLMExplanation(blowup_report(), settings=settings_for(tiny_model), max_tokens=30)
 
     async def scenario(pilot):
         assert widget.has_class("-no-rules") and not widget.has_class("-standalone")
@@ -131,13 +132,13 @@ def test_in_the_diagnosis_pane_the_rules_are_not_repeated(tiny_model):
 
 
 def test_the_answer_follows_the_bottom_only_while_the_user_is_there():
-    widget = LLMDiagnosis(blowup_report(), show_rules=False)
+    widget = LLMExplanation(blowup_report(), show_rules=False)
 
     async def scenario(pilot):
         scroller = widget.query_one("#llm-answer-column", VerticalScroll)
         widget.running = True
         for i in range(40):
-            widget.post_message(LLMDiagnosis.Chunk(f"line {i}\n\n", 30.0))
+            widget.post_message(LLMExplanation.Chunk(f"line {i}\n\n", 30.0))
         # Following along: the view stays at the end as the answer grows.
         await until(pilot, lambda: "line 39" in widget.answer and scroller.max_scroll_y > 20)
         await until(pilot, lambda: scroller.scroll_y == scroller.max_scroll_y)
@@ -145,7 +146,7 @@ def test_the_answer_follows_the_bottom_only_while_the_user_is_there():
         await pilot.pause()
         height_before = scroller.max_scroll_y
         for i in range(40, 60):
-            widget.post_message(LLMDiagnosis.Chunk(f"line {i}\n\n", 30.0))
+            widget.post_message(LLMExplanation.Chunk(f"line {i}\n\n", 30.0))
         await until(pilot, lambda: "line 59" in widget.answer and scroller.max_scroll_y > height_before)
         await pilot.pause(0.1)
         assert scroller.scroll_y == 0, "the user scrolled up to read: the pane must not pull them down"
@@ -156,7 +157,7 @@ def test_the_answer_follows_the_bottom_only_while_the_user_is_there():
 
 def test_without_llama_cpp_the_pane_says_how_to_enable_it(monkeypatch, tiny_model):
     monkeypatch.setattr(llm, "llama_available", lambda: False)
-    widget = LLMDiagnosis(blowup_report(), settings=settings_for(tiny_model))
+    widget = LLMExplanation(blowup_report(), settings=settings_for(tiny_model))
 
     async def scenario(pilot):
         widget.start()
@@ -169,11 +170,47 @@ def test_without_llama_cpp_the_pane_says_how_to_enable_it(monkeypatch, tiny_mode
     drive(OneWidget(widget), scenario)
 
 
+def test_a_run_with_no_findings_gets_nothing_to_explain_and_no_model(tiny_model):
+    from tbtriage.analysis.explain import NO_FINDINGS
+    from tests._report_data import loss_curve, make_report
+
+    healthy = make_report("healthy", {"train/loss": ("train_loss", loss_curve())})
+    widget = LLMExplanation(healthy, settings=settings_for(tiny_model))
+
+    async def scenario(pilot):
+        widget.start()
+        await until(pilot, lambda: not widget.running)
+        await pilot.pause()
+        status = str(widget.query_one("#llm-status", Static).render())
+        assert status == f"Nothing to explain: {NO_FINDINGS}."
+        assert widget.answer == "" and widget.border_subtitle == "not asked"
+
+    drive(OneWidget(widget), scenario)
+
+
+def test_a_base_model_without_a_chat_template_is_flagged_above_its_answer(tmp_path):
+    pytest.importorskip("llama_cpp")
+    base = build_tiny_gguf(tmp_path / "tiny-base.gguf", chat_template=False, finetune="base")
+    widget = LLMExplanation(blowup_report(), settings=settings_for(base), max_tokens=30)
+
+    async def scenario(pilot):
+        widget.start()
+        await until(pilot, lambda: not widget.running)
+        await pilot.pause()
+        warnings = widget.query_one("#llm-warnings", Static)
+        text = str(warnings.render())
+        assert not warnings.has_class("-empty") and text.count("⚠") == 1
+        assert "base model" in text and "plain-text prompt is used (best effort)" in text
+        assert str(widget.query_one("#llm-status", Static).render()).startswith("Done.")
+
+    drive(OneWidget(widget), scenario)
+
+
 def test_a_broken_model_file_gives_one_line_and_a_live_screen(tmp_path, tiny_model):
     pytest.importorskip("llama_cpp")
     bad = tmp_path / "half.gguf"
     bad.write_bytes(tiny_model.read_bytes()[:200_000])  # a download that stopped halfway
-    widget = LLMDiagnosis(blowup_report(), settings=settings_for(bad))
+    widget = LLMExplanation(blowup_report(), settings=settings_for(bad))
 
     async def scenario(pilot):
         widget.start()
@@ -207,8 +244,8 @@ def test_pressing_d_in_the_app_streams_a_diagnosis_into_the_diagnosis_pane(tmp_p
     async def scenario(app, pilot):
         await pilot.press("d")
         pane = app.screen.query_one(DiagnosisPane)
-        await until(pilot, lambda: bool(pane.query(LLMDiagnosis)))
-        widget = pane.query_one(LLMDiagnosis)
+        await until(pilot, lambda: bool(pane.query(LLMExplanation)))
+        widget = pane.query_one(LLMExplanation)
         await until(pilot, lambda: widget.answer and not widget.running)
         await settle(app, pilot)
         assert widget.border_title == "tiny-random-llama" and widget.grounding is not None

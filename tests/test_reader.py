@@ -14,8 +14,7 @@ from tensorboard.util import tensor_util
 import tbtriage
 from tbtriage.analysis.logdir import LogdirError
 from tests._event_files import event_files, write_pytorch_run, write_tf2_run
-
-KERNELS = ["pure", "jit"]
+from tests._kernels import KERNELS, needs_compiled_kernel
 
 
 def accumulator(path: Path) -> ea.EventAccumulator:
@@ -96,6 +95,7 @@ def test_histograms_text_and_hparams_are_read(tmp_path, kernel):
     assert hp == {"lr": 0.1, "optimizer": "adam", "amp": True}
 
 
+@needs_compiled_kernel
 def test_the_pure_and_compiled_paths_agree_point_for_point(pytorch_logdir):
     pure = tbtriage.load(pytorch_logdir, kernel="pure")
     jit = tbtriage.load(pytorch_logdir, kernel="jit")
@@ -315,7 +315,7 @@ def test_the_logdir_is_never_written_to(pytorch_logdir, tmp_path):
         return sorted((str(p.relative_to(copy)), p.stat().st_size, p.stat().st_mtime_ns) for p in copy.rglob("*"))
 
     before = snapshot()
-    for kernel in KERNELS:
+    for kernel in ("pure", "jit"):  # whichever path "jit" takes here, neither may write
         tbtriage.load(copy, kernel=kernel).refresh()
     assert snapshot() == before
 
@@ -367,13 +367,14 @@ def test_thousands_of_per_layer_tags_all_come_back(tmp_path, kernel):
         np.testing.assert_array_equal(run.scalars[tags[i]].values, values[i].astype(np.float32))
 
 
-def test_a_file_that_shrinks_after_reading_gets_one_note_and_keeps_its_points(tmp_path):
+def test_a_file_that_shrinks_after_reading_is_read_again_as_it_is_now_with_one_note(tmp_path):
     write_pytorch_run(tmp_path / "r", n=100)
     logdir = tbtriage.load(tmp_path)
     f = Path(event_files(tmp_path / "r")[0])
-    f.write_bytes(f.read_bytes()[:100])  # an rsync or a cleanup rewrote it
+    f.write_bytes(f.read_bytes()[:300])  # an rsync or a cleanup rewrote it
+    assert logdir.refresh() == ["r"]
     assert logdir.refresh() == []
-    logdir.refresh()
-    (note,) = logdir.runs["r"].notes
-    assert "shrank" in note.message and note.file.startswith("r/events.out.tfevents")
-    assert len(logdir.runs["r"].scalars["train/loss"]) == 100
+    notes = [n for n in logdir.runs["r"].notes if "shrank" in n.message]
+    assert len(notes) == 1 and notes[0].file.startswith("r/events.out.tfevents")
+    # What is on disk now, not stale points: the first few records only.
+    assert 0 < len(logdir.runs["r"].scalars["train/loss"]) < 10

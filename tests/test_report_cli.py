@@ -12,7 +12,7 @@ from tensorboardX import SummaryWriter
 
 from tbtriage.analysis.demo import write_demo
 from tbtriage.cli.main import main
-from tests._report_contract import contract_problems
+from tests._report_contract import assert_follows, contract_problems
 
 
 def _write_run(directory, losses, every=10, val=None):
@@ -58,7 +58,7 @@ def _strict_json(text):
     def refuse(name):
         raise ValueError(f"non-standard JSON constant {name}")
 
-    return json.loads(text, parse_constant=refuse)
+    return assert_follows(json.loads(text, parse_constant=refuse))  # docs/report.schema.json
 
 
 def test_markdown_is_the_default_and_ranks_the_nan_run_first(logdir, capsys):

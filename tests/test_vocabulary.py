@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import tbtriage
-from tbtriage.analysis.datamodel import Finding
+from tbtriage.analysis.datamodel import Finding, Run
 from tbtriage.analysis.demo import write_demo
 from tbtriage.analysis.detectors import DETECTORS, run_detectors
 from tbtriage.analysis.engine import logdir_context, run_data
@@ -129,14 +130,15 @@ def test_run_detectors_and_watch_use_the_same_order_and_identity():
     assert found == sorted(found, key=finding_order)
 
     reports = {"r": SimpleNamespace(findings=[_finding("loss_spike", step=700), _finding("plateau", "info", None)])}
-    watcher = Watcher(SimpleNamespace(runs={"r": None}), lambda logdir, changed, previous: reports)
+    logdir = SimpleNamespace(runs={"r": Run(name="r", path=Path("r"))})
+    watcher = Watcher(logdir, lambda run, context: reports[run.name])
     first = watcher.poll()
     assert first == sorted(first, key=finding_order) and len(first) == 2
     assert watcher.seen == {finding_key(f) for f in first}
     # The same finding with a newer message is not news; a second spike at a later step is.
     newer = replace(first[0], message="loss_spike here, now 3.1x its baseline")
     reports["r"].findings = [newer, _finding("loss_spike", step=900)]
-    watcher.logdir.refresh = lambda: ["r"]
+    watcher.logdir.refresh = lambda cancel=None: ["r"]
     assert [f.step for f in watcher.poll()] == [900]
 
 
@@ -177,8 +179,8 @@ def test_the_html_sparkline_and_the_app_show_the_same_loss(several_losses):
     app = make_app(several_losses, follow=False, clock=fixed_clock)
 
     async def scenario(app, pilot):
-        assert app.reports["run"].primary_tags == run.primary_tags
-        assert app.current_tag == _html_loss_tag(html)
+        assert app.store.reports["run"].primary_tags == run.primary_tags
+        assert app.view.current_tag == _html_loss_tag(html)
         app.open_dashboard("run")
         await pilot.pause()
         assert app.screen.tags_by_role()["train_loss"] == [run.primary_tags.train_loss]

@@ -19,6 +19,8 @@ from tbtriage.analysis.findings import finding_key
 from tbtriage.analysis.json_safe import json_safe as jsonable
 from tbtriage.analysis.watch import Watcher, alert_payload, engine_analyzer, run_on_alert
 from tbtriage.cli.main import main
+from tests._app_data import NOW, decaying_loss, write_run
+from tests._report_contract import ALERT, assert_follows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,11 +83,12 @@ def test_watch_once_prints_findings_and_feeds_the_hook_valid_json(tmp_path, caps
     def refuse(name):
         raise ValueError(name)
 
-    payloads = [json.loads(line, parse_constant=refuse) for line in alerts.read_text().splitlines()]
+    payloads = [
+        assert_follows(json.loads(line, parse_constant=refuse), ALERT) for line in alerts.read_text().splitlines()
+    ]
     assert len(payloads) == len(printed)
     divergence = next(p for p in payloads if p["kind"] == "divergence")
     assert divergence["run"] == "exp_a" and divergence["step"] == 1510 and divergence["tool"] == "tbtriage"
-    assert set(divergence) >= {"kind", "severity", "tags", "step", "end_step", "evidence", "message", "suggestion"}
     assert "divergence" in (tmp_path / "kinds.txt").read_text().split()
 
 
@@ -147,7 +150,10 @@ def test_finding_identity_and_strict_json_payload():
     assert finding_key(finding) == ("run", "divergence", ("train/loss",), 2010)
     payload = alert_payload(finding, "logs/")
     text = json.dumps(payload, allow_nan=False)  # would raise on a bare NaN
-    assert json.loads(text)["evidence"] == {"last_finite": 4.5, "values": [1.0, "NaN", "Infinity"]}
+    assert assert_follows(json.loads(text), ALERT)["evidence"] == {
+        "last_finite": 4.5,
+        "values": [1.0, "NaN", "Infinity"],
+    }
     assert jsonable({"x": (np.int64(3), float("-inf"))}) == {"x": [3, "-Infinity"]}
 
 
@@ -155,3 +161,17 @@ def test_watch_on_a_missing_logdir_says_so_in_one_line(tmp_path, capsys):
     assert main(["watch", str(tmp_path / "nope"), "--once"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such" in err[0]
+
+
+def test_a_run_that_goes_silent_is_rejudged_and_reported_stalled_once_the_others_write_on(tmp_path):
+    start = NOW - 2000.0
+    write_run(tmp_path, "hung", {"train/loss": decaying_loss(50)}, wall0=start)
+    write_run(tmp_path, "steady", {"train/loss": decaying_loss(50, seed=1)}, wall0=start)
+    watcher = Watcher(tbtriage.load(tmp_path), engine_analyzer(None), clock=lambda: NOW)
+    assert not [f for f in watcher.poll() if f.kind == "stalled"]
+
+    # Only `steady` writes, 14 minutes on: `hung` changed nothing, yet it must be judged again.
+    write_run(tmp_path, "steady", {"train/loss": decaying_loss(30, seed=2)}, first_step=50, wall0=start + 850.0)
+    (stalled,) = [f for f in watcher.poll() if f.kind == "stalled"]
+    assert stalled.run == "hung" and stalled.evidence["still_writing"] == ["steady"]
+    assert [f for f in watcher.poll() if f.kind == "stalled"] == []  # reported once

@@ -76,8 +76,14 @@ def build_tiny_gguf(
     n_head: int = 4,
     n_ff: int = 64,
     n_ctx_train: int = 2048,
+    chat_template: bool = True,
+    finetune: str | None = None,
 ) -> Path:
-    """Write a random-weight llama GGUF to `path` and return it."""
+    """Write a random-weight llama GGUF to `path` and return it.
+
+    `chat_template=False` leaves the template out, as many converted base models do; `finetune` sets
+    `general.finetune` (converters copy the repository's suffix there: "Instruct", "base").
+    """
     import gguf
 
     pieces, scores, types = tiny_vocab()
@@ -108,7 +114,10 @@ def build_tiny_gguf(
     writer.add_eos_token_id(pieces.index("<|im_end|>"))
     writer.add_unk_token_id(0)
     writer.add_add_bos_token(False)
-    writer.add_chat_template(CHATML_TEMPLATE)
+    if chat_template:
+        writer.add_chat_template(CHATML_TEMPLATE)
+    if finetune:
+        writer.add_finetune(finetune)
 
     writer.add_tensor("token_embd.weight", weight(n_vocab, n_embd))
     writer.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))

@@ -52,7 +52,7 @@ def load_themes() -> dict[str, Theme]:
 
 def series_colours(variables: dict[str, str]) -> tuple[str, ...]:
     """The run colours a theme defines (`chart-1`, `chart-2`, ...), in slot order."""
-    colours = []
+    colours: list[str] = []
     while (colour := variables.get(f"chart-{len(colours) + 1}")) is not None:
         colours.append(colour)
     return tuple(colours) or FALLBACK_SERIES

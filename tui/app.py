@@ -1,9 +1,12 @@
-"""The tbtriage Textual app: state, thread workers, and the actions behind every key.
+"""The tbtriage Textual app: the data, the thread workers that fill it, and the actions behind every key.
 
-`make_app(...)` builds it for the CLI and for the tests alike. Reading and analysis run in
-thread workers that report back with the typed messages of `tui.messages`; the first frame
-shows at once and runs fill in as they are read and analysed. Time comes from an injected
-clock, so liveness ages (and snapshot tests) are deterministic when it is fixed.
+`make_app(...)` builds it for the CLI and for the tests alike. Reading runs in a thread worker;
+analysis and live follow go through `analysis.watch.Watcher`, the same follower `tbtriage watch`
+uses (so a run that goes silent while others write on is re-judged and flagged `stalled`). Workers
+report back with the typed messages of `tui.messages`, a few per second at most; the app turns
+them into `store` and `data` changes, and key actions into new `view` states (`tui.state`), which
+the screens watch. Time comes from an injected clock, so liveness ages (and snapshot tests) are
+deterministic when it is fixed.
 """
 
 from __future__ import annotations
@@ -24,23 +27,33 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 import tbtriage
 from tbtriage.analysis.config import Config, load_config
-from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
+from tbtriage.analysis.datamodel import Run, RunReport
 from tbtriage.analysis.discover import find_runs
-from tbtriage.analysis.engine import analyze_run, logdir_context
 from tbtriage.analysis.findings import finding_key
+from tbtriage.analysis.output_guard import refuse_output
 from tbtriage.analysis.render_markdown import run_markdown
-from tbtriage.analysis.roles import assign_roles, primary_tags
+from tbtriage.analysis.watch import RECHECK_SILENT_S, RunAnalyzer, Watcher, engine_analyzer
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
-from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config
+from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config, works_on
 from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
 from tbtriage.tui.commands import TriageCommands
 from tbtriage.tui.csv_export import export_filename, write_series_csv
-from tbtriage.tui.messages import Exported, LoadFailed, LogdirRead, Progress, Refreshed, RunAnalyzed, RunsDiscovered
+from tbtriage.tui.messages import (
+    Exported,
+    LoadFailed,
+    LogdirRead,
+    PassDone,
+    Progress,
+    RunsAnalyzed,
+    RunsDiscovered,
+    Throttle,
+)
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.screens.dashboard import RunDashboard
 from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.screens.main import MainScreen
-from tbtriage.tui.widgets.series_style import SlotBook
+from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with_valid_tag
+from tbtriage.tui.widgets.tag_chart import TagChart
 
 #: Live follow re-reads appended bytes this often. Loggers flush every 10-120 s, so 5 s shows a new
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
@@ -48,18 +61,6 @@ FOLLOW_SECONDS = 5.0
 
 #: From this many columns up the main screen shows every pane; below it, the Diagnosis pane folds away.
 WIDE_COLUMNS = 110
-
-#: A finding-jump shows the finding's step range plus this fraction of the run on each side (at least
-#: MIN_JUMP_STEPS steps), enough context to see the curve before and after.
-JUMP_CONTEXT = 0.05
-MIN_JUMP_STEPS = 10
-
-#: Actions that act on the main screen's chart, lists or panes (hidden elsewhere).
-MAIN_SCREEN_ACTIONS = {"filter", "export_csv", "zoom", "pan", "reset_view", "toggle_all_findings", "diagnose"}
-
-#: Turns one run into its report; the second argument is `analysis.engine.logdir_context` of the logdir
-#: (other runs' wall times, for `stalled`; sibling runs, for Keras' train/validation pairs).
-Analyzer = Callable[[Run, Any], RunReport]
 
 
 def _while_shown(handler):
@@ -74,13 +75,21 @@ def _while_shown(handler):
 
 
 class TriageApp(App[int]):
+    """Holds the data (`store`), the view (`view`, watched by the screens) and the workers that fill the data.
+
+    The app never calls into a screen: it assigns `view` and `data`, and each screen redraws what
+    depends on what changed.
+    """
+
     TITLE = "tbtriage"
     CSS_PATH = str(STYLESHEET)
     BINDINGS = bindings("app")
     COMMANDS = App.COMMANDS | {TriageCommands}
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE_COLUMNS, "-wide")]
 
-    options: reactive[ChartOptions] = reactive(ChartOptions, init=False)
+    view: reactive[ViewState] = reactive(ViewState, init=False)
+    #: Bumped (coalesced, a few times a second at most) when runs or reports arrive.
+    data: reactive[DataChange] = reactive(DataChange, init=False)
     follow: reactive[bool] = reactive(True, init=False)
 
     def __init__(
@@ -93,12 +102,13 @@ class TriageApp(App[int]):
         follow: bool,
         clock: Callable[[], float],
         follow_seconds: float,
+        recheck_silent_s: float,
         loader: Callable[..., Any],
-        analyzer: Analyzer,
+        analyzer: RunAnalyzer,
     ) -> None:
         self.keymap, self.unknown_keys = keymap_from_config(config.keys)
         # Read by App.__init__ when it binds the palette, so a remap must be in place first.
-        self.COMMAND_PALETTE_BINDING = self.keymap.get(PALETTE_ID, PALETTE_KEY)
+        self.COMMAND_PALETTE_BINDING = self.keymap.get(PALETTE_ID, PALETTE_KEY)  # type: ignore[misc]  # per app, by design
         super().__init__()
         for registered in load_themes().values():
             self.register_theme(registered)
@@ -108,31 +118,27 @@ class TriageApp(App[int]):
         self.config = config
         self.clock = clock
         self.follow_seconds = follow_seconds
+        self.recheck_silent_s = recheck_silent_s
         self._loader = loader
         self._analyzer = analyzer
         self.set_reactive(TriageApp.follow, follow)
-        # Data, filled by the workers' messages.
+        self.store = RunStore(config)
         self.logdir: Any = None
-        self.runs: dict[str, Run] = {}
-        self.reports: dict[str, RunReport] = {}
+        self.watcher: Watcher | None = None  # the live follower, once the logdir is read; used by one worker at a time
         self.progress: tuple[str, int, int] | None = ("reading", 0, 0)
         self.load_error: str | None = None
-        # What the user is looking at.
-        self.slots = SlotBook()
-        self.selected: list[str] = []
-        self.current_run: str | None = None
-        self.current_tag: str | None = None
-        self.sort_key = "health"
-        self.run_filter = ""
-        self.tag_filter = ""
-        self.all_findings = False
-        # Findings seen so far, and those that appeared in the latest live pass (highlighted once).
-        self.seen_findings: set[tuple] = set()
-        self.new_findings: set[tuple] = set()
-        self._loaded = False
+        self.loaded = False
         self._refreshing = False
         self._user_chose_run = False  # until then the cursor goes to the worst run once all are analysed
         self.main_screen = MainScreen()
+
+    @property
+    def runs(self) -> dict[str, Run]:
+        return self.store.runs
+
+    @property
+    def reports(self) -> dict[str, RunReport]:
+        return self.store.reports
 
     # Start-up ---------------------------------------------------------------------------------
 
@@ -160,12 +166,14 @@ class TriageApp(App[int]):
             names = list(find_runs(self.logdir_path, warnings))
             total = len(names)
             self.post_message(RunsDiscovered(names, warnings))
-        read: list[str] = []
+        read = 0
+        throttle = Throttle()
 
         def run_read(name: str, run: Run) -> None:
-            read.append(name)
-            if len(read) < total:  # the last one is announced by LogdirRead
-                self.post_message(Progress("reading", len(read), total))
+            nonlocal read
+            read += 1
+            if read < total and throttle.ready():  # the last one is announced by LogdirRead
+                self.post_message(Progress("reading", read, total))
 
         try:
             # Quitting cancels the worker; the reader polls this between chunks and stops at once.
@@ -176,29 +184,37 @@ class TriageApp(App[int]):
         if worker.is_cancelled:
             return
         self.post_message(LogdirRead(logdir))
-        self._analyze(logdir, list(logdir.runs), worker)
+        self.watcher = Watcher(logdir, self._analyzer, clock=self.clock, recheck_silent_s=self.recheck_silent_s)
+        self._follow_pass(worker)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_logdir(self) -> None:
-        worker = get_current_worker()
-        changed = self.logdir.refresh(cancel=lambda: worker.is_cancelled)
-        self.post_message(Refreshed(changed))
-        self._analyze(self.logdir, changed, worker)
+        self._follow_pass(get_current_worker())
 
-    def _analyze(self, logdir: Any, names: list[str], worker: Worker) -> None:
-        """Analyse the named runs one by one, posting each report, and stop as soon as the worker is cancelled."""
-        context = logdir_context(logdir, now=self.clock())
-        runs = [logdir.runs[name] for name in names if name in logdir.runs]
-        for done, run in enumerate(runs):
-            if worker.is_cancelled:
-                return
-            self.post_message(Progress("analysing", done, len(runs)))
-            self.post_message(RunAnalyzed(self._analyzer(run, context)))
-        self.post_message(Progress("analysing", len(runs), len(runs)))
+    def _follow_pass(self, worker: Worker) -> None:
+        """One poll of the follower (the same one `tbtriage watch` uses), its verdicts posted in batches."""
+        assert self.watcher is not None
+        batch: list[RunReport] = []
+        throttle = Throttle()
+
+        def judged(report: RunReport, done: int, total: int) -> None:
+            batch.append(report)
+            if done == total or throttle.ready():
+                self.post_message(RunsAnalyzed(batch.copy(), done, total))
+                batch.clear()
+
+        first = self.watcher.polls == 0
+        new = self.watcher.poll(cancel=lambda: worker.is_cancelled, on_report=judged)
+        if not worker.is_cancelled:  # the last verdict went out with done == total
+            self.post_message(PassDone(new, first))
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def export_series(self, requests: list[SeriesRequest], tag: str, weight: float) -> None:
         path = Path.cwd() / export_filename(tag, self.clock())
+        refused = refuse_output(path, self.logdir_path)
+        if refused:
+            self.post_message(Exported(None, 0, f"not written: {refused}"))
+            return
         try:
             rows = write_series_csv(path, tag, requests, weight)
         except OSError as exc:
@@ -208,71 +224,67 @@ class TriageApp(App[int]):
 
     # Worker messages -> state -----------------------------------------------------------------
 
+    def _data_changed(self, runs: frozenset[str] | None) -> None:
+        self.data = DataChange(self.data.version + 1, runs)
+
     @_while_shown
     def on_runs_discovered(self, message: RunsDiscovered) -> None:
         """Show the runs' names at once, as empty runs, while their event files are read."""
         for warning in message.warnings:
             self.notify(plain(warning), severity="warning", markup=False)
         for name in message.names:
-            self.slots.slot(name)
-            self.runs.setdefault(name, Run(name=name, path=self.logdir_path / name))
+            self.store.slots.slot(name)
+            self.store.runs.setdefault(name, Run(name=name, path=self.logdir_path / name))
         self.progress = ("reading", 0, 0)  # one read for all runs: no count to show
-        self.main_screen.refresh_runs()
-        self.main_screen.refresh_status()
+        self._data_changed(None)
 
     @_while_shown
     def on_logdir_read(self, message: LogdirRead) -> None:
         self.logdir = message.logdir
-        self._adopt_runs()
         for warning in getattr(message.logdir, "warnings", []):
             self.notify(plain(warning), severity="warning", markup=False)
+        self._adopt_runs(None)
 
     @_while_shown
-    def on_run_analyzed(self, message: RunAnalyzed) -> None:
-        report = message.report
-        keys = {finding_key(f) for f in report.findings}
-        fresh = keys - self.seen_findings
-        if self._loaded and fresh:
-            self.new_findings |= fresh
-            for finding in report.findings:
-                if finding_key(finding) in fresh and finding.severity != "info":
+    def on_progress(self, message: Progress) -> None:
+        self.progress = (message.stage, message.done, message.total)
+        self._data_changed(frozenset())
+
+    @_while_shown
+    def on_runs_analyzed(self, message: RunsAnalyzed) -> None:
+        for report in message.reports:
+            self.store.reports[report.name] = report
+        self.progress = None if message.done >= message.total else ("analysing", message.done, message.total)
+        self._adopt_runs(frozenset(report.name for report in message.reports))
+
+    @_while_shown
+    def on_pass_done(self, message: PassDone) -> None:
+        self.progress = None
+        highlighted = {key[0] for key in self.store.new_findings}  # their runs redraw without the highlight
+        if message.first:
+            self.loaded = True
+            rows, _ = self.store.rows(self.view, self.clock())
+            if not self._user_chose_run and rows:  # the worst run, now that every run has its health
+                self.view = choose_run(self.view, self.store, rows[0].name)
+        else:
+            # Highlighted until the next pass; the first pass's findings are the starting point, not news.
+            self.store.new_findings = {finding_key(f) for f in message.new}
+            for finding in message.new:
+                if finding.severity != "info":
                     self.notify(
                         f"{plain(finding.run)}: {finding.kind} at step {finding.step}",
                         title="New finding",
                         severity="error" if finding.severity == "critical" else "warning",
                         markup=False,
                     )
-        self.seen_findings |= keys
-        self.reports[report.name] = report
-        self.runs.setdefault(report.name, report.run)
-        self._refresh_screens(report.name)
-
-    @_while_shown
-    def on_progress(self, message: Progress) -> None:
-        finished = message.done >= message.total
-        self.progress = None if finished else (message.stage, message.done, message.total)
-        if finished and not self._loaded:
-            self._loaded = True
-            first = self.main_screen.first_run_shown()
-            if not self._user_chose_run and first is not None:
-                self.set_current_run(first, by_user=False)
-                self.main_screen.refresh_runs()
-        self.main_screen.refresh_status()
+        self._data_changed(frozenset(highlighted | {f.run for f in message.new}))
 
     @_while_shown
     def on_load_failed(self, message: LoadFailed) -> None:
         self.progress = None
         self.load_error = message.message
         self.notify(message.message, title="Cannot read the logdir", severity="error", markup=False)
-        self.main_screen.refresh_status()
-
-    @_while_shown
-    def on_refreshed(self, message: Refreshed) -> None:
-        shown_once, self.new_findings = self.new_findings, set()  # the last pass's news have been seen
-        if message.changed:
-            self._adopt_runs()
-        elif shown_once:
-            self.main_screen.refresh_findings()
+        self._data_changed(frozenset())
 
     @_while_shown
     def on_exported(self, message: Exported) -> None:
@@ -293,28 +305,17 @@ class TriageApp(App[int]):
         if event.worker.group == "load" and event.state == WorkerState.ERROR:
             self.post_message(LoadFailed(plain(str(event.worker.error))))
 
-    def _adopt_runs(self) -> None:
-        """Take the logdir's runs (new ones included) into the view; pick a run and tag if none yet."""
-        for name in self.logdir.runs:
-            self.slots.slot(name)
-        self.runs = dict(self.logdir.runs)
-        if self.current_run is None and self.runs:
-            self.current_run = next(iter(self.runs))
-        self._refresh_screens(None)
-
-    def _refresh_screens(self, changed_run: str | None) -> None:
-        main = self.main_screen
-        main.refresh_runs()
-        if changed_run is None or changed_run == self.current_run or changed_run in self.selected:
-            if self.current_tag is None or self.current_tag not in self.charted_tags()[0]:
-                self.current_tag = self.default_tag()
-            main.refresh_tags()
-            main.refresh_chart()
-            main.refresh_diagnosis()
-        main.refresh_findings()
-        main.refresh_status()
-        if isinstance(self.screen, RunDashboard) and changed_run in (None, self.screen.run_name):
-            self.screen.refresh_panels()
+    def _adopt_runs(self, changed: frozenset[str] | None) -> None:
+        """Take the logdir's runs (new ones included) into the store; pick a run and tag if none yet."""
+        if self.logdir is not None:
+            for name in self.logdir.runs:
+                self.store.slots.slot(name)
+            self.store.runs = dict(self.logdir.runs)
+        view = self.view
+        if view.current_run is None and self.store.runs:
+            view = replace(view, current_run=next(iter(self.store.runs)))
+        self.view = with_valid_tag(view, self.store)
+        self._data_changed(changed)
 
     def _follow_tick(self) -> None:
         if self.follow:
@@ -322,7 +323,7 @@ class TriageApp(App[int]):
 
     def _start_refresh(self) -> None:
         """Read what was appended, unless a pass is running (passes never overlap) or loading isn't done."""
-        if self._loaded and self.logdir is not None and not self._refreshing:
+        if self.loaded and self.watcher is not None and not self._refreshing:
             self._refreshing = True
             self.refresh_logdir()
 
@@ -334,128 +335,22 @@ class TriageApp(App[int]):
     # Keys -------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Main-screen actions are hidden from the footer (and do nothing) on other screens."""
-        if action in MAIN_SCREEN_ACTIONS and not isinstance(self.screen, MainScreen):
-            return False
-        return True
+        """An action works (and shows in the footer) only on the screens its binding table row names."""
+        return works_on(action, getattr(self.screen, "SCREEN", None))
 
     def get_key_display(self, binding: Binding) -> str:
         return key_caption(binding.key) if self.ascii_only else super().get_key_display(binding)
 
-    # Derived view data ------------------------------------------------------------------------
-
-    def charted_runs(self) -> list[str]:
-        """The selected runs, or the run under the cursor when none is selected."""
-        if self.selected:
-            return [name for name in self.selected if name in self.runs]
-        return [self.current_run] if self.current_run in self.runs else []
-
-    def roles_of(self, name: str) -> dict[str, str | None]:
-        report = self.reports.get(name)
-        if report is not None:
-            return report.roles
-        run = self.runs[name]
-        return {tag: role for tag, (role, _) in assign_roles(list(run.scalars), self.config, run_name=name).items()}
-
-    def charted_tags(self) -> tuple[list[str], dict[str, str | None]]:
-        """Scalar tags of the charted runs (their union) and each tag's role."""
-        roles: dict[str, str | None] = {}
-        for name in self.charted_runs():
-            for tag, role in self.roles_of(name).items():
-                if roles.get(tag) is None:
-                    roles[tag] = role
-        return sorted(roles), roles
-
-    def primary_of(self, name: str) -> PrimaryTags:
-        """A run's headline tags as the engine chose them (`RunReport.primary_tags`); until its analysis
-        arrives, the same rule applied to what has been read so far."""
-        report = self.reports.get(name)
-        if report is not None:
-            return report.primary_tags
-        scalars = dict(self.runs[name].scalars)
-        roles = assign_roles(list(scalars), self.config, run_name=name)
-        return primary_tags(roles, {tag: len(series) for tag, series in scalars.items()}, run_name=name)
-
-    def default_tag(self) -> str | None:
-        """The headline series of the first charted run (its loss, else its metric), else its first tag."""
-        names = self.charted_runs()
-        if not names:
-            return None
-        return self.primary_of(names[0]).headline or next(iter(sorted(dict(self.runs[names[0]].scalars))), None)
-
-    def chart_requests(self, tag: str | None = None) -> list[SeriesRequest]:
-        tag = tag or self.current_tag
-        requests = []
-        for name in self.charted_runs():
-            series = dict(self.runs[name].scalars).get(tag)
-            if series is None:
-                continue
-            report = self.reports.get(name)
-            findings = tuple(f for f in report.findings if not f.tags or tag in f.tags) if report else ()
-            requests.append(SeriesRequest(name, self.slots.slot(name), series, findings))
-        return requests
-
-    # State changes the screens ask for --------------------------------------------------------
-
-    def set_current_run(self, name: str | None, by_user: bool = True) -> None:
-        if name == self.current_run:
-            return
-        self.current_run = name
-        self._user_chose_run |= by_user
-        main = self.main_screen
-        if not self.selected:
-            if self.current_tag not in self.charted_tags()[0]:
-                self.current_tag = self.default_tag()
-            main.refresh_tags()
-            main.refresh_chart()
-        main.refresh_diagnosis()
-        if not self.all_findings:
-            main.refresh_findings()
-
-    def set_current_tag(self, tag: str) -> None:
-        if tag != self.current_tag:
-            self.current_tag = tag
-            # A zoom window belongs to the old tag; set without the watcher, then redraw once.
-            self.set_reactive(TriageApp.options, replace(self.options, window=None))
-            self.main_screen.refresh_chart()
-
-    def toggle_selected(self, name: str) -> None:
-        if name in self.selected:
-            self.selected.remove(name)
-        else:
-            self.selected.append(name)
-        main = self.main_screen
-        main.refresh_runs()
-        main.refresh_tags()
-        main.refresh_chart()
-
-    def jump_to(self, finding: Finding) -> None:
-        """Chart the finding's run and first tag on the step axis, zoomed around its step range."""
-        if finding.run not in self.runs:
-            return
-        self.selected = [finding.run] if self.selected else []
-        self.current_run = finding.run
-        tag = (
-            finding.tags[0] if finding.tags and finding.tags[0] in self.runs[finding.run].scalars else self.current_tag
-        )
-        self.current_tag = tag
-        window = None
-        series = self.runs[finding.run].scalars.get(tag) if tag else None
-        if finding.step is not None and series is not None and len(series):
-            first, last = float(series.steps[0]), float(series.steps[-1])
-            end = finding.end_step if finding.end_step is not None else finding.step
-            pad = max((last - first) * JUMP_CONTEXT, MIN_JUMP_STEPS)
-            window = (max(first, finding.step - pad), min(last, end + pad))
-        main = self.main_screen
-        main.refresh_runs()
-        main.refresh_tags()
-        main.refresh_diagnosis()
-        self.options = replace(self.options, x_axis="step", window=window)
-        main.refresh_chart()
+    def note_user_chose_run(self) -> None:
+        """The user moved the cursor: from now on the app no longer moves it to the worst run."""
+        self._user_chose_run = True
 
     def open_dashboard(self, name: str) -> None:
-        if name in self.runs:
+        if name in self.store.runs:
             self.push_screen(RunDashboard(name))
+
+    def _set_options(self, options: ChartOptions) -> None:
+        self.view = replace(self.view, options=options)
 
     # Actions (keys from the binding table) ----------------------------------------------------
 
@@ -468,37 +363,35 @@ class TriageApp(App[int]):
             self.screen.open_filter()
 
     def action_cycle_smoothing(self) -> None:
-        self.options = self.options.next_smoothing()
+        self._set_options(self.view.options.next_smoothing())
 
     def action_toggle_log_y(self) -> None:
-        self.options = replace(self.options, log_y=not self.options.log_y)
+        self._set_options(replace(self.view.options, log_y=not self.view.options.log_y))
 
     def action_cycle_x_axis(self) -> None:
-        self.options = self.options.next_x_axis()
+        self._set_options(self.view.options.next_x_axis())
 
     def action_toggle_outliers(self) -> None:
-        self.options = replace(self.options, ignore_outliers=not self.options.ignore_outliers)
+        self._set_options(replace(self.view.options, ignore_outliers=not self.view.options.ignore_outliers))
 
     def action_zoom(self, factor: float) -> None:
-        self.options = self.main_screen.query_one("#chart").zoomed(factor)
+        self._set_options(self.main_screen.query_one("#chart", TagChart).zoomed(factor))
 
     def action_pan(self, fraction: float) -> None:
-        self.options = self.main_screen.query_one("#chart").panned(fraction)
+        self._set_options(self.main_screen.query_one("#chart", TagChart).panned(fraction))
 
     def action_reset_view(self) -> None:
-        self.options = replace(self.options, window=None)
+        self._set_options(replace(self.view.options, window=None))
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
         self.notify("Live follow on" if self.follow else "Live follow paused", markup=False)
-        self.main_screen.refresh_status()
 
     def action_refresh(self) -> None:
         self._start_refresh()
 
     def action_toggle_all_findings(self) -> None:
-        self.all_findings = not self.all_findings
-        self.main_screen.refresh_findings()
+        self.view = replace(self.view, all_findings=not self.view.all_findings)
 
     def action_cycle_theme(self) -> None:
         index = THEME_ORDER.index(self.theme) if self.theme in THEME_ORDER else -1
@@ -506,14 +399,16 @@ class TriageApp(App[int]):
         self.notify(f"Theme: {self.theme}", markup=False)
 
     def action_export_csv(self) -> None:
-        requests = self.chart_requests()
-        if not requests or self.current_tag is None:
+        requests = self.store.chart_requests(self.view)
+        if not requests or self.view.current_tag is None:
             self.notify("Nothing charted to export.", severity="warning", markup=False)
             return
-        self.export_series(requests, self.current_tag, self.options.smoothing)
+        self.export_series(requests, self.view.current_tag, self.view.options.smoothing)
 
     def action_copy_report(self) -> None:
-        report = self.reports.get(self.current_run) if self.current_run else None
+        # On a run's dashboard, that run; elsewhere, the run under the cursor.
+        name = getattr(self.screen, "run_name", None) or self.view.current_run
+        report = self.store.reports.get(name) if name else None
         if report is None:
             self.notify("The run is not analysed yet.", severity="warning", markup=False)
             return
@@ -521,13 +416,13 @@ class TriageApp(App[int]):
         self.notify(f"Copied the report of {plain(report.name)} to the clipboard.", markup=False)
 
     def action_diagnose(self) -> None:
-        report = self.reports.get(self.current_run) if self.current_run else None
+        report = self.store.reports.get(self.view.current_run) if self.view.current_run else None
         if report is None:
             self.notify("Select an analysed run to diagnose.", severity="warning", markup=False)
             return
-        self.main_screen.show_diagnosis().diagnose(report)
+        self.main_screen.show_diagnosis().explain(report)
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         self.workers.cancel_all()
         self.exit(0)
 
@@ -541,24 +436,21 @@ def make_app(
     follow: bool = True,
     clock: Callable[[], float] = time.time,
     follow_seconds: float = FOLLOW_SECONDS,
+    recheck_silent_s: float = RECHECK_SILENT_S,
     loader: Callable[..., Any] | None = None,
-    analyzer: Analyzer | None = None,
+    analyzer: RunAnalyzer | None = None,
 ) -> TriageApp:
     """The app for `logdir`, as the CLI and the tests build it.
 
     `theme` wins over the config's; with neither, NO_COLOR picks the monochrome theme. Raises
-    ValueError for an unknown theme and ConfigError for an unusable config file.
+    ValueError for an unknown theme and ConfigError for an unusable config file. `recheck_silent_s` is
+    how far the logdir's newest event moves on before a silent run is judged again (`stalled`).
     """
     if not isinstance(config, Config):
         config = load_config(config)
     chosen = theme or config.theme or (NO_COLOR_THEME if "NO_COLOR" in os.environ else DEFAULT_THEME)
     if chosen not in THEME_ORDER:
         raise ValueError(f"unknown theme {chosen!r} (choose from {', '.join(THEME_ORDER)})")
-    if analyzer is None:
-
-        def analyzer(run: Run, context: Any) -> RunReport:
-            return analyze_run(run, config, context)
-
     return TriageApp(
         Path(logdir),
         theme=chosen,
@@ -567,6 +459,7 @@ def make_app(
         follow=follow,
         clock=clock,
         follow_seconds=follow_seconds,
+        recheck_silent_s=recheck_silent_s,
         loader=loader or tbtriage.load,
-        analyzer=analyzer,
+        analyzer=analyzer or engine_analyzer(config),
     )

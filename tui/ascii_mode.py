@@ -25,5 +25,6 @@ def apply_ascii(screen: Screen) -> None:
     screen.add_class(ASCII_CLASS)
     for widget in screen.query("*"):
         if widget.is_scrollable:
-            widget.vertical_scrollbar.renderer = AsciiScrollBarRender
-            widget.horizontal_scrollbar.renderer = AsciiScrollBarRender
+            # Textual declares `renderer` a ClassVar, but an instance attribute is how one bar gets its own.
+            widget.vertical_scrollbar.renderer = AsciiScrollBarRender  # type: ignore[misc]
+            widget.horizontal_scrollbar.renderer = AsciiScrollBarRender  # type: ignore[misc]

@@ -154,9 +154,10 @@ class BucketedLines:
             values = values[np.isfinite(values)]
             if log_y:
                 values = np.log10(values[values > 0])
-            self._percentiles[log_y] = (
-                tuple(float(v) for v in np.percentile(values, OUTLIER_PERCENTILES)) if values.size else None
-            )
+            self._percentiles[log_y] = None
+            if values.size:
+                lo, hi = np.percentile(values, OUTLIER_PERCENTILES)
+                self._percentiles[log_y] = (float(lo), float(hi))
         return self._percentiles[log_y]
 
 
@@ -300,14 +301,12 @@ def _x_presentation(x_range: tuple[float, float] | None, axis: str):
 
 
 def _rescale_x(line: ChartLine, divisor: float) -> ChartLine:
-    def scale(d: Downsampled | None) -> Downsampled | None:
-        if d is None:
-            return d
+    def scale(d: Downsampled) -> Downsampled:
         return replace(
             d, x=d.x / divisor, nan_x=d.nan_x / divisor, posinf_x=d.posinf_x / divisor, neginf_x=d.neginf_x / divisor
         )
 
-    return ChartLine(line.run, line.slot, scale(line.raw), scale(line.smooth))
+    return ChartLine(line.run, line.slot, scale(line.raw), None if line.smooth is None else scale(line.smooth))
 
 
 #: Wall-time ticks on a chart: this many, evenly spaced.

@@ -1,8 +1,9 @@
 """The command palette (`ctrl+p`): the binding table's actions plus commands for what is on screen.
 
-Action commands come from `tui.bindings.KEY_ACTIONS` (so the palette and the keys never
-disagree); context adds one "open" and one "copy report" per run on the main screen, and a
-theme switch per theme. Run names are untrusted and are matched and shown as plain text.
+Action commands come from `tui.bindings.KEY_ACTIONS`, each offered on exactly the screens its
+table row names (so the palette, the footer and the keys never disagree); context adds one
+"open" per run on the main screen, and a theme switch per theme. Run names are untrusted and
+are matched and shown as plain text.
 """
 
 from __future__ import annotations
@@ -10,20 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
 from tbtriage.themes import THEME_ORDER
-from tbtriage.tui.bindings import KEY_ACTIONS, effective_key
+from tbtriage.tui.bindings import effective_key, palette_actions
 from tbtriage.tui.safe_text import plain
-
-if TYPE_CHECKING:
-    from tbtriage.tui.app import TriageApp
-
-#: Actions offered on every screen; the others act on the main screen's chart, lists or filter.
-_ANYWHERE = {"help", "log_y", "smoothing", "outliers", "theme", "follow", "refresh", "copy_report", "quit"}
+from tbtriage.tui.state import TriageHost
 
 
 @dataclass(frozen=True)
@@ -34,17 +29,13 @@ class PaletteCommand:
 
 
 class TriageCommands(Provider):
-    app: TriageApp
+    app: TriageHost
 
     def commands(self) -> list[PaletteCommand]:
-        from tbtriage.tui.screens.main import MainScreen
-
         app = self.app
-        on_main = isinstance(self.screen, MainScreen)
+        screen = getattr(self.screen, "SCREEN", None)
         found = []
-        for action in KEY_ACTIONS:
-            if not action.palette or (not on_main and action.id not in _ANYWHERE):
-                continue
+        for action in palette_actions(screen):
             key = effective_key(action, app.keymap)
             found.append(PaletteCommand(action.help, f"key: {key}", partial(app.run_action, action.action)))
         for theme in THEME_ORDER:
@@ -53,8 +44,8 @@ class TriageCommands(Provider):
                     f"Switch theme to {theme}", "colours of panes and charts", partial(setattr, app, "theme", theme)
                 )
             )
-        if on_main:
-            for name in app.runs:
+        if screen == "main":
+            for name in app.store.runs:
                 found.append(
                     PaletteCommand(
                         f"Open run {plain(name)}",

@@ -1,11 +1,15 @@
 """What the app's thread workers report back to the UI thread, one typed message per event.
 
 Workers never touch widgets: they read and analyse, then post one of these; the app's
-handlers (on the UI thread) update state and panes.
+handlers (on the UI thread) update its state, and the screens watching that state redraw.
+Workers post at most a few per second (`Throttle`): a logdir of thousands of runs must not
+flood the UI thread with one message, and one redraw, per run.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from textual.message import Message
@@ -30,13 +34,14 @@ class LogdirRead(Message):
         self.logdir = logdir
 
 
-class RunAnalyzed(Message):
-    """The engine's verdict on one run; `new` are findings not seen before in this session."""
+class RunsAnalyzed(Message):
+    """The follower's verdicts on some runs; `done` of `total` runs of this pass are judged."""
 
-    def __init__(self, report: RunReport, new: tuple[Finding, ...] = ()) -> None:
+    def __init__(self, reports: list[RunReport], done: int, total: int) -> None:
         super().__init__()
-        self.report = report
-        self.new = new
+        self.reports = reports
+        self.done = done
+        self.total = total
 
 
 class Progress(Message):
@@ -57,12 +62,13 @@ class LoadFailed(Message):
         self.message = message
 
 
-class Refreshed(Message):
-    """A live-follow pass finished; `changed` runs had new events (new runs included)."""
+class PassDone(Message):
+    """A follow pass (the first analysis, or a live re-read) finished; `new` are findings not seen before."""
 
-    def __init__(self, changed: list[str]) -> None:
+    def __init__(self, new: list[Finding], first: bool) -> None:
         super().__init__()
-        self.changed = changed
+        self.new = new
+        self.first = first
 
 
 class Exported(Message):
@@ -73,3 +79,24 @@ class Exported(Message):
         self.path = path
         self.rows = rows
         self.error = error
+
+
+#: Workers post progress and verdicts at most this often: four redraws a second look live, and
+#: leave the UI thread free for keys however many runs are read or analysed.
+COALESCE_S = 0.25
+
+
+class Throttle:
+    """A worker's gate for its messages: open at first, then at most once per `interval` seconds."""
+
+    def __init__(self, interval: float = COALESCE_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self.last = float("-inf")
+
+    def ready(self) -> bool:
+        now = self.clock()
+        if now - self.last < self.interval:
+            return False
+        self.last = now
+        return True

@@ -92,7 +92,7 @@ class RunData:
     @property
     def span(self) -> int:
         """Steps the run covers (at least 1)."""
-        if self.first_step is None:
+        if self.first_step is None or self.last_step is None:
             return 1
         return max(1, self.last_step - self.first_step)
 

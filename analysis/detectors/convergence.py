@@ -23,6 +23,7 @@ init, normalisation, lr); elsewhere, or shorter, it is info (a saddle the optimi
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -119,7 +120,7 @@ def _slow(data: RunData, tag: str):
     slope2, error2 = _slope(level.steps, level.medians, level.steps >= middle_step)
     first_half, second_half = -slope1 * half_span, -slope2 * half_span
     slowed_down = (first_half - second_half) > DECELERATION_K * half_span * math.hypot(error1, error2)
-    evidence = {
+    evidence: dict[str, Any] = {
         "tag": tag,
         "start_level": start,
         "middle_level": middle,
@@ -262,7 +263,7 @@ def _plateaus(data: RunData, tag: str) -> list:
         at_start = position(data, start) <= START_FRAC
         chance = _chance_level(level) if at_start else None
         fraction = (end - start) / data.span
-        evidence = {
+        evidence: dict[str, Any] = {
             "tag": tag,
             "level": level,
             "plateau_fraction": fraction,

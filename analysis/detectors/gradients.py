@@ -114,7 +114,7 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
             if np.all(y[width + index :] >= base_level + np.log10(ONSET_RATIO)):
                 crossing = width + index
     if crossing is None:
-        if nonfinite_tail and not _loss_went_nonfinite(data):
+        if nonfinite_tail and feats.first_nonfinite_step is not None and not _loss_went_nonfinite(data):
             at = int(np.searchsorted(steps, feats.first_nonfinite_step))
             before = float(np.median(values[max(0, at - 20) : at])) if at else None
             return {

@@ -33,7 +33,7 @@ def detect(data: RunData) -> list:
         if note.kind not in _SUGGESTIONS:
             continue
         severity = note.severity if note.severity in SEVERITIES else "warning"
-        evidence = {"summary": note.message, "file": note.file}
+        evidence: dict[str, str | int] = {"summary": note.message, "file": note.file}
         if note.offset is not None:
             evidence["offset"] = note.offset
         out.append(

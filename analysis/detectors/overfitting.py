@@ -105,7 +105,7 @@ def _train_change(data: RunData, tag: str, since: int) -> float | None:
 
 def _candidates(data: RunData) -> list[tuple[str, str, np.ndarray, np.ndarray, int, bool, str | None]]:
     """(train tag, val label, val steps, val values, direction, is_metric, val run) to examine, losses first."""
-    out = []
+    out: list[tuple[str, str, np.ndarray, np.ndarray, int, bool, str | None]] = []
     paired_val = set()
     for train_tag, val_tag in data.pairs:
         role = data.features[val_tag].role

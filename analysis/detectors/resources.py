@@ -142,13 +142,17 @@ def detect(data: RunData) -> list:
         tags += share["tags"]
         severe |= share["share"] >= DATA_WARN
         evidence.update(data_share=share["share"], data_time=share["data_time"], step_time=share["step_time"])
-        onsets.append(share["onset"]), ends.append(share["end"]), points.append(share["points"])
+        onsets.append(share["onset"])
+        ends.append(share["end"])
+        points.append(share["points"])
     if util:
         parts.append(f"{util['tags'][0]} median {util['util']:.0f}%")
         tags += util["tags"][:4]
         severe |= util["util"] < UTIL_WARN
         evidence["gpu_util_median"] = util["util"]
-        onsets.append(util["onset"]), ends.append(util["end"]), points.append(util["points"])
+        onsets.append(util["onset"])
+        ends.append(util["end"])
+        points.append(util["points"])
     evidence["summary"] = "; ".join(parts)
     workers = next(
         (
@@ -164,6 +168,7 @@ def detect(data: RunData) -> list:
     if share:
         message = f"input bottleneck: {share['share']:.0%} of each step is spent waiting for data"
     else:
+        assert util is not None  # one of the two is set (checked on entry)
         message = f"the GPU is idle most of the time ({util['util']:.0f}% median utilisation)"
     worker_target = 8 if not isinstance(workers, (int, float)) or workers < 4 else int(workers) * 2
     advice = [

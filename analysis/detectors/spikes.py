@@ -20,8 +20,11 @@ Periodic spikes may be smaller (PERIODIC_Z, PERIODIC_REL): regularity itself is 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from ..datamodel import Finding
 from ..features import Spike, periodicity
 from .base import MIN_CONFIDENT_POINTS, RunData, clip_advice, confident, finding, fmt, position, sentence
 
@@ -145,7 +148,7 @@ def _spike_finding(data: RunData, tag: str, spikes: list[Spike], scale: float):
         + (f" (×{ratio:.1f})" if ratio else "")
         + f", back to {fmt(worst.after)} by step {worst.end_step + 1 if worst.end_step == worst.peak_step else worst.end_step}"
     )
-    evidence = {
+    evidence: dict[str, Any] = {
         "summary": summary,
         "tag": tag,
         "count": len(spikes),
@@ -194,9 +197,9 @@ def _periodic(data: RunData, tag: str, spikes: list[Spike], period: int):
     spikes = sorted(spikes, key=lambda s: s.peak_step)
     feats = data.features[tag]
     epoch = data.epoch_length
-    per_epoch = bool(epoch) and any(abs(period - m * epoch) <= EPOCH_MATCH * epoch for m in (1, 2))
+    per_epoch = epoch is not None and epoch > 0 and any(abs(period - m * epoch) <= EPOCH_MATCH * epoch for m in (1, 2))
     into = None
-    if per_epoch:
+    if per_epoch and epoch:
         offsets = sorted(s.peak_step % epoch for s in spikes)  # epochs start at step 0, whatever is logged
         into = offsets[len(offsets) // 2]
     ratios = [s.peak / s.before for s in spikes if s.before > 0]
@@ -245,10 +248,10 @@ def _periodic(data: RunData, tag: str, spikes: list[Spike], period: int):
     )
 
 
-def _one_per_event(findings: list) -> list:
+def _one_per_event(findings: list[Finding]) -> list[Finding]:
     """A total loss and its components spiking at the same steps is one event: keep the first tag's finding
     of each kind and note the others in it."""
-    out = []
+    out: list[Finding] = []
     for f in findings:
         twin = next(
             (

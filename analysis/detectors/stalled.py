@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 
+from ..reader import activity_span
 from .base import RunData, finding
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -49,10 +50,10 @@ def _finished(data: RunData) -> bool:
 
 def detect(data: RunData) -> list:
     context = data.context
-    walls = [float(s.wall_times[-1]) for s in data.run.scalars.values() if len(s)]
-    if not walls or context.latest_wall_time is None:
+    span = activity_span(data.run)  # plausible times only: one corrupt wall time says nothing
+    if span is None or context.latest_wall_time is None:
         return []
-    last = max(walls)
+    last = span[1]
     silence = context.latest_wall_time - last
     interval = _median_interval(data) or 0.0
     threshold = max(MIN_SILENCE_S, SILENCE_INTERVALS * interval)

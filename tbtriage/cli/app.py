@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tbtriage.themes import THEME_ORDER
 
-EXIT_USAGE = 2
+EXIT_USAGE, EXIT_INTERNAL = 2, 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +28,9 @@ def run(args: argparse.Namespace) -> int:
     if not logdir.exists():
         print(f"tbtriage: {args.logdir}: no such directory", file=sys.stderr)
         return EXIT_USAGE
+    if not logdir.is_dir() and not logdir.is_file():  # a FIFO would block the first read forever
+        print(f"tbtriage: {args.logdir}: not a directory or a regular file", file=sys.stderr)
+        return EXIT_USAGE
     from tbtriage.tui.app import make_app
 
     try:
@@ -35,4 +38,6 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"tbtriage: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return int(app.run() or 0)
+    app.run()
+    # Textual ends the app on an unhandled error and has shown it; the shell must not see success.
+    return EXIT_INTERNAL if app.return_code else 0

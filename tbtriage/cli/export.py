@@ -37,31 +37,42 @@ def _for_terminal(items):
 def run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.export import iter_series, write_csv, write_jsonl
     from tbtriage.analysis.logdir import LogdirError
+    from tbtriage.analysis.output_guard import refuse_output
     from tbtriage.analysis.text import clean
 
-    if args.smoothing is not None and not 0 <= args.smoothing <= 0.999:
-        print(f"tbtriage export: --smoothing {args.smoothing}: must be between 0 and 0.999", file=sys.stderr)
-        return EXIT_USAGE
+    if args.smoothing is not None and not 0 <= args.smoothing <= 0.999:  # also refuses nan
+        return _fail(f"--smoothing {args.smoothing}: must be between 0 and 0.999")
+    if args.out:
+        refused = refuse_output(args.out, args.logdir)
+        if refused:
+            return _fail(f"--out {refused}")
     warnings: list[str] = []
-    items = iter_series(args.logdir, runs=args.runs, tags=args.tags, warnings=warnings)
+    try:
+        items = iter_series(args.logdir, runs=args.runs, tags=args.tags, warnings=warnings)
+    except LogdirError as exc:
+        return _fail(str(exc))
     write = write_csv if args.format == "csv" else write_jsonl
     try:
         if args.out:
-            with open(args.out, "w", encoding="utf-8", newline="") as out:
+            # surrogateescape: a name that is not UTF-8 reaches the file as its own bytes, never a crash.
+            with open(args.out, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
                 rows = write(out, items, args.smoothing)
         else:
             rows = write(sys.stdout, _for_terminal(items) if sys.stdout.isatty() else items, args.smoothing)
             sys.stdout.flush()
     except LogdirError as exc:
-        print(f"tbtriage export: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(str(exc))
     except BrokenPipeError:
         raise  # `| head` closed the pipe: the CLI ends quietly
     except OSError as exc:
-        print(f"tbtriage export: {args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(f"{args.out}: {exc.strerror or exc}")
     for w in warnings:
         print(f"tbtriage export: warning: {clean(w)}", file=sys.stderr)
     if args.out:
         print(f"wrote {rows:,} rows to {args.out}", file=sys.stderr)
     return EXIT_OK
+
+
+def _fail(message: str) -> int:
+    print(f"tbtriage export: {message}", file=sys.stderr)
+    return EXIT_USAGE

@@ -21,7 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("tbtriage.cli.export", "stream scalars as CSV or JSON lines"),
 }
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+#: 1 is reserved for "findings at or above --fail-on": a cron job must tell a failing run from a failing tool.
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def _version() -> str:
@@ -64,6 +65,34 @@ def main(argv: list[str] | None = None) -> int:
         # Point stdout at /dev/null so the interpreter's final flush does not complain either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line and exit 3, never a traceback
+        where = write_crash_report(argv)
+        print(
+            f"tbtriage: internal error ({type(exc).__name__}: {str(exc)[:200]}); this is a bug in tbtriage, "
+            f"not in your data: the details are in {where}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def write_crash_report(argv: list[str]) -> str:
+    """Write the current exception's traceback under the cache directory; where it went (or why not)."""
+    import time
+    import traceback
+
+    text = f"tbtriage {_version()} {' '.join(argv)!r}\n\n{traceback.format_exc()}"
+    from tbtriage.analysis.decode import cache_dir
+
+    for directory in (cache_dir() / "crashes", __import__("tempfile").gettempdir()):
+        try:
+            path = os.path.join(str(directory), f"tbtriage-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt")
+            os.makedirs(directory, exist_ok=True)
+            with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
+                f.write(text)
+            return path
+        except OSError:
+            continue
+    return "nowhere (the cache and temporary directories are not writable)"
 
 
 if __name__ == "__main__":

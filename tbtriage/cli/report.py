@@ -7,7 +7,6 @@ when any finding is at or above that severity. The logdir is read only: `--out` 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -36,20 +35,15 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
-def _inside(path: Path, directory: Path) -> bool:
-    try:
-        path.resolve().relative_to(directory.resolve())
-    except ValueError:
-        return False
-    return True
-
-
 def unreadable(path: Path) -> str | None:
     """Why `path` cannot be read at all (None when it can): the one line a cron mail should carry."""
     try:
         if path.is_dir():
             with os.scandir(path) as entries:
                 next(entries, None)
+        elif not path.is_file():
+            # A FIFO (or a device) would block the read forever: only regular files are opened.
+            return "not a directory or a regular file"
         else:
             with open(path, "rb") as f:
                 f.read(1)
@@ -99,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.compare import compare, compile_group_pattern
     from tbtriage.analysis.config import ConfigError, load_config
     from tbtriage.analysis.engine import diagnose
-    from tbtriage.analysis.json_safe import json_safe as jsonable
+    from tbtriage.analysis.json_safe import dumps
     from tbtriage.analysis.logdir import LogdirError
+    from tbtriage.analysis.output_guard import refuse_output
 
     logdir = Path(args.logdir).expanduser()
     if not logdir.exists():
@@ -108,8 +103,9 @@ def run(args: argparse.Namespace) -> int:
     problem = unreadable(logdir)
     if problem:
         return _fail(f"{args.logdir}: {problem}")
-    if args.out and _inside(Path(args.out).expanduser(), logdir if logdir.is_dir() else logdir.parent):
-        return _fail(f"--out {args.out}: inside the logdir, which tbtriage never writes to; choose another path")
+    refused = refuse_output(args.out, logdir) if args.out else None
+    if refused:
+        return _fail(f"--out {refused}")
     try:
         group_pattern = compile_group_pattern(args.group)
     except re.error as exc:
@@ -127,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
     comparison = compare(report.runs, group_pattern)
     warnings = list(getattr(report.logdir, "warnings", []))
     if args.format == "json":
-        text = json.dumps(jsonable(report_dict(report, comparison)), indent=1, allow_nan=False) + "\n"
+        data = report_dict(report, comparison)
+        data["warnings"] = warnings  # folders skipped (unreadable, not UTF-8...): md and html say it too
+        text = dumps(data, indent=1) + "\n"
     elif args.format == "html":
         from tbtriage.analysis.render_html import render_html
 
@@ -139,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out:
         try:
-            Path(args.out).expanduser().write_text(text, encoding="utf-8")
+            Path(args.out).expanduser().write_text(text, encoding="utf-8", errors="surrogateescape")
         except OSError as exc:
             return _fail(f"--out {args.out}: cannot write ({exc.strerror or exc})")
     else:

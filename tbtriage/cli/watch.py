@@ -9,6 +9,7 @@ for scripts and tests.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from datetime import datetime
@@ -64,8 +65,11 @@ def run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.logdir import LogdirError, load
     from tbtriage.analysis.watch import Watcher, alert_payload, engine_analyzer, run_on_alert
 
-    if args.interval <= 0:
-        return _fail(f"--interval {args.interval:g}: must be positive")
+    # `not x > 0` and not `x <= 0`: float("nan") compares false both ways and must be refused too.
+    if not 0 < args.interval < math.inf:
+        return _fail(f"--interval {args.interval:g}: must be a positive number of seconds")
+    if not 0 < args.alert_timeout < math.inf:
+        return _fail(f"--alert-timeout {args.alert_timeout:g}: must be a positive number of seconds")
     try:
         config = load_config(args.config)
         logdir = load(args.logdir, runs=args.runs)
@@ -74,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{exc.filename or args.logdir}: {exc.strerror or exc}")
 
+    for warning in logdir.warnings:  # skipped folders: said once, as report does
+        print(f"tbtriage watch: warning: {warning}", file=sys.stderr)
     watcher = Watcher(logdir, engine_analyzer(config))
     try:
         while True:

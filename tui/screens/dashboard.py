@@ -8,7 +8,6 @@ names work; a panel with nothing to show says so in one line instead of drawing 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,14 +20,12 @@ from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.chart_data import SeriesRequest
 from tbtriage.tui.safe_text import plain
+from tbtriage.tui.state import DataChange, TriageHost, ViewState
 from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
 from tbtriage.tui.widgets.tag_chart import TagChart
 
-if TYPE_CHECKING:
-    from tbtriage.tui.app import TriageApp
-
 #: (panel id, title, [(chart id, roles charted together on one y axis)], one line when none is there)
-PANELS = (
+PANELS: tuple[tuple[str, str, list[tuple[str, tuple[str, ...]]], str], ...] = (
     ("loss", "Train vs validation loss", [("loss-chart", ("train_loss", "val_loss"))], "No training or validation loss in this run."),
     ("grads", "Gradient norm by layer", [], "No per-layer gradient norms in this run."),
     ("lr", "Learning rate & momentum", [("lr-chart", ("lr",)), ("momentum-chart", ("momentum",))], "No learning rate or momentum in this run."),
@@ -38,7 +35,10 @@ PANELS = (
 
 
 class RunDashboard(Screen):
-    app: TriageApp
+    """Redraws when the chart options change, or when its run is read or analysed again."""
+
+    SCREEN = "dashboard"  # its name in the binding table's `screens`
+    app: TriageHost
 
     BINDINGS = bindings("dashboard")
 
@@ -64,9 +64,18 @@ class RunDashboard(Screen):
             apply_ascii(self)
         for panel_id, title, _charts, _empty in PANELS:
             self.query_one(f"#panel-{panel_id}").border_title = title
-        self.watch(self.app, "options", lambda _: self.refresh_panels(), init=False)
+        self.watch(self.app, "view", self._view_changed, init=False)
+        self.watch(self.app, "data", self._data_changed, init=False)
         self.watch(self.app, "theme", lambda _: self.refresh_panels(), init=False)
         self.refresh_panels()
+
+    def _view_changed(self, old: ViewState, new: ViewState) -> None:
+        if old.options != new.options:
+            self.refresh_panels()
+
+    def _data_changed(self, change: DataChange) -> None:
+        if change.touches([self.run_name]):
+            self.refresh_panels()
 
     def action_close(self) -> None:
         self.dismiss()
@@ -74,24 +83,24 @@ class RunDashboard(Screen):
     def tags_by_role(self) -> dict[str, list[str]]:
         """The run's tags for each role the panels use; losses narrowed to the headline pair."""
         app = self.app
-        run = app.runs[self.run_name]
-        roles = app.roles_of(self.run_name)
+        run = app.store.runs[self.run_name]
+        roles = app.store.roles_of(self.run_name)
         scalars = dict(run.scalars)
-        primary = app.primary_of(self.run_name)
+        primary = app.store.primary_of(self.run_name)
         by_role: dict[str, list[str]] = {}
         for tag in sorted(scalars):
-            if roles.get(tag) is not None:
-                by_role.setdefault(roles[tag], []).append(tag)
+            if (role := roles.get(tag)) is not None:
+                by_role.setdefault(role, []).append(tag)
         by_role["train_loss"] = [primary.train_loss] if primary.train_loss else []
         by_role["val_loss"] = [primary.val_loss] if primary.val_loss else []
         return by_role
 
     def refresh_panels(self) -> None:
         app = self.app
-        run = app.runs.get(self.run_name)
+        run = app.store.runs.get(self.run_name)
         if run is None:
             return
-        report = app.reports.get(self.run_name)
+        report = app.store.reports.get(self.run_name)
         sep = app.separator
         health = f"health {report.health.score}" if report is not None else "analysing"
         self.query_one("#dashboard-title", Static).update(
@@ -99,7 +108,7 @@ class RunDashboard(Screen):
         )
         scalars = dict(run.scalars)
         by_role = self.tags_by_role()
-        options = replace(app.options, window=None)  # zoom belongs to the main chart
+        options = replace(app.view.options, window=None)  # zoom belongs to the main chart
         for panel_id, _title, charts, _empty in PANELS:
             panel = self.query_one(f"#panel-{panel_id}")
             if panel_id == "grads":

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -15,10 +13,17 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from tbtriage.tui.ascii_mode import apply_ascii
-from tbtriage.tui.bindings import KEY_ACTIONS, PALETTE_ID, PALETTE_KEY, SCOPE_TITLES, SCOPES, effective_key, key_caption
-
-if TYPE_CHECKING:
-    from tbtriage.tui.app import TriageApp
+from tbtriage.tui.bindings import (
+    EVERYWHERE,
+    KEY_ACTIONS,
+    PALETTE_ID,
+    PALETTE_KEY,
+    SCOPE_TITLES,
+    SCOPES,
+    effective_key,
+    key_caption,
+)
+from tbtriage.tui.state import TriageHost
 
 #: Column widths shared by every scope's table, so the keys line up down the screen.
 KEY_CELLS, ACTION_CELLS = 10, 20
@@ -36,7 +41,8 @@ def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]
         table.add_column(Text("action ([keys] name)"), width=ACTION_CELLS, no_wrap=True)
         table.add_column("what it does", ratio=1)
         for action in (a for a in KEY_ACTIONS if a.scope == scope):
-            table.add_row(key_caption(effective_key(action, keymap)), action.id, action.help)
+            where = "" if action.screens == EVERYWHERE else f" ({', '.join(sorted(action.screens))} screen)"
+            table.add_row(key_caption(effective_key(action, keymap)), action.id, action.help + where)
         if scope == "app":
             table.add_row(key_caption(keymap.get(PALETTE_ID, PALETTE_KEY)), PALETTE_ID, "Open the command palette")
             table.add_row("tab", "", "Move to the next pane")
@@ -45,7 +51,8 @@ def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]
 
 
 class HelpScreen(ModalScreen):
-    app: TriageApp
+    SCREEN = "help"  # its name in the binding table's `screens`
+    app: TriageHost
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", show=True)]
 

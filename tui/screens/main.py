@@ -1,12 +1,14 @@
 """The main screen: runs and tags on the left, the chart over findings and diagnosis on the right.
 
-The app owns the data (runs, reports, selection, chart options); this screen turns that state
-into panes and turns pane events back into app state changes.
+The app owns the data (`app.store`) and the view state (`app.view`, one reactive); this screen
+watches both and redraws only the panes whose inputs changed, and turns pane events into new view
+states (`tui.state`'s transitions). It never imports the app, and the app never calls into it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import cast
 
 from rich.text import Text
 from textual import on
@@ -19,17 +21,23 @@ from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.chart_data import SeriesRequest
 from tbtriage.tui.regex_filter import regex_filter
-from tbtriage.tui.run_rows import SORTS, run_row, sort_rows
 from tbtriage.tui.safe_text import plain
+from tbtriage.tui.state import (
+    DataChange,
+    TriageHost,
+    ViewState,
+    choose_run,
+    choose_tag,
+    jump_to,
+    next_sort,
+    toggle_selected,
+)
 from tbtriage.tui.widgets.diagnosis import DiagnosisPane
 from tbtriage.tui.widgets.findings_list import FindingsList
 from tbtriage.tui.widgets.run_table import RunTable
 from tbtriage.tui.widgets.series_style import series_style
 from tbtriage.tui.widgets.tag_chart import TagChart
 from tbtriage.tui.widgets.tag_tree import TagTree
-
-if TYPE_CHECKING:
-    from tbtriage.tui.app import TriageApp
 
 #: Longest legend entry before it is cut, so one long run name cannot push the others out.
 LEGEND_NAME_CELLS = 28
@@ -42,11 +50,14 @@ class FilterInput(Input):
 
     def action_close_filter(self) -> None:
         self.value = ""
-        self.screen.close_filter(self)
+        cast("MainScreen", self.screen).close_filter(self)
 
 
 class MainScreen(Screen):
-    app: TriageApp
+    """Redraws each pane when the view state or data it shows changes; pane events become new view states."""
+
+    SCREEN = "main"  # its name in the binding table's `screens`
+    app: TriageHost
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -77,50 +88,80 @@ class MainScreen(Screen):
         self.query_one("#tags-pane").border_title = "Tags"
         self.query_one("#findings").border_title = "Findings"
         self.query_one("#diagnosis").border_title = "Diagnosis"
-        self.watch(self.app, "options", lambda _: self.refresh_chart(), init=False)
+        self.watch(self.app, "view", self._view_changed, init=False)
+        self.watch(self.app, "data", self._data_changed, init=False)
+        self.watch(self.app, "follow", lambda _: self.refresh_status(), init=False)
         self.watch(self.app, "theme", lambda _: self.refresh_all(), init=False)
         self.query_one(RunTable).focus()
         self.refresh_all()
 
     # State -> panes --------------------------------------------------------------------------
 
+    def _view_changed(self, old: ViewState, new: ViewState) -> None:
+        """Redraw only the panes whose inputs differ between the two views."""
+        store = self.app.store
+        charted_changed = store.charted_runs(old) != store.charted_runs(new)
+        if (old.sort_key, old.run_filter, old.selected) != (new.sort_key, new.run_filter, new.selected):
+            self.refresh_runs()
+        elif old.current_run != new.current_run and self.query_one(RunTable).current_run != new.current_run:
+            self.refresh_runs()  # moved by the app (a finding jump, the worst run after loading): follow it
+        if charted_changed or old.tag_filter != new.tag_filter or old.current_tag != new.current_tag:
+            self.refresh_tags()
+        if charted_changed or old.current_tag != new.current_tag or old.options != new.options:
+            self.refresh_chart()
+        if old.current_run != new.current_run:
+            self.refresh_diagnosis()
+        if old.all_findings != new.all_findings or (old.current_run != new.current_run and not new.all_findings):
+            self.refresh_findings()
+
+    def _data_changed(self, change: DataChange) -> None:
+        """Runs or reports arrived: their rows change in place; the other panes redraw if they show them."""
+        app = self.app
+        if change.runs is None or change.runs:
+            self.refresh_runs()
+            if change.touches(app.store.charted_runs(app.view)):
+                self.refresh_tags()
+                self.refresh_chart()
+                self.refresh_diagnosis()
+            if app.view.all_findings or change.touches([app.view.current_run] if app.view.current_run else []):
+                self.refresh_findings()
+        self.refresh_status()
+
     def refresh_all(self) -> None:
-        self.refresh_runs()
+        self.refresh_runs(restyle=True)
         self.refresh_tags()
         self.refresh_chart()
         self.refresh_findings()
         self.refresh_diagnosis()
         self.refresh_status()
 
-    def refresh_runs(self) -> None:
-        app = self.app
-        now = app.clock()
-        rows = [run_row(run, app.reports.get(name), now) for name, run in app.runs.items()]
-        rows, error = regex_filter(rows, app.run_filter, lambda row: row.name)
+    def refresh_runs(self, restyle: bool = False) -> None:
+        app, view = self.app, self.app.view
+        rows, error = app.store.rows(view, app.clock())
         self.query_one("#run-filter").set_class(error is not None, "-invalid")
         swatches = {
-            name: series_style(app.slots.slot(name), app.theme_variables, app.ascii_only).swatch
-            for name in app.selected
+            name: series_style(app.store.slots.slot(name), app.theme_variables, app.ascii_only).swatch
+            for name in view.selected
         }
-        table = self.query_one(RunTable)
-        table.show_rows(sort_rows(rows, app.sort_key), swatches, keep=app.current_run)
-        shown = f"{len(rows)}/{len(app.runs)}" if app.run_filter else str(len(app.runs))
-        self.query_one("#runs-pane").border_title = f"Runs ({shown}){app.separator}sort: {app.sort_key}"
+        self.query_one(RunTable).sync_rows(rows, swatches, keep=view.current_run, restyle=restyle)
+        total = len(app.store.runs)
+        shown = f"{len(rows)}/{total}" if view.run_filter else str(total)
+        self.query_one("#runs-pane").border_title = f"Runs ({shown}){app.separator}sort: {view.sort_key}"
 
     def refresh_tags(self) -> None:
-        app = self.app
-        tags, roles = app.charted_tags()
-        tags, error = regex_filter(tags, app.tag_filter)
+        app, view = self.app, self.app.view
+        tags, roles = app.store.charted_tags(view)
+        tags, error = regex_filter(tags, view.tag_filter)
         self.query_one("#tag-filter").set_class(error is not None, "-invalid")
-        self.query_one(TagTree).show_tags(tags, roles, keep=app.current_tag)
+        self.query_one(TagTree).show_tags(tags, roles, keep=view.current_tag)
 
     def refresh_chart(self) -> None:
-        app = self.app
+        app, view = self.app, self.app.view
         chart = self.query_one(TagChart)
-        requests = app.chart_requests()
-        chart.set_data(requests, app.options)
-        title = Text(plain(app.current_tag) if app.current_tag else "Chart")
-        title.append(f"  {app.options.describe(app.separator)}", style="dim")
+        requests = app.store.chart_requests(view)
+        chart.set_data(requests, view.options)
+        title = Text(plain(view.current_tag) if view.current_tag else "Chart")
+        title.append(f"  {view.options.describe(app.separator)}", style="dim")
         self.query_one("#chart-pane").border_title = title
         self.query_one("#legend", Static).update(self._legend(requests))
 
@@ -135,32 +176,32 @@ class MainScreen(Screen):
         return legend
 
     def refresh_findings(self) -> None:
-        app = self.app
-        if app.all_findings:
-            findings = [f for report in app.reports.values() for f in report.findings]
+        app, view = self.app, self.app.view
+        reports = app.store.reports
+        if view.all_findings:
+            findings = [f for report in reports.values() for f in report.findings]
             empty, title = "No findings in any run.", f"Findings{app.separator}all runs"
         else:
-            report = app.reports.get(app.current_run) if app.current_run else None
+            report = reports.get(view.current_run) if view.current_run else None
             findings = list(report.findings) if report else []
             empty = "No findings for this run." if report else "Select an analysed run to see its findings."
             title = "Findings"
         self.query_one("#findings").border_title = f"{title} ({len(findings)})"
         self.query_one(FindingsList).show_findings(
-            findings, with_run=app.all_findings, new=app.new_findings, empty=empty
+            findings, with_run=view.all_findings, new=app.store.new_findings, empty=empty
         )
 
     def refresh_diagnosis(self) -> None:
-        app = self.app
-        report = app.reports.get(app.current_run) if app.current_run else None
-        pane = self.query_one(DiagnosisPane)
-        if app.current_run is None:
+        app, view = self.app, self.app.view
+        if view.current_run is None:
             return
-        pane.show_report(report)
-        pane.border_title = Text(f"Diagnosis{app.separator}{plain(app.current_run)}")
+        pane = self.query_one(DiagnosisPane)
+        pane.show_report(app.store.reports.get(view.current_run))
+        pane.border_title = Text(f"Diagnosis{app.separator}{plain(view.current_run)}")
 
     def refresh_status(self) -> None:
         app = self.app
-        parts = [f"tbtriage  {plain(str(app.logdir_path))}", f"{len(app.runs)} runs"]
+        parts = [f"tbtriage  {plain(str(app.logdir_path))}", f"{len(app.store.runs)} runs"]
         parts.append(("following" if app.follow else "paused") + (" ●" if app.follow and not app.ascii_only else ""))
         if app.progress is not None:
             stage, done, total = app.progress
@@ -177,14 +218,17 @@ class MainScreen(Screen):
 
     @on(RunTable.RowHighlighted)
     def _run_highlighted(self, event: RunTable.RowHighlighted) -> None:
-        if event.row_key.value != event.data_table.current_run:
-            return  # a rebuild's stale highlight: the cursor has moved on since
-        # The very first highlight is the table's own, not the user's choice.
-        self.app.set_current_run(event.row_key.value, by_user=self.app.current_run is not None)
+        app = self.app
+        name = event.row_key.value
+        if name != event.data_table.current_run or name == app.view.current_run:
+            return  # a stale highlight (the cursor has moved on since), or no change
+        if app.view.current_run is not None:  # the very first highlight is the table's own, not the user's
+            app.note_user_chose_run()
+        app.view = choose_run(app.view, app.store, name)
 
     @on(RunTable.ToggleSelect)
     def _toggle_select(self, event: RunTable.ToggleSelect) -> None:
-        self.app.toggle_selected(event.run)
+        self.app.view = toggle_selected(self.app.view, self.app.store, event.run)
 
     @on(RunTable.OpenRun)
     def _open_run(self, event: RunTable.OpenRun) -> None:
@@ -192,28 +236,24 @@ class MainScreen(Screen):
 
     @on(RunTable.CycleSort)
     def _cycle_sort(self) -> None:
-        app = self.app
-        app.sort_key = SORTS[(SORTS.index(app.sort_key) + 1) % len(SORTS)]
-        self.refresh_runs()
+        self.app.view = next_sort(self.app.view)
 
     @on(Tree.NodeHighlighted, "#tags")
     def _tag_highlighted(self, event: Tree.NodeHighlighted) -> None:
         if event.node.data is not None:
-            self.app.set_current_tag(event.node.data)
+            self.app.view = choose_tag(self.app.view, event.node.data)
 
     @on(FindingsList.Jump)
     def _jump(self, event: FindingsList.Jump) -> None:
-        self.app.jump_to(event.finding)
+        self.app.view = jump_to(self.app.view, self.app.store, event.finding)
 
     @on(Input.Changed, "#run-filter")
     def _run_filter_changed(self, event: Input.Changed) -> None:
-        self.app.run_filter = event.value
-        self.refresh_runs()
+        self.app.view = replace(self.app.view, run_filter=event.value)
 
     @on(Input.Changed, "#tag-filter")
     def _tag_filter_changed(self, event: Input.Changed) -> None:
-        self.app.tag_filter = event.value
-        self.refresh_tags()
+        self.app.view = replace(self.app.view, tag_filter=event.value)
 
     @on(Input.Submitted, ".filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -236,10 +276,6 @@ class MainScreen(Screen):
         if not box.value:
             box.remove_class("-open")
         self.query_one("#tags" if box.id == "tag-filter" else "#runs").focus()
-
-    def first_run_shown(self) -> str | None:
-        table = self.query_one(RunTable)
-        return table.coordinate_to_cell_key((0, 0)).row_key.value if table.row_count else None
 
     def show_diagnosis(self) -> DiagnosisPane:
         pane = self.query_one(DiagnosisPane)

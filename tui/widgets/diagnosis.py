@@ -1,8 +1,8 @@
 """The Diagnosis pane: the selected run's findings explained in words, and room for the local model.
 
-The rule-based Markdown (`analysis.render_markdown.run_markdown`) is always there. `diagnose()`
-mounts the LLM widget (`tui.widgets.llm_diagnosis.LLMDiagnosis`, from the `llm` extra) below
-it, where the model's answer streams in; without llama.cpp installed it says so in one line.
+The rule-based Markdown (`analysis.render_markdown.run_markdown`) is always there. `explain()`
+mounts the LLM widget (`tui.widgets.llm_explanation.LLMExplanation`, from the `llm` extra) below
+it, where the model's explanation streams in; without llama.cpp installed it says so in one line.
 """
 
 from __future__ import annotations
@@ -15,22 +15,21 @@ from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
 from tbtriage.analysis.datamodel import RunReport
+from tbtriage.analysis.llm import enable_hint
 from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.tui.safe_text import multiline
-
-NOT_INSTALLED = "LLM diagnosis is not installed: pip install 'tbtriage[llm]' (llama-cpp-python) and set [llm] model."
 
 
 def llm_available() -> bool:
     """True when both llama.cpp's bindings and the streaming widget can be imported."""
     return (
         importlib.util.find_spec("llama_cpp") is not None
-        and importlib.util.find_spec("tbtriage.tui.widgets.llm_diagnosis") is not None
+        and importlib.util.find_spec("tbtriage.tui.widgets.llm_explanation") is not None
     )
 
 
 class DiagnosisPane(VerticalScroll):
-    """Rule-based Markdown on top; the LLM's streamed answer (or why there is none) below."""
+    """Rule-based Markdown on top; the LLM's streamed explanation (or why there is none) below."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -49,15 +48,15 @@ class DiagnosisPane(VerticalScroll):
         if changed_run:
             self._clear_llm()
 
-    def diagnose(self, report: RunReport) -> None:
-        """Ask the local model to diagnose `report`, streaming its answer into this pane."""
+    def explain(self, report: RunReport) -> None:
+        """Ask the local model to explain `report`'s findings, streaming its answer into this pane."""
         self._clear_llm()
         if not llm_available():
-            self._say(NOT_INSTALLED)
+            self._say(enable_hint())
             return
-        from tbtriage.tui.widgets.llm_diagnosis import LLMDiagnosis
+        from tbtriage.tui.widgets.llm_explanation import LLMExplanation
 
-        widget = LLMDiagnosis(report, config=self.app.config)
+        widget = LLMExplanation(report, config=self.app.config)
         self.mount(widget)
         widget.start()
 
@@ -70,5 +69,5 @@ class DiagnosisPane(VerticalScroll):
         status = self.query_one("#llm-note", Static)
         status.update("")
         status.set_class(True, "-empty")
-        for widget in self.query("LLMDiagnosis"):
+        for widget in self.query("LLMExplanation"):
             widget.remove()

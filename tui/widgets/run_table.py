@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_age
-from tbtriage.tui.safe_text import literal
+from tbtriage.tui.safe_text import plain
 
 #: (key, header, width or None for the content's width). Health comes before the name so a narrow
 #: pane (80×24) still shows glyph and score; long run names are cut with an ellipsis at RUN_CELLS so
@@ -22,6 +22,19 @@ COLUMNS = (
 
 SWATCH, ASCII_SWATCH = "■", "#"
 LIVE_MARK, ASCII_LIVE_MARK = "●", "*"
+
+
+class RunName(Text):
+    """The run column's cell: the name shown as plain text, and the run it names (what rows sort by)."""
+
+    def __init__(self, run: str) -> None:
+        super().__init__(plain(run), no_wrap=True, overflow="ellipsis")
+        self.run = run
+
+
+def _look(cell: Text) -> tuple:
+    """What a cell shows: its text, base style and styled spans (Text's `==` ignores the base style)."""
+    return (cell.plain, str(cell.style), tuple(cell.spans))
 
 
 class RunTable(DataTable):
@@ -45,6 +58,8 @@ class RunTable(DataTable):
     def __init__(self, *, ascii_only: bool = False, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.ascii_only = ascii_only
+        # Run -> (what its row shows, how each cell looks): what `sync_rows` compares against.
+        self._shown: dict[str, tuple[tuple, list[tuple]]] = {}
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -56,17 +71,45 @@ class RunTable(DataTable):
             return None
         return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
 
-    def show_rows(self, rows: list[RunRow], swatches: dict[str, str], keep: str | None = None) -> None:
-        """Replace the rows; `swatches` maps selected runs to their colour; the cursor stays on `keep`."""
+    def sync_rows(
+        self, rows: list[RunRow], swatches: dict[str, str], keep: str | None = None, restyle: bool = False
+    ) -> None:
+        """Make the table show `rows` in their order, changing only the cells that differ.
+
+        `swatches` maps selected runs to their colour; the cursor stays on `keep`; `restyle` redraws
+        every cell (the theme changed). Rows are updated in place and reordered with one sort, never
+        rebuilt: a logdir of thousands of runs gets a verdict every few milliseconds.
+        """
         variables = self.app.theme_variables
         glyphs = ASCII_GLYPHS if self.ascii_only else GLYPHS
         keep = keep if keep is not None else self.current_run
-        # A rebuild moves the cursor through other rows; only where it ends up is news.
+        wanted = {row.name for row in rows}
+        # Moving rows moves the cursor through other runs; only where it ends up is news.
         with self.prevent(DataTable.RowHighlighted):
-            self.clear()
+            for name in [name for name in self._shown if name not in wanted]:
+                self.remove_row(name)
+                del self._shown[name]
             for row in rows:
-                self.add_row(*self._cells(row, swatches.get(row.name), glyphs, variables), key=row.name)
-            if keep is not None and keep in self.rows:
+                swatch = swatches.get(row.name)
+                shown = self._shown.get(row.name)
+                # What the row shows: an age of 61.2 s and one of 61.9 s both read "1m".
+                seen = (row.status, row.health, row.worst, row.last_step, format_age(row.age), row.live, swatch)
+                if shown is not None and shown[0] == seen and not restyle:
+                    continue
+                cells = self._cells(row, swatch, glyphs, variables)
+                looks = [_look(cell) for cell in cells]
+                if shown is None:
+                    self.add_row(*cells, key=row.name)
+                else:
+                    for (column, _, width), cell, look, old in zip(COLUMNS, cells, looks, shown[1]):
+                        if look != old or restyle:
+                            self.update_cell(row.name, column, cell, update_width=self._widens(column, width, cell))
+                self._shown[row.name] = (seen, looks)
+            order = [row.name for row in rows]
+            if [row.key.value for row in self.ordered_rows] != order:
+                rank = {name: index for index, name in enumerate(order)}
+                self.sort("run", key=lambda cell: rank[cell.run])
+            if keep is not None and keep in self.rows and self.current_run != keep:
                 self.move_cursor(row=self.get_row_index(keep), animate=False)
         if self.row_count and self.current_run != keep:  # the kept run was filtered out
             self.post_message(
@@ -74,6 +117,14 @@ class RunTable(DataTable):
                     self, self.cursor_row, self.coordinate_to_cell_key(self.cursor_coordinate).row_key
                 )
             )
+
+    def _widens(self, column: str, width: int | None, cell: Text) -> bool:
+        """Whether `cell` is wider than its content-width column, which must then grow to fit it.
+
+        Columns grow and never shrink while runs arrive: Textual re-measures every row of a column
+        when a cell narrower than the column is updated with `update_width`, which is quadratic.
+        """
+        return width is None and cell.cell_len > self.columns[column].content_width
 
     def _cells(self, row: RunRow, swatch: str | None, glyphs: dict[str, str], variables: dict[str, str]) -> list:
         status_colour = variables.get(STATUS_COLOURS[row.status], "")
@@ -88,7 +139,7 @@ class RunTable(DataTable):
             sel,
             Text(glyphs[row.status], style=status_colour),
             Text(glyphs["pending"] if row.health is None else str(row.health), justify="right"),
-            literal(row.name),
+            RunName(row.name),
             Text("-" if row.last_step is None else str(row.last_step), justify="right"),
             live,
             Text(row.worst, style=status_colour if row.worst else ""),

@@ -209,7 +209,7 @@ class TagChart(PlotextPlot):
             else:
                 _plot(plt, line.raw, style.colour, style.marker, label)
         if chart.y_range is not None:
-            self._draw_markers(chart, variables)
+            self._draw_markers(chart, chart.y_range, variables)
             plt.ylim(*chart.y_range)
         if chart.x_range is not None and chart.x_range[1] > chart.x_range[0]:
             plt.xlim(*chart.x_range)
@@ -219,10 +219,10 @@ class TagChart(PlotextPlot):
             plt.xticks(list(chart.x_ticks[0]), list(chart.x_ticks[1]))
         plt.xlabel(plain(chart.x_label))
 
-    def _draw_markers(self, chart: PreparedChart, variables: dict[str, str]) -> None:
+    def _draw_markers(self, chart: PreparedChart, y_range: tuple[float, float], variables: dict[str, str]) -> None:
         """NaN and +Inf at the top edge, -Inf at the bottom, finding onsets as vertical lines."""
         plt = self.plt
-        lo, hi = chart.y_range
+        lo, hi = y_range
         error = _rgb(variables, "error")
         marker = ASCII_NAN_MARKER if self.ascii_only else NAN_MARKER
         for line in chart.lines:

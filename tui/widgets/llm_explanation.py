@@ -1,22 +1,22 @@
-"""The model's diagnosis of one run, streamed token by token into a Markdown area.
+"""The local model's explanation of one run, streamed token by token into a Markdown area.
 
-    widget = LLMDiagnosis(report, config=app.config)   # mount it anywhere, then:
-    widget.start()                                     # load (once), prompt, stream; escape cancels
+    widget = LLMExplanation(report, config=app.config)   # mount it anywhere, then:
+    widget.start()                                       # load (once), prompt, stream; escape cancels
 
-Everything slow happens in one thread worker (`group="llm"`, exclusive: a new diagnosis cancels the
-previous one): finding and loading the model, counting prompt tokens, generating. The worker never
-touches widgets; it posts typed messages (`Status`, `Chunk`, `Finished`, `Failed`) that the UI thread
-turns into text. The answer auto-scrolls only while the user is at the bottom of it. The border shows
-the model and its speed; after the answer, the grounding check marks every cited step or value that
-is not in the evidence. The rule-based findings sit beside the answer, always — unless the widget is
-mounted under a pane that already shows them (the app's DiagnosisPane, which has `#rule-based`).
+The pipeline is `analysis.explain.ExplainSession`; this widget only presents it. Everything slow
+happens in one thread worker (`group="llm"`, exclusive: a new explanation cancels the previous one):
+finding and loading the model, building the prompt, generating. The worker never touches widgets; it
+posts typed messages (`Status`, `Chunk`, `Finished`, `Failed`) that the UI thread turns into text.
+The answer auto-scrolls only while the user is at the bottom of it. The border shows the model and
+its speed; after the answer, the grounding check marks every cited step or value that is not in the
+evidence. The rule-based findings sit beside the answer, always, unless the widget is mounted under
+a pane that already shows them (the app's DiagnosisPane, which has `#rule-based`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -27,11 +27,13 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
+from tbtriage.analysis.config import Config
 from tbtriage.analysis.datamodel import RunReport
+from tbtriage.analysis.explain import ExplainSession, Explanation
+from tbtriage.analysis.grounding import Grounding
+from tbtriage.analysis.llm import Settings
 from tbtriage.tui.safe_text import multiline, plain
 
-#: Model files below this size are ~135M-parameter models; the pane says what to expect of them.
-SMALL_MODEL_BYTES = 300 * 1024 * 1024
 #: How close to the end (in lines) still counts as "at the bottom" for auto-scrolling.
 BOTTOM_SLACK = 1
 #: The worker sends what the model wrote at most this often: a 40 tok/s model still shows every token
@@ -40,11 +42,11 @@ BOTTOM_SLACK = 1
 CHUNK_INTERVAL_S = 0.05
 
 
-class LLMDiagnosis(Widget, can_focus=True):
-    """A streamed, grounded model diagnosis of one run."""
+class LLMExplanation(Widget, can_focus=True):
+    """A streamed, grounded explanation of one run by the local model."""
 
     DEFAULT_CSS = """
-    LLMDiagnosis {
+    LLMExplanation {
         height: auto;
         min-height: 8;
         border: round $primary;
@@ -52,18 +54,20 @@ class LLMDiagnosis(Widget, can_focus=True):
         border-subtitle-color: $text-muted;
         padding: 0 1;
     }
-    LLMDiagnosis:focus { border: round $accent; }
-    LLMDiagnosis #llm-body { height: auto; }
-    LLMDiagnosis #llm-answer-column { width: 2fr; height: auto; }
-    LLMDiagnosis #llm-rules-column { width: 1fr; height: auto; padding-left: 1; border-left: vkey $primary-darken-2; }
-    LLMDiagnosis.-no-rules #llm-rules-column { display: none; }
-    LLMDiagnosis #llm-status { color: $text-muted; }
-    LLMDiagnosis #llm-grounding { margin-top: 1; }
-    LLMDiagnosis #llm-grounding.-empty { display: none; }
-    LLMDiagnosis.-standalone { height: 1fr; }
-    LLMDiagnosis.-standalone #llm-body { height: 1fr; }
-    LLMDiagnosis.-standalone #llm-answer-column { height: 1fr; }
-    LLMDiagnosis.-standalone #llm-rules-column { height: 1fr; }
+    LLMExplanation:focus { border: round $accent; }
+    LLMExplanation #llm-body { height: auto; }
+    LLMExplanation #llm-answer-column { width: 2fr; height: auto; }
+    LLMExplanation #llm-rules-column { width: 1fr; height: auto; padding-left: 1; border-left: vkey $primary-darken-2; }
+    LLMExplanation.-no-rules #llm-rules-column { display: none; }
+    LLMExplanation #llm-status { color: $text-muted; }
+    LLMExplanation #llm-warnings { color: $warning; }
+    LLMExplanation #llm-warnings.-empty { display: none; }
+    LLMExplanation #llm-grounding { margin-top: 1; }
+    LLMExplanation #llm-grounding.-empty { display: none; }
+    LLMExplanation.-standalone { height: 1fr; }
+    LLMExplanation.-standalone #llm-body { height: 1fr; }
+    LLMExplanation.-standalone #llm-answer-column { height: 1fr; }
+    LLMExplanation.-standalone #llm-rules-column { height: 1fr; }
     """
 
     BINDINGS = [Binding("escape", "cancel", "Stop", tooltip="Stop the model's answer", id="llm.cancel")]
@@ -86,15 +90,19 @@ class LLMDiagnosis(Widget, can_focus=True):
             self.text = text
             self.tokens_per_s = tokens_per_s
 
-    class Finished(Message):
-        """The answer is complete (or was cancelled); `grounding` checks it against the evidence."""
+    class Warned(Message):
+        """Something about the model file the user should know (no chat template, a base model)."""
 
-        def __init__(self, answer: str, grounding: Any, stats: Any, cancelled: bool) -> None:
+        def __init__(self, lines: tuple[str, ...]) -> None:
             super().__init__()
-            self.answer = answer
-            self.grounding = grounding
-            self.stats = stats
-            self.cancelled = cancelled
+            self.lines = lines
+
+    class Finished(Message):
+        """The answer is complete or was cancelled, or there was nothing to explain."""
+
+        def __init__(self, explanation: Explanation) -> None:
+            super().__init__()
+            self.explanation = explanation
 
     class Failed(Message):
         """No answer: one line saying why (no llama.cpp, no model, a broken model file)."""
@@ -108,9 +116,9 @@ class LLMDiagnosis(Widget, can_focus=True):
     def __init__(
         self,
         report: RunReport,
-        config: Any = None,
+        config: Config | None = None,
         *,
-        settings: Any = None,
+        settings: Settings | None = None,
         lang: str | None = None,
         max_tokens: int | None = None,
         show_rules: bool | None = None,
@@ -128,18 +136,20 @@ class LLMDiagnosis(Widget, can_focus=True):
         self.answer = ""
         self.running = False
         self.cancelled = False
-        self.grounding: Any = None
+        self.grounding: Grounding | None = None
+        self.explanation: Explanation | None = None
         self._cancel = threading.Event()
         self._model_label = "local model"
         self._anchored_here: Widget | None = None  # the scroller we pinned to the bottom while streaming
         self._ready = False  # composed and mounted: start() can run now
         self._start_requested = False
-        self.border_title = "Model diagnosis"
+        self.border_title = "Model explanation"
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="llm-body"):
             with VerticalScroll(id="llm-answer-column"):
                 yield Static(Text("Waiting for the model…"), id="llm-status")
+                yield Static("", id="llm-warnings", classes="-empty")
                 yield Markdown("", id="llm-answer", open_links=False)
                 yield Static("", id="llm-grounding", classes="-empty")
             with VerticalScroll(id="llm-rules-column"):
@@ -181,9 +191,9 @@ class LLMDiagnosis(Widget, can_focus=True):
     # ---- control ------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Begin the diagnosis; right after `mount()` is fine (it then starts once mounted).
+        """Begin the explanation; right after `mount()` is fine (it then starts once mounted).
 
-        A diagnosis still running in this widget is cancelled first.
+        An explanation still running in this widget is cancelled first.
         """
         if not self._ready:
             self._start_requested = True
@@ -193,9 +203,13 @@ class LLMDiagnosis(Widget, can_focus=True):
         self._cancel = threading.Event()
         self.answer = ""
         self.grounding = None
+        self.explanation = None
         self.cancelled = False
         self.running = True
         self.query_one("#llm-answer", Markdown).update("")
+        warnings = self.query_one("#llm-warnings", Static)
+        warnings.update("")
+        warnings.set_class(True, "-empty")
         grounding = self.query_one("#llm-grounding", Static)
         grounding.update("")
         grounding.set_class(True, "-empty")
@@ -226,53 +240,38 @@ class LLMDiagnosis(Widget, can_focus=True):
 
     # ---- the worker -----------------------------------------------------------------------------------
 
-    def _resolve(self):
-        """(runner, lang, max_tokens), or raises LLMUnavailable / LLMError."""
-        from tbtriage.analysis import llm
-        from tbtriage.analysis.prompt import default_lang
-
-        cfg = dict(getattr(self.config, "llm", {}) or {})
-        settings = self.settings or llm.settings_from(None, cfg)
-        if not llm.llama_available():
-            raise llm.LLMUnavailable(llm.enable_hint())
-        runner = llm.get_runner(settings)
-        lang = self.lang or cfg.get("lang") or default_lang()
-        return runner, lang if lang in ("en", "zh") else "en", self.max_tokens or llm.DEFAULT_MAX_TOKENS_MD
+    def _session(self) -> ExplainSession:
+        return ExplainSession(
+            self.report,
+            config_llm=getattr(self.config, "llm", None),
+            settings=self.settings,
+            lang=self.lang,
+            max_tokens=self.max_tokens,
+        )
 
     @work(thread=True, exclusive=True, group="llm", exit_on_error=False)
     def _generate(self, cancel: threading.Event) -> None:
         from tbtriage.analysis import llm
-        from tbtriage.analysis.compare import hparams_of
-        from tbtriage.analysis.grounding import check_text
-        from tbtriage.analysis.prompt import build_prompt, default_budget
 
         try:
-            runner, lang, max_tokens = self._resolve()
+            session = self._session()
+            if session.nothing_to_explain:
+                self.post_message(self.Finished(session.nothing()))
+                return
+            runner = session.find_model()
             self._model_label = runner.name
+            if session.warnings:
+                self.post_message(self.Warned(session.warnings))
             if not runner.loaded:
                 self.post_message(self.Status(f"Loading {runner.name}…", runner.name))
-            runner.load()
+            session.load()
             if cancel.is_set():
                 return
-            prompt = build_prompt(
-                self.report,
-                lang=lang,
-                budget=default_budget(runner.settings.n_ctx),
-                count_tokens=runner.count_tokens,
-                count_chat=runner.count_chat,
-                hparams=hparams_of(self.report)[0],
-            )
-            note = ""
-            if runner.info is not None and runner.info.file_size < SMALL_MODEL_BYTES:
-                note = (
-                    " · a ~135M model gives hints, not answers: trust the rule-based findings; copy a stronger "
-                    f"GGUF to {llm.models_dir()}"
-                )
+            prompt = session.build_prompt()
+            note = f" · {session.note}" if session.note else ""
             self.post_message(self.Status(f"Reading the prompt ({prompt.tokens} tokens)…{note}", runner.name))
-            pieces: list[str] = []
             unsent, last_sent = "", 0.0
-            for piece in runner.stream(prompt, max_tokens=max_tokens, cancel=cancel):
-                pieces.append(piece)
+            for piece in session.stream(cancel):
                 unsent += piece
                 now = time.monotonic()
                 if now - last_sent >= CHUNK_INTERVAL_S:
@@ -280,9 +279,7 @@ class LLMDiagnosis(Widget, can_focus=True):
                     unsent, last_sent = "", now
             if unsent:
                 self.post_message(self.Chunk(unsent, runner.stats.tokens_per_s))
-            answer = "".join(pieces)
-            stopped = runner.stats.finish_reason == "cancelled"
-            self.post_message(self.Finished(answer, check_text(answer, prompt.evidence), runner.stats, stopped))
+            self.post_message(self.Finished(session.finish()))
         except (llm.LLMUnavailable, llm.LLMError) as exc:
             self.post_message(self.Failed(str(exc)))
         except Exception as exc:  # the pane must say something rather than die with the worker
@@ -293,12 +290,12 @@ class LLMDiagnosis(Widget, can_focus=True):
     def _set_status(self, text: str) -> None:
         self.query_one("#llm-status", Static).update(Text(plain(text)))
 
-    def on_llmdiagnosis_status(self, message: Status) -> None:
+    def on_llmexplanation_status(self, message: Status) -> None:
         if message.model:
             self.border_title = plain(message.model)
         self._set_status(message.text)
 
-    async def on_llmdiagnosis_chunk(self, message: Chunk) -> None:
+    async def on_llmexplanation_chunk(self, message: Chunk) -> None:
         scroller = self._scroller()
         # Follow the answer only while the user is at its end: anchor the scroller then (Textual keeps an
         # anchored view at the bottom through every re-layout, lets go when the user scrolls away, and
@@ -319,42 +316,50 @@ class LLMDiagnosis(Widget, can_focus=True):
             self._anchored_here.anchor(False)
             self._anchored_here = None
 
-    async def on_llmdiagnosis_finished(self, message: Finished) -> None:
-        from tbtriage.analysis.grounding import mark_unsupported
+    def on_llmexplanation_warned(self, message: Warned) -> None:
+        warnings = self.query_one("#llm-warnings", Static)
+        warnings.update(Text("\n".join(f"⚠ {plain(line)}" for line in message.lines)))
+        warnings.set_class(False, "-empty")
 
+    async def on_llmexplanation_finished(self, message: Finished) -> None:
+        explanation = message.explanation
         self.running = False
-        self.cancelled = message.cancelled
-        self.grounding = message.grounding
-        stats = message.stats
+        self.explanation = explanation
+        if explanation.nothing_to_explain:
+            self._set_status(f"Nothing to explain: {explanation.nothing_to_explain}.")
+            self.border_subtitle = "not asked"
+            return
+        self.cancelled = explanation.cancelled
+        self.grounding = explanation.grounding
+        stats = explanation.stats
         if stats.tokens_per_s:
             self.border_subtitle = f"{stats.tokens_per_s:.1f} tok/s"
+        loaded = f", loaded in {explanation.load_s:.1f} s" if explanation.load_s else ""
         ttft = f", first token after {stats.time_to_first_token_s:.1f} s" if stats.time_to_first_token_s else ""
-        ended = "Stopped." if message.cancelled else "Done."
-        self._set_status(f"{ended} {stats.completion_tokens} tokens, prompt {stats.prompt_tokens} tokens{ttft}")
-        await self.query_one("#llm-answer", Markdown).update(mark_unsupported(message.answer, message.grounding))
-        self._show_grounding(message.grounding)
+        ended = "Stopped." if explanation.cancelled else "Done."
+        self._set_status(f"{ended} {stats.completion_tokens} tokens, prompt {stats.prompt_tokens} tokens{loaded}{ttft}")
+        await self.query_one("#llm-answer", Markdown).update(explanation.marked_text)
+        self._show_grounding(explanation)
         # Still anchored for one more layout, so a reader who followed also sees the grounding lines.
         self.call_after_refresh(self._release_scroller)
 
-    def _show_grounding(self, grounding: Any) -> None:
+    def _show_grounding(self, explanation: Explanation) -> None:
         widget = self.query_one("#llm-grounding", Static)
-        checked, bad = len(grounding.claims), grounding.unsupported
+        grounding = explanation.grounding
         text = Text()
-        if not checked:
-            text.append("Grounding: the answer cites no steps or values to check.", style="dim")
-        elif not bad:
-            text.append(f"Grounding: all {checked} cited steps and values are in the evidence.", style="green")
+        summary = f"Grounding: {explanation.grounding_summary}"
+        if not grounding.claims:
+            text.append(summary, style="dim")
+        elif not grounding.unsupported:
+            text.append(summary, style="green")
         else:
-            text.append(
-                f"Grounding: {len(bad)} of {checked} cited steps and values are not in the evidence\n",
-                style="bold yellow",
-            )
-            lines = [f"  ⚠ {plain(claim.text)}: {plain(claim.reason)}" for claim in bad]
+            text.append(summary + "\n", style="bold yellow")
+            lines = [f"  ⚠ {plain(claim.text)}: {plain(claim.reason)}" for claim in grounding.unsupported]
             text.append("\n".join(lines), style="yellow")
         widget.update(text)
         widget.set_class(False, "-empty")
 
-    def on_llmdiagnosis_failed(self, message: Failed) -> None:
+    def on_llmexplanation_failed(self, message: Failed) -> None:
         self.running = False
         self._release_scroller()
         self._set_status(message.text)

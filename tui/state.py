@@ -1,0 +1,198 @@
+"""The app's state: the runs and reports the workers delivered, and what the user is looking at.
+
+`RunStore` is the data (filled on the UI thread from worker messages); `ViewState` is one frozen
+object for everything the user chose (run under the cursor, overlaid runs, charted tag, chart
+options, filters, sort). The app holds the view in one reactive; screens watch it and redraw the
+panes whose inputs changed, and they change it by assigning a new one built by the transitions
+here. The transitions are pure functions of (view, store), so they are tested without a terminal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from tbtriage.analysis.config import Config
+from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
+from tbtriage.analysis.roles import assign_roles, primary_tags
+from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
+from tbtriage.tui.regex_filter import regex_filter
+from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows
+from tbtriage.tui.widgets.series_style import SlotBook
+
+#: A finding-jump shows the finding's step range plus this fraction of the run on each side (at least
+#: MIN_JUMP_STEPS steps), enough context to see the curve before and after.
+JUMP_CONTEXT = 0.05
+MIN_JUMP_STEPS = 10
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """What the user is looking at; replaced whole (never mutated), so a watcher sees old and new."""
+
+    current_run: str | None = None  # the run under the runs table's cursor
+    current_tag: str | None = None  # the charted tag
+    selected: tuple[str, ...] = ()  # runs overlaid on the chart, in the order they were picked
+    sort_key: str = "health"
+    run_filter: str = ""
+    tag_filter: str = ""
+    all_findings: bool = False  # the findings pane lists every run's findings
+    options: ChartOptions = field(default_factory=ChartOptions)
+
+
+@dataclass(frozen=True)
+class DataChange:
+    """Reports or runs arrived: `runs` names the runs that changed (None: any run may have)."""
+
+    version: int = 0
+    runs: frozenset[str] | None = None
+
+    def touches(self, names: list[str]) -> bool:
+        return self.runs is None or not self.runs.isdisjoint(names)
+
+
+@dataclass
+class RunStore:
+    """The runs read so far, and the latest report of each run analysed (a run without one is pending)."""
+
+    config: Config
+    runs: dict[str, Run] = field(default_factory=dict)
+    reports: dict[str, RunReport] = field(default_factory=dict)
+    slots: SlotBook = field(default_factory=SlotBook)  # each run keeps its colour for the session
+    new_findings: set[tuple] = field(default_factory=set)  # appeared in the latest live pass, highlighted once
+
+    def roles_of(self, name: str) -> dict[str, str | None]:
+        report = self.reports.get(name)
+        if report is not None:
+            return report.roles
+        run = self.runs[name]
+        return {tag: role for tag, (role, _) in assign_roles(list(run.scalars), self.config, run_name=name).items()}
+
+    def rows(self, view: ViewState, now: float) -> tuple[list[RunRow], str | None]:
+        """The runs table's rows as the view filters and sorts them, and the filter's error (None: valid)."""
+        rows = [run_row(run, self.reports.get(name), now) for name, run in self.runs.items()]
+        rows, error = regex_filter(rows, view.run_filter, lambda row: row.name)
+        return sort_rows(rows, view.sort_key), error
+
+    def charted_runs(self, view: ViewState) -> list[str]:
+        """The selected runs, or the run under the cursor when none is selected."""
+        if view.selected:
+            return [name for name in view.selected if name in self.runs]
+        return [view.current_run] if view.current_run in self.runs else []
+
+    def charted_tags(self, view: ViewState) -> tuple[list[str], dict[str, str | None]]:
+        """Scalar tags of the charted runs (their union) and each tag's role."""
+        roles: dict[str, str | None] = {}
+        for name in self.charted_runs(view):
+            for tag, role in self.roles_of(name).items():
+                if roles.get(tag) is None:
+                    roles[tag] = role
+        return sorted(roles), roles
+
+    def primary_of(self, name: str) -> PrimaryTags:
+        """A run's headline tags as the engine chose them (`RunReport.primary_tags`); until its analysis
+        arrives, the same rule applied to what has been read so far."""
+        report = self.reports.get(name)
+        if report is not None:
+            return report.primary_tags
+        scalars = dict(self.runs[name].scalars)
+        roles = assign_roles(list(scalars), self.config, run_name=name)
+        return primary_tags(roles, {tag: len(series) for tag, series in scalars.items()}, run_name=name)
+
+    def default_tag(self, view: ViewState) -> str | None:
+        """The headline series of the first charted run (its loss, else its metric), else its first tag."""
+        names = self.charted_runs(view)
+        if not names:
+            return None
+        return self.primary_of(names[0]).headline or next(iter(sorted(dict(self.runs[names[0]].scalars))), None)
+
+    def chart_requests(self, view: ViewState) -> list[SeriesRequest]:
+        requests = []
+        for name in self.charted_runs(view):
+            series = dict(self.runs[name].scalars).get(view.current_tag)
+            if series is None:
+                continue
+            report = self.reports.get(name)
+            tag = view.current_tag
+            findings = tuple(f for f in report.findings if not f.tags or tag in f.tags) if report else ()
+            requests.append(SeriesRequest(name, self.slots.slot(name), series, findings))
+        return requests
+
+
+# Transitions: each returns the next view ----------------------------------------------------
+
+
+def with_valid_tag(view: ViewState, store: RunStore) -> ViewState:
+    """Keep the charted tag while the charted runs have it; otherwise chart their headline series."""
+    if view.current_tag is not None and view.current_tag in store.charted_tags(view)[0]:
+        return view
+    return replace(view, current_tag=store.default_tag(view))
+
+
+def choose_run(view: ViewState, store: RunStore, name: str | None) -> ViewState:
+    return with_valid_tag(replace(view, current_run=name), store)
+
+
+def choose_tag(view: ViewState, tag: str) -> ViewState:
+    if tag == view.current_tag:
+        return view
+    # A zoom window belongs to the old tag.
+    return replace(view, current_tag=tag, options=replace(view.options, window=None))
+
+
+def toggle_selected(view: ViewState, store: RunStore, name: str) -> ViewState:
+    selected = tuple(n for n in view.selected if n != name) if name in view.selected else (*view.selected, name)
+    return with_valid_tag(replace(view, selected=selected), store)
+
+
+def next_sort(view: ViewState) -> ViewState:
+    return replace(view, sort_key=SORTS[(SORTS.index(view.sort_key) + 1) % len(SORTS)])
+
+
+def jump_to(view: ViewState, store: RunStore, finding: Finding) -> ViewState:
+    """Chart the finding's run and first tag on the step axis, zoomed around its step range."""
+    if finding.run not in store.runs:
+        return view
+    run = store.runs[finding.run]
+    tag = finding.tags[0] if finding.tags and finding.tags[0] in run.scalars else view.current_tag
+    window = None
+    series = run.scalars.get(tag) if tag else None
+    if finding.step is not None and series is not None and len(series):
+        first, last = float(series.steps[0]), float(series.steps[-1])
+        end = finding.end_step if finding.end_step is not None else finding.step
+        pad = max((last - first) * JUMP_CONTEXT, MIN_JUMP_STEPS)
+        window = (max(first, finding.step - pad), min(last, end + pad))
+    return replace(
+        view,
+        selected=(finding.run,) if view.selected else (),
+        current_run=finding.run,
+        current_tag=tag,
+        options=replace(view.options, x_axis="step", window=window),
+    )
+
+
+class TriageHost(Protocol):
+    """What the screens read from the app (`tui.app.TriageApp`), named here so they never import it."""
+
+    store: RunStore
+    view: ViewState
+    data: DataChange
+    follow: bool
+    ascii_only: bool
+    clock: Any
+    logdir_path: Path
+    progress: tuple[str, int, int] | None
+    load_error: str | None
+    theme_variables: dict[str, str]
+    keymap: dict[str, str]
+    config: Config
+
+    @property
+    def separator(self) -> str: ...
+
+    def open_dashboard(self, name: str) -> None: ...
+
+    def note_user_chose_run(self) -> None: ...
+
+    def run_action(self, action: str) -> Any: ...
