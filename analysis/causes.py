@@ -76,6 +76,10 @@ CAUSES: dict[str, CauseRow] = {
         CauseRow("saturating_activations_or_init", "activations saturate or the init is too small, so gradients "
                  "shrink layer by layer",
                  "use ReLU/GELU with He/Xavier init, add normalisation layers or residual connections"),
+        CauseRow("nan_in_inputs_or_loss", "the inputs or the loss give NaN from the first step (missing values "
+                 "never imputed, log of 0, a division by zero)",
+                 "check a batch for NaN/Inf (torch.isnan(x).any()), impute or drop the bad samples, guard log/div "
+                 "with an epsilon; torch.autograd.set_detect_anomaly(True) names the operation"),
         CauseRow("fp16_overflow", "fp16 values overflow: the loss scaler keeps halving",
                  "train in bf16, or keep the overflowing ops (softmax, norms, the loss) in fp32; check the inputs' range"),
         CauseRow("slow_data_loader", "the input pipeline cannot feed the device",
@@ -118,8 +122,10 @@ SEEN_AFTER_SHARE = 0.03
 MONOTONE_SHARE = 0.97
 #: A warmup shorter than this share of the run (or none) is "no warmup" for a model that fails early.
 SHORT_WARMUP_SHARE = 0.01
-#: An onset in the first share of the run is "early": where a missing warmup does its damage.
+#: An onset in the first share of the run is "early": where a missing warmup does its damage ...
 EARLY_SHARE = 0.1
+#: ... and in this first share, the very first updates, most of all.
+VERY_EARLY_SHARE = 0.02
 #: "At its peak": the lr within this factor of its maximum so far.
 AT_PEAK = 0.9
 #: Learning rates at or below this are effectively zero.
@@ -135,6 +141,20 @@ RANGE_FACTOR = 1.5
 SMOOTH_POINTS = 5
 #: Points of a signal needed before the onset to know its range.
 MIN_BASELINE_POINTS = 8
+#: A grad norm starting below this (and growing 100-fold later) starts at a saddle of a too-small init.
+TINY_GRAD = 1e-6
+#: A grad norm that leaps this many times its recent median within LEAP_POINTS points of the onset was one
+#: uncapped gradient (the RNN signature clipping exists for); a drift over many steps is the lr's doing.
+GRAD_LEAP = 100.0
+LEAP_POINTS = 3
+LEAP_BASELINE = 20
+LEAP_MIN_BASELINE = 3
+#: Dead units whose zero fraction rose by this much during training were killed by the updates...
+DYING_RISE = 0.05
+#: ... while this share dead from the first point is the init's (or the biases') doing.
+DEAD_AT_START = 0.9
+#: An earliest layer with this fraction of the other layers' gradient or less: gradients shrink layer by layer.
+LAYER_RATIO = 1e-3
 #: Gradient norms below this are zero for practical purposes (no update reaches the weights).
 GRAD_ZERO = 1e-10
 
@@ -378,6 +398,8 @@ def rank_causes(finding: Finding, data: RunData, hparams: Mapping[str, Any] | No
     onset = finding.step if finding.step is not None else data.first_step
     movers = first_movers(data, finding) if finding.step is not None else []
     lr = lr_facts(data, onset) if onset is not None else None
+    optimizer = optimizer_family(hparams, lr.tag if lr is not None else None)
+    learned = learned_before(data, finding) if finding.step is not None else None
     links = [f"{tag} left its range at {step}" for step, _role, tag in movers if tag != (lr and lr.tag)]
     if lr is not None and onset is not None and lr.rising_share >= MONOTONE_SHARE and lr.first > LR_ZERO:
         growth = lr.at_onset / lr.first
@@ -387,7 +409,7 @@ def rank_causes(finding: Finding, data: RunData, hparams: Mapping[str, Any] | No
     if movers:
         for case in cases.values():
             case.numbers["moved_first"] = [[step, tag] for step, _role, tag in movers]
-    _score_lr(cases, finding, data, lr)
+    _score_lr(cases, finding, data, lr, optimizer, learned)
     _score_hparams(cases, hparams)
     _score_signals(cases, finding, data, movers, lr)
     ranked = sorted(cases.items(), key=lambda item: (-item[1].confidence, item[0]))
@@ -419,7 +441,51 @@ def _cause(cid: str, case: _Case, chain: str) -> Cause:
     return Cause(cid, row.summary, case.confidence, evidence, row.fix)
 
 
-def _score_lr(cases: dict[str, _Case], finding: Finding, data: RunData, lr: LrFacts | None) -> None:
+def optimizer_family(hparams: Mapping[str, Any], lr_tag: str | None) -> str | None:
+    """`adam` or `sgd` when the run says which (an optimizer hyperparameter, or Lightning's `lr-AdamW` tag)."""
+    names = []
+    if (found := hparam(hparams, "optimizer")) is not None:
+        names.append(str(found[1]))
+    if lr_tag and (match := _LR_TAG_OPTIMIZER.search(lr_tag)):
+        names.append(match[1])
+    for name in names:
+        low = name.lower()
+        if "adam" in low or "lamb" in low:
+            return "adam"
+        if "sgd" in low or "momentum" in low or "nesterov" in low:
+            return "sgd"
+    return None
+
+
+#: Lightning's LearningRateMonitor names the lr tag after the optimizer class: `lr-AdamW`, `lr-SGD/pg1`.
+_LR_TAG_OPTIMIZER = re.compile(r"(?:^|/)lr-([A-Za-z]+)")
+#: A loss that fell by this share from its start before the trouble had been learning at that lr.
+LEARNED_DROP = 0.2
+
+
+def learned_before(data: RunData, finding: Finding) -> float | None:
+    """How far the training loss fell from its start before the onset (0.3 = 30 % lower), or None."""
+    tag = data.primary.train_loss or next((t for t in finding.tags if t in data.run.scalars), None)
+    if tag is None or finding.step is None:
+        return None
+    steps, values = data.finite(tag)
+    before = steps < finding.step
+    if int(before.sum()) < 2 * MIN_BASELINE_POINTS or not np.all(values > 0):
+        return None
+    head = values[: max(MIN_BASELINE_POINTS, int(before.sum()) // 10)]
+    tail = values[before][-MIN_BASELINE_POINTS:]
+    start, end = float(np.median(head)), float(np.median(tail))
+    return 1 - end / start if start > 0 else None
+
+
+def _score_lr(
+    cases: dict[str, _Case],
+    finding: Finding,
+    data: RunData,
+    lr: LrFacts | None,
+    optimizer: str | None = None,
+    learned: float | None = None,
+) -> None:
     def add(cause: str, weight: float, fact: str, **numbers: Any) -> None:
         if cause in cases:
             cases[cause].add(weight, fact, **numbers)
@@ -454,12 +520,24 @@ def _score_lr(cases: dict[str, _Case], finding: Finding, data: RunData, lr: LrFa
     if lr.peak_before >= HIGH_LR:
         add("lr_too_high", 1.5, f"{lr.tag} peaks at {fmt(lr.peak_before)}, high for any optimizer",
             lr_peak=num(lr.peak_before))  # fmt: skip
-    at_peak = lr.at_onset >= AT_PEAK * lr.peak_before
+    elif optimizer == "adam" and lr.peak_before > ADAM_HIGH_LR and finding.kind not in _SLOW_KINDS:
+        add("lr_too_high", 1.0, f"{lr.tag} peaks at {fmt(lr.peak_before)}, high for an Adam-family optimizer",
+            lr_peak=num(lr.peak_before))  # fmt: skip
+    # A constant lr is always "at its peak": only a schedule makes the lr at the onset tell anything.
+    scheduled = lr.peak_before >= LR_VARIES * max(lr.first, LR_ZERO) or lr.at_onset < lr.peak_before / LR_VARIES
+    at_peak = scheduled and lr.at_onset >= AT_PEAK * lr.peak_before
     warmup_steps = None if lr.warmup_end is None else lr.warmup_end - lr.first_step
     no_warmup = warmup_steps is None or warmup_steps <= SHORT_WARMUP_SHARE * data.span
-    if early and at_peak and no_warmup:
+    if learned is not None and learned >= LEARNED_DROP and finding.kind not in _SLOW_KINDS:
+        # The first steps, where a warmup matters, were survived: the loss had been learning at this lr.
+        add("no_warmup", -1.5, f"the loss had already fallen {pct_text(learned)} before step {onset}: "
+            "the run got past its first steps", learned_before=num(learned))  # fmt: skip
+    elif early and no_warmup and (at_peak or not scheduled):
         said = "no warmup" if warmup_steps is None else f"a {warmup_steps}-step warmup"
-        add("no_warmup", 2.0,
+        # Circumstantial (early, with the full lr): the stronger the sooner, the first updates being where a
+        # warmup acts.
+        very_early = data.first_step is not None and onset - data.first_step <= VERY_EARLY_SHARE * data.span
+        add("no_warmup", 2.0 if very_early else 1.5,
             f"{said}: {lr.tag} was at its peak {fmt(lr.peak_before)} when the trouble began at step {onset}",
             lr_at_onset=num(lr.at_onset), warmup_steps=warmup_steps)  # fmt: skip
         add("lr_too_high", 0.7, f"the trouble began at the peak lr {fmt(lr.peak_before)}")
@@ -474,8 +552,14 @@ def _score_lr(cases: dict[str, _Case], finding: Finding, data: RunData, lr: LrFa
         add("lr_too_high", -1.0, f"{lr.tag} had already decayed to {fmt(lr.at_onset)} "
             f"({fmt(lr.at_onset / lr.peak_before)}× its peak) at the onset")  # fmt: skip
         add("bad_batch", 0.5, "the lr was falling when it happened: a data cause is likelier")
-    if finding.kind in ("slow_convergence", "plateau", "no_learning", "vanishing_gradients"):
-        _score_small_lr(cases, lr)
+    if finding.kind in _SLOW_KINDS:
+        _score_small_lr(cases, lr, optimizer)
+
+
+#: Kinds about learning too little: a high lr does not explain them, a small one may.
+_SLOW_KINDS = ("slow_convergence", "plateau", "no_learning", "vanishing_gradients")
+#: A schedule moves the lr by at least this factor; less is a constant lr.
+LR_VARIES = 1.5
 
 
 #: An lr that grows this many times from one logged point to the next has jumped (a warm restart, a resumed
@@ -486,6 +570,8 @@ JUMP_POINTS = 5
 #: A peak lr at or above this is high for any optimizer (SGD on ImageNet peaks at ~0.1-0.4 per 256 samples;
 #: only layer-wise schemes like LARS go above 1).
 HIGH_LR = 1.0
+#: SGD learning rates at or below this are small (SGD trains at 0.01-0.5).
+SGD_SMALL_LR = 1e-3
 #: Adam-family learning rates above this are high for most models (transformers train at 1e-4-1e-3).
 ADAM_HIGH_LR = 3e-3
 #: Largest learning rates the usual optimizers are trained with; far below them, the lr explains slowness.
@@ -493,14 +579,17 @@ ADAM_HIGH_LR = 3e-3
 SMALL_LR = 1e-5
 
 
-def _score_small_lr(cases: dict[str, _Case], lr: LrFacts) -> None:
+def _score_small_lr(cases: dict[str, _Case], lr: LrFacts, optimizer: str | None) -> None:
     if "lr_too_low" not in cases:
         return
-    if lr.peak_before <= SMALL_LR:
-        cases["lr_too_low"].add(1.5, f"{lr.tag} peaks at {fmt(lr.peak_before)}, small for any optimizer",
-                                lr_peak=num(lr.peak_before))  # fmt: skip
-    elif lr.peak_before >= 1e-3:
-        cases["lr_too_low"].add(-1.0, f"{lr.tag} peaks at {fmt(lr.peak_before)}: not a small learning rate")
+    case = cases["lr_too_low"]
+    peak = lr.peak_before
+    if peak <= SMALL_LR:
+        case.add(1.5, f"{lr.tag} peaks at {fmt(peak)}, small for any optimizer", lr_peak=num(peak))
+    elif optimizer == "sgd" and peak <= SGD_SMALL_LR:
+        case.add(1.0, f"{lr.tag} peaks at {fmt(peak)}, small for SGD", lr_peak=num(peak))
+    elif (optimizer == "adam" and peak >= 1e-3) or (optimizer == "sgd" and peak >= 0.05) or peak >= 0.05:
+        case.add(-1.0, f"{lr.tag} peaks at {fmt(peak)}: not a small learning rate for this optimizer")
 
 
 def _score_hparams(cases: dict[str, _Case], hparams: Mapping[str, Any]) -> None:
@@ -575,6 +664,47 @@ def _score_signals(
                 add("lr_zero_or_frozen", -1.0, "gradients flow and the lr is not zero")
     if finding.kind in ("loss_spike", "periodic_spikes"):
         _score_spikes(cases, finding, data)
+    if grad_tag is not None and finding.step is not None and "no_grad_clipping" in cases:
+        leap = grad_leap(data, grad_tag, finding.step)
+        if leap is not None and leap >= GRAD_LEAP:
+            size = f"×{fmt(leap)}" if math.isfinite(leap) else "to Inf/NaN"
+            add("no_grad_clipping", 2.0 if leap >= 10 * GRAD_LEAP else 1.5,
+                f"{grad_tag} leapt {size} within {LEAP_POINTS} logged steps of step {finding.step}: one uncapped "
+                "gradient, not a slow drift", grad_leap=num(leap))  # fmt: skip
+        elif leap is not None and leap < GRAD_LEAP / 10:
+            add(
+                "no_grad_clipping", -0.5, f"{grad_tag} rose only ×{fmt(leap)} around the onset: no single huge gradient"
+            )
+    if finding.kind == "dead_units":
+        start, recent = finding.evidence.get("start_zero_fraction"), finding.evidence.get("recent_zero_fraction")
+        if isinstance(start, (int, float)) and isinstance(recent, (int, float)):
+            if recent - start >= DYING_RISE:
+                add("lr_too_high", 1.5, f"units kept dying during training ({pct_text(start)} → {pct_text(recent)} "
+                    "zero): large updates push them past the point of no return")  # fmt: skip
+            elif start >= DEAD_AT_START:
+                add("saturating_activations_or_init", 1.5, f"{pct_text(start)} of the units were dead from the "
+                    "start: the init or the bias leaves them off")  # fmt: skip
+    if finding.kind == "vanishing_gradients":
+        recent, others = finding.evidence.get("recent"), finding.evidence.get("others_median")
+        if isinstance(recent, (int, float)) and isinstance(others, (int, float)) and others > 0:
+            if recent / others <= LAYER_RATIO:
+                add("saturating_activations_or_init", 1.5, f"the earliest layer's gradient is {fmt(recent / others)}× "
+                    "the others': it shrinks on the way back through the layers")  # fmt: skip
+    if "nan_in_inputs_or_loss" in cases:
+        _score_nan_from_start(cases, finding, data)
+    if grad_tag is not None and "saturating_activations_or_init" in cases:
+        _steps, values = data.finite(grad_tag)
+        head = values[: max(3, values.size // 20)]
+        if (
+            head.size
+            and 0 < float(np.median(head)) <= TINY_GRAD
+            and float(np.max(values)) >= 100 * float(np.median(head))
+        ):
+            add("saturating_activations_or_init", 2.0,
+                f"{grad_tag} starts at {fmt(float(np.median(head)))} and grows ×{fmt(float(np.max(values) / np.median(head)))}: "
+                "the init sits near a saddle, where gradients vanish",
+                grad_start=num(float(np.median(head))))  # fmt: skip
+            add("lr_too_low", -0.5, f"{grad_tag} itself is tiny at the start: a larger lr would not move it far")
     if finding.kind == "oscillation" and lr is not None and lr.at_onset >= AT_PEAK * lr.peak_before:
         add("lr_too_high", 0.5, "the bouncing is at the peak lr")
     if finding.kind == "overfitting":
@@ -586,6 +716,42 @@ def _score_signals(
     if finding.kind in SELF_EVIDENT:
         for cause in cases:
             add(cause, 1.0, finding.message)
+
+
+def grad_leap(data: RunData, tag: str, onset: int) -> float | None:
+    """The largest grad norm within LEAP_POINTS points of `onset` over the median of the points before them."""
+    series = data.run.scalars[tag]
+    at = int(np.searchsorted(series.steps, onset))
+    before = series.values[max(0, at - LEAP_BASELINE) : max(0, at - 1)]
+    before = before[np.isfinite(before) & (before > 0)]
+    after = series.values[max(0, at - 1) : at + LEAP_POINTS]
+    if before.size < LEAP_MIN_BASELINE or not after.size:
+        return None
+    peak = float(np.max(np.where(np.isfinite(after), after, np.inf)))
+    return peak / float(np.median(before))
+
+
+def _score_nan_from_start(cases: dict[str, _Case], finding: Finding, data: RunData) -> None:
+    """NaN from a tag's very first point is no instability that grew: the data or the loss was broken."""
+    for tag in finding.tags:
+        series = data.run.scalars.get(tag)
+        if series is None or not len(series):
+            continue
+        finite = np.isfinite(series.values)
+        if not finite[0]:
+            share = 1 - float(finite.mean())
+            cases["nan_in_inputs_or_loss"].add(3.0, f"{tag} is non-finite from its very first point "
+                                                    f"({pct_text(share)} of its points)", nonfinite_share=num(share))  # fmt: skip
+            for other in ("lr_too_high", "no_grad_clipping", "lr_schedule_unbounded", "no_warmup"):
+                if other in cases:
+                    cases[other].add(-1.5, f"{tag} was never finite: nothing grew out of control")
+            return
+    if finding.tags:
+        cases["nan_in_inputs_or_loss"].add(-1.0, "the series were finite before the onset")
+
+
+def pct_text(share: float) -> str:
+    return f"{share * 100:.0f}%"
 
 
 def _score_spikes(cases: dict[str, _Case], finding: Finding, data: RunData) -> None:
@@ -602,7 +768,7 @@ def _score_spikes(cases: dict[str, _Case], finding: Finding, data: RunData) -> N
     if finding.step is not None and "bad_batch" in cases:
         near = data.lr_values_near(finding.step)
         if near is not None and near[0] > 0 and abs(near[1] - near[0]) <= 0.05 * near[0]:
-            cases["bad_batch"].add(0.8, f"the lr was steady ({fmt(near[0])}) across the spike: the data changed, "
+            cases["bad_batch"].add(1.0, f"the lr was steady ({fmt(near[0])}) across the spike: the data changed, "
                                    "not the step size")  # fmt: skip
 
 

@@ -60,6 +60,7 @@ KINDS: tuple[FindingKind, ...] = (
             ("no_grad_clipping", 0.2),
             ("fp16_overflow", 0.1),
             ("bad_batch", 0.1),
+            ("nan_in_inputs_or_loss", 0.1),
         ),
     ),
     FindingKind(
@@ -203,7 +204,7 @@ KINDS: tuple[FindingKind, ...] = (
         "data_integrity",
         "an event file is truncated, corrupt, empty or unreadable; intact data was kept",
         None,
-        causes=(("writer_crash", 0.6),),
+        causes=(("writer_crash", 0.6), ("nan_in_inputs_or_loss", 0.2)),
     ),
     FindingKind(
         "stalled",
