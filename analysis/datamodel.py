@@ -141,6 +141,8 @@ class Finding:
     evidence: dict[str, Any]
     message: str
     suggestion: str
+    #: Candidate causes, most likely first (`analysis.causes.Cause`; the engine attaches them).
+    causes: tuple[Any, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -152,6 +154,7 @@ class Finding:
             "evidence": self.evidence,
             "message": self.message,
             "suggestion": self.suggestion,
+            "causes": [cause.to_dict() for cause in self.causes],
         }
 
 

@@ -17,11 +17,12 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .causes import rank_causes
 from .config import Config
 from .datamodel import Finding, Run, RunReport, SeriesFeatures
 from .detectors import ExternalSeries, LogdirContext, RunData, run_detectors
@@ -31,6 +32,8 @@ from .health import health
 from .json_safe import dumps, json_safe
 from .reader import activity_span
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
+from .run_config import run_hparams
+from .twins import attach_twins
 
 if TYPE_CHECKING:  # pragma: no cover
     from .logdir import Logdir
@@ -173,7 +176,8 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
 
 def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None) -> RunReport:
     data = run_data(run, config, context)
-    findings = run_detectors(data)
+    hparams = run_hparams(run)[0]
+    findings = [replace(f, causes=rank_causes(f, data, hparams)) for f in run_detectors(data)]
     return RunReport(
         name=run.name,
         run=run,
@@ -270,4 +274,5 @@ def diagnose(
         for name, run in logdir.runs.items()
         if pattern is None or pattern.search(name)
     ]
+    attach_twins(reports)
     return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .datamodel import Finding, RunReport, SeriesFeatures
+from .findings import finding_order
 from .text import number, one_line
 
 LANGS = ("en", "zh")
@@ -69,6 +70,9 @@ _P_REQUIRED = 6.99
 #: ... which may grow for them up to this factor: at most ~5 s more of prompt for a 135M model on one core
 #: (75 tok/s) at the small budget. Past it, a run with that many findings loses its least severe ones.
 REQUIRED_GROWTH = 2.0
+#: The engine's likely causes of a finding (with the lr trajectory and the signal that moved first) are part
+#: of what must reach the model for critical and warning findings: they are the reasoning it explains.
+_P_CAUSE = {"critical": 2.5, "warning": 4.5, "info": 58}
 _P_SUGGESTION = {"critical": 55, "warning": 60, "info": 90}
 _P_WINDOW = 18  # + 4 per role rank (grad_norm, lr, memory, other), + 12 per later critical point
 _P_METRIC = {"train_loss": 15, "val_loss": 16, "metric": 34, "loss_component": 50, "grad_norm": 52, "lr": 53}
@@ -96,7 +100,8 @@ _SYSTEM_MD = (
 _SYSTEM_JSON = (
     "You are a senior deep-learning engineer. Diagnose this training run from the features below. "
     "Cite only steps and numbers given there. Reply in JSON: summary (the pathology in one sentence), causes "
-    "(each: cause, one of the findings or other or unclear; explanation; confidence; evidence_steps from the data; "
+    "(each: cause, one of the likely causes or findings listed, or other or unclear; explanation; confidence; "
+    "evidence_steps from the data; "
     "fixes as concrete changes)."
 )
 #: Instructions stay in English for both languages: small models follow English instructions best, and
@@ -123,6 +128,8 @@ _LABELS = {
         "final": "final",
         "nonfinite": "non-finite from",
         "hint": "rule hint",
+        "why": "likely cause",
+        "also": "also possible",
         "around": "around",
         "evidence": "evidence",
         "max": "higher is better",
@@ -140,6 +147,8 @@ _LABELS = {
         "final": "最终",
         "nonfinite": "非有限值始于",
         "hint": "规则建议",
+        "why": "可能原因",
+        "also": "其他可能",
         "around": "步附近",
         "evidence": "证据",
         "max": "越高越好",
@@ -360,8 +369,7 @@ def _note(key: str, value: Any, facts: _Facts) -> None:
 
 def _finding_lines(findings: list[Finding], lang: str) -> list[_Line]:
     lab = _LABELS[lang]
-    rank = {"critical": 0, "warning": 1, "info": 2}
-    ordered = sorted(findings, key=lambda f: (rank.get(f.severity, 3), f.step if f.step is not None else -1))
+    ordered = sorted(findings, key=finding_order)
     lines = []
     for i, f in enumerate(ordered):
         sev = f.severity if f.severity in _P_FINDING else "info"
@@ -402,17 +410,53 @@ def _finding_lines(findings: list[Finding], lang: str) -> list[_Line]:
                     tuple(facts.values),
                 )
             )
-        if f.suggestion:
+        if (cause := _cause_line(f, lab)) is not None:
+            text, cause_ids = cause
             lines.append(
                 _Line(
                     "findings",
                     (i, 2),
+                    _P_CAUSE[sev] + i * 0.01,
+                    f"causes of {f.kind}",
+                    text,
+                    tuple(int(m) for m in _STEP_IN_TEXT.findall(text)),
+                    tuple(float(m.replace(",", "")) for m in _NUMBER_IN_TEXT.findall(text)),
+                    kinds=cause_ids,
+                )
+            )
+        if f.suggestion:
+            lines.append(
+                _Line(
+                    "findings",
+                    (i, 3),
                     _P_SUGGESTION[sev] + i * 0.01,
                     f"hint for {f.kind}",
                     f"{lab['hint']}: {clean_text(f.suggestion)}",
                 )
             )
     return lines
+
+
+#: Facts of the top cause quoted to the model: the strongest ones come first in the engine's evidence.
+CAUSE_FACTS_SHOWN = 2
+
+
+def _cause_line(f: Finding, lab: Mapping[str, str]) -> tuple[str, tuple[str, ...]] | None:
+    """`likely cause: id (0.78): fact; fact; signals: …; also possible: id 0.41` and the cause ids it names."""
+    if not f.causes:
+        return None
+    top = f.causes[0]
+    facts = [str(x) for x in top.evidence.get("for", ())][:CAUSE_FACTS_SHOWN]
+    if top.evidence.get("chain"):
+        facts.append(f"signals in order: {top.evidence['chain']}")
+    head = f"{lab['why']}: {top.cause} ({top.confidence:.2f})"
+    if top.cause == "unclear":
+        head = f"{lab['why']}: unclear"
+    text = head + (": " + "; ".join(facts) if facts else "")
+    others = [c for c in f.causes[1:3] if c.cause != "unclear"]
+    if others:
+        text += f"; {lab['also']}: " + ", ".join(f"{c.cause} {c.confidence:.2f}" for c in others)
+    return clean_text(text, 2 * MAX_LINE_CHARS), tuple(c.cause for c in f.causes)
 
 
 def critical_steps(findings: list[Finding]) -> list[int]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .causes import cause_text
 from .compare import BestMetric, Comparison, best_metric
 from .datamodel import Finding, RunReport, Series
 from .downsample import minmax_downsample
@@ -200,6 +201,15 @@ def _finding_item(finding: Finding) -> str:
     summary = finding.evidence.get("summary")
     rest = {k: v for k, v in finding.evidence.items() if k != "summary"}
     table = _evidence_table(rest)
+    why = cause_text(finding.causes)
+    causes = ""
+    if why is not None:
+        causes = (
+            f"<div><em>Why:</em> {e(why.why)}</div>"
+            + (f"<div class=muted>Signals, in order: {e(why.signals)}</div>" if why.signals else "")
+            + (f"<div class=muted>Also possible: {e(why.others)}</div>" if why.others else "")
+            + f"<div><em>Fix the cause:</em> {e(why.fix)}</div>"
+        )
     return (
         "<li>"
         f'<strong class="sev-{e(finding.severity)}">{e(finding_title(finding))}</strong>'
@@ -207,6 +217,7 @@ def _finding_item(finding: Finding) -> str:
         f"{f'<div class=muted>{e(meaning)}</div>' if meaning else ''}"
         f"{f'<div>Evidence: {e(summary)}</div>' if isinstance(summary, str) else ''}"
         f"{f'<details><summary>all evidence</summary>{table}</details>' if table else ''}"
+        f"{causes}"
         f"{f'<div><em>Try:</em> {e(finding.suggestion)}</div>' if finding.suggestion else ''}"
         "</li>"
     )

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from .causes import cause_text
 from .compare import BestMetric, Comparison, GroupSummary, HparamsTable, Stat, best_metric
 from .datamodel import Finding, RunReport
 from .findings import BY_NAME, SEVERITIES, finding_order, timeline_order, worst
@@ -152,6 +153,13 @@ def finding_markdown(finding: Finding, number: int | None = None, explain: bool 
     if explain and finding.kind in BY_NAME:
         lines.append(f"   - what it means: {BY_NAME[finding.kind].meaning}")
     lines += [f"   - {line}" for line in evidence_lines(finding.evidence)]
+    if (why := cause_text(finding.causes)) is not None:
+        lines.append(f"   - why: {prose(why.why)}")
+        if why.signals:
+            lines.append(f"   - signals, in order: {prose(why.signals)}")
+        if why.others:
+            lines.append(f"   - also possible: {prose(why.others)}")
+        lines.append(f"   - fix the cause: {prose(why.fix)}")
     if finding.suggestion:
         lines.append(f"   - try: {prose(finding.suggestion)}")
     return "\n".join(lines)

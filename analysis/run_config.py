@@ -13,6 +13,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .datamodel import Run
+
+#: Config files a training script drops beside its events, on top of those `run_config` knows.
+EXTRA_CONFIG_FILES = ("args.json",)
+#: Text summaries whose tag says they hold the run's arguments (HF Trainer writes `args`, others `hparams`).
+HPARAM_TEXT_TAG = re.compile(r"(?:^|/)(args|hparams|hyperparameters|config|params)(?:/text_summary)?$", re.I)
 #: Config files looked for in a run directory, in the order their values override each other.
 CONFIG_FILES = ("hparams.yaml", "hparams.yml", "config.json")
 #: A hyperparameter file is a few KB; anything far larger is a dataset or a dump, not a config.
@@ -93,3 +99,55 @@ def read_config_file(path: Path) -> dict[str, Any]:
         except (ValueError, RecursionError):
             return {}
     return parse_flat_yaml(text)
+
+
+def _hparams_from_text(text: str) -> dict[str, Any]:
+    """Arguments a text summary holds: a JSON object, a Markdown `| key | value |` table, or `key: value` lines."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            return {str(k): v for k, v in obj.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    lines = [line.strip() for line in stripped.splitlines() if line.strip()]
+    if any(line.startswith("|") for line in lines):
+        rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("|")]
+        separator = next((i for i, row in enumerate(rows) if all(set(c) <= set("-: ") for c in row)), None)
+        body = rows[separator + 1 :] if separator is not None else rows  # the row above `---` is the header
+        return {row[0]: row[1] for row in body if len(row) == 2 and row[0]}
+    out: dict[str, Any] = {}
+    for line in lines:
+        key, colon, value = line.partition(":")
+        if colon and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def run_hparams(run: Run) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Every hyperparameter known for a run and where they came from; later sources win.
+
+    Order: text summaries (HF Trainer's `args`), config files beside the events (`hparams.yaml`,
+    `config.json`, `args.json`; read only), then the hparams plugin, which is the most deliberate record.
+    """
+    merged: dict[str, Any] = {}
+    sources: list[str] = []
+    for tag, entries in sorted(run.texts.items()):
+        if entries and HPARAM_TEXT_TAG.search(tag):
+            found = _hparams_from_text(entries[-1].text)
+            if found:
+                merged.update(found)
+                sources.append(f"text summary {tag}")
+    directory = Path(run.path) if run.path is not None else None
+    if directory is not None and directory.is_file():
+        directory = directory.parent
+    for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES) if directory is not None else ():
+        found = read_config_file(directory / name)
+        if found:
+            merged.update(found)
+            sources.append(name)
+    if run.hparams:
+        merged.update({str(k): v for k, v in run.hparams.items()})
+        sources.append("hparams plugin")
+    return merged, tuple(sources)

@@ -226,6 +226,82 @@ def print_realworld(path: Path) -> None:
             print(f"      {f.kind}/{f.severity} @{f.step}: {clean(f.message)[:120]}")
 
 
+#: The corpus labels name the configuration that caused a run's pathology; these are the engine's cause ids
+#: (`analysis/causes.py`) that name it correctly. A poisoned shard read at a fixed point of every epoch is
+#: rightly called either a bad batch or a data-order problem.
+LABEL_CAUSES = {
+    "bad_init": {"saturating_activations_or_init"},
+    "sigmoid_deep_stack": {"saturating_activations_or_init"},
+    "crash_at_start": {"writer_crash"},
+    "crash_mid_write": {"writer_crash"},
+    "fp16_overflow": {"fp16_overflow"},
+    "frozen_params": {"lr_zero_or_frozen"},
+    "lr_zero": {"lr_zero_or_frozen"},
+    "lr_too_high": {"lr_too_high"},
+    "lr_too_low": {"lr_too_low"},
+    "nan_in_data": {"nan_in_inputs_or_loss"},
+    "no_clipping": {"no_grad_clipping"},
+    "no_regularisation": {"insufficient_regularization"},
+    "no_shuffle": {"data_order"},
+    "no_warmup": {"no_warmup"},
+    "poisoned_shard": {"bad_batch", "data_order"},
+    "restart": {"resumed"},
+    "shuffled_labels": {"labels_or_loss_bug"},
+    "slow_data_loading": {"slow_data_loader"},
+    "unweighted_loss_sum": {"unweighted_loss_sum"},
+    "warmup_uncapped": {"lr_schedule_unbounded"},
+}
+
+
+def _labelled_finding(result: Scored):
+    """The finding the label is about: of the expected kinds (first expectation first), the most severe."""
+    from tbtriage.analysis.findings import finding_order
+
+    for expect in result.label.get("expect", ()):
+        found = [f for _run, f in result.findings if f.kind in _names(expect)]
+        if found:
+            return min(found, key=finding_order)
+    return None
+
+
+def print_causes(results: list[Scored]) -> None:
+    """Top-1 cause against the labelled configuration, per label, over runs whose labelled finding was found."""
+    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # runs, found, right, unclear, wrong
+    wrong: list[str] = []
+    for result in results:
+        label = result.label.get("cause")
+        if result.label.get("healthy") or label not in LABEL_CAUSES:
+            continue
+        row = rows[label]
+        row[0] += 1
+        finding = _labelled_finding(result)
+        if finding is None:
+            continue
+        row[1] += 1
+        causes = finding.causes
+        top = causes[0].cause if causes else "unclear"
+        if top in LABEL_CAUSES[label]:
+            row[2] += 1
+        elif top == "unclear":
+            row[3] += 1
+        else:
+            row[4] += 1
+            wrong.append(f"  {result.folder:58s} {finding.kind}: {top} {causes[0].confidence:.2f} (label {label})")
+    print("\nthe engine's top cause against the labelled configuration (of runs whose labelled finding was found)")
+    print(f"{'label':22s} {'runs':>5s} {'found':>5s} {'right':>5s} {'unclear':>7s} {'wrong':>5s}")
+    total = [0, 0, 0, 0, 0]
+    for label in sorted(rows):
+        row = rows[label]
+        total = [a + b for a, b in zip(total, row)]
+        print(f"{label:22s} {row[0]:5d} {row[1]:5d} {row[2]:5d} {row[3]:7d} {row[4]:5d}")
+    runs, found, right, unclear, bad = total
+    share = f"{right / found:.2f}" if found else "-"
+    print(f"{'all':22s} {runs:5d} {found:5d} {right:5d} {unclear:7d} {bad:5d}   top-1 right {share} of found")
+    if wrong:
+        print("wrong top causes:")
+        print("\n".join(wrong))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=CORPUS)
@@ -237,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"corpus {args.corpus}: {len(results)} runs ({healthy} healthy), tbtriage {tbtriage.__version__}\n")
     print_table(results)
     print_false_alarms(results)
+    print_causes(results)
     print_no_data(results)
     print_isolation(args.corpus, results)
     print_unknown_tags(results)

@@ -1164,7 +1164,7 @@ def train_mlp(
     n_train: int = 20000,
     batch: int = 64,
     hidden: int = 128,
-    schedule: str = "cosine",
+    schedule: str = "cosine",  # or "constant", or "uncapped_warmup"
     weight_decay: float = 1e-3,
     label_noise: float = 0.0,
     noise: float = 3.0,
@@ -1221,7 +1221,12 @@ def train_mlp(
                     d_logits.sum(0),
                 ]
                 norm = np.sqrt(sum(float((g * g).sum()) for g in grads))
-                rate = lr * (0.5 * (1 + np.cos(np.pi * step / total)) if schedule == "cosine" else 1.0)
+                if schedule == "cosine":
+                    rate = lr * 0.5 * (1 + np.cos(np.pi * step / total))
+                elif schedule == "uncapped_warmup":  # a linear warmup whose end was never set: it keeps rising
+                    rate = lr * (step + 1) / 100
+                else:
+                    rate = lr
                 for p, v, g in zip(params, velocity, grads):
                     v *= 0.9
                     v += g

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tbtriage
+from tbtriage.analysis.causes import CAUSES
 from tbtriage.analysis.datamodel import FINDING_KINDS, SEVERITIES
 from tbtriage.analysis.engine import Report, analyze_run, diagnose, scalar_span
 from tests._engine_data import (
@@ -125,6 +126,9 @@ def test_the_json_report_follows_the_contract(report, logdir):
         }
         assert all(v is None or 0 <= v <= 100 for v in run["health"]["components"].values())
         for finding in run["findings"]:
+            assert "causes" in finding  # the engine's ranked causes (may be empty)
+            for cause in finding["causes"]:
+                assert cause["cause"] == "unclear" or cause["cause"] in CAUSES
             assert finding["message"] and "\n" not in finding["message"] and finding["suggestion"]
             assert finding["evidence"]["summary"]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
+from tbtriage.analysis.causes import CAUSES
 from tbtriage.analysis.datamodel import FINDING_KINDS, ROLES, SEVERITIES
 from tbtriage.analysis.llm_answer import CONFIDENCES
 from tests._report_contract import ALERT, DIAGNOSE, DOCS, EXPORT_LINE, REPORT, _registry, contract_problems
@@ -54,6 +55,8 @@ def test_the_schema_vocabularies_are_the_codes():
     assert finding["severity"]["enum"] == list(SEVERITIES)
     tag_info = load(REPORT)["$defs"]["run"]["properties"]["tags"]["additionalProperties"]
     assert tag_info["properties"]["role"]["enum"] == [*ROLES, None]
+    engine_cause = finding["causes"]["items"]["properties"]["cause"]
+    assert engine_cause["enum"] == [*CAUSES, "unclear"]
     cause = load(DIAGNOSE)["$defs"]["answer"]["properties"]["causes"]["items"]
     assert cause["properties"]["confidence"]["enum"] == list(CONFIDENCES)
 
@@ -67,6 +70,15 @@ GOOD_FINDING = {
     "evidence": {"summary": "train/loss went NaN at step 600"},
     "message": "train/loss diverged at step 600",
     "suggestion": "lower the learning rate",
+    "causes": [
+        {
+            "cause": "lr_too_high",
+            "summary": "the learning rate is too high for this model and batch size",
+            "confidence": 0.7,
+            "evidence": {"for": ["train/lr peaks at 3, high for any optimizer"]},
+            "try": "lower the peak learning rate 3-10x",
+        }
+    ],
 }
 GOOD_REPORT = {
     "tool": "tbtriage",
@@ -91,7 +103,7 @@ def test_a_field_added_later_is_accepted_but_a_renamed_one_is_not():
     grown = copy.deepcopy(GOOD_REPORT)
     grown["generated_at"] = "2026-01-01T00:00:00Z"
     grown["runs"][0]["primary_tags"] = {"train_loss": "train/loss"}
-    grown["runs"][0]["findings"][0]["causes"] = [{"cause": "lr_too_high", "summary": "lr", "confidence": 0.7}]
+    grown["runs"][0]["findings"][0]["causes"][0]["twin"] = "bs64_lr1e-3"
     assert contract_problems(GOOD_REPORT) == []
     assert contract_problems(grown) == []
 

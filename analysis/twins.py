@@ -1,0 +1,270 @@
+"""Healthy twins: a sibling run that differs from a sick one in a setting or two, and what that difference says.
+
+A sweep holds the best evidence a cause can have: `gpt_lr3e-3_noclip` diverged, `gpt_lr1e-3_noclip` beside it
+did not. When a run with findings has a healthy sibling — the same hyperparameters but for one to three
+(`MAX_DIFFERENCES`), or, when neither logged any, the same name but for one token — the twin says which
+settings differ, where the two curves part, and moves the causes those settings speak to: a higher lr than the
+healthy twin counts for "lr too high", a warmup the twin had and this run lacks for "no warmup", and so on.
+
+Twins only re-rank causes; a finding's kind, step and severity never depend on which other runs were loaded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .causes import HPARAM_KEYS, UNCLEAR_BELOW, Cause
+from .datamodel import RunReport
+from .detectors.base import fmt
+from .run_config import run_hparams
+
+#: More differing settings than this and the sibling is another experiment, not a twin.
+MAX_DIFFERENCES = 3
+#: Keys that differ between any two runs without being a setting (seeds, names, paths, ids, times).
+NOT_A_SETTING = re.compile(r"(^|[._])(seed|run_?name|name|exp(eriment)?(_name)?|dir|path|output\w*|logging\w*|id|"
+                           r"uuid|time|date|version|hostname|run_?id)$", re.I)  # fmt: skip
+#: A twin counts as healthy with no warning or critical finding and at least this health.
+HEALTHY_SCORE = 90
+#: The curves have parted when their smoothed log-ratio stays beyond log(this) for PART_HOLD points.
+PART_RATIO = 1.25
+PART_HOLD = 5
+#: Weight a twin's difference adds to the cause it speaks for (a strong fact: about the clearest evidence a
+#: run can have short of re-running it).
+TWIN_WEIGHT = 1.5
+
+#: Name tokens that carry a setting: `lr3e-3`, `bs256`, `wd0.1`, `warmup500`, `clip1.0`, and `noclip`-style negations.
+_NAME_SETTING = re.compile(r"^(?P<key>lr|bs|batch|wd|warmup|clip|dropout|drop)[=:]?(?P<value>[0-9][0-9.e+-]*)$", re.I)
+_NAME_NEGATION = re.compile(r"^no[_-]?(?P<key>clip|warmup|wd|dropout|aug|shuffle)$", re.I)
+_NAME_KEYS = {"lr": "lr", "bs": "batch_size", "batch": "batch_size", "wd": "weight_decay", "warmup": "warmup",
+              "clip": "clip", "dropout": "dropout", "drop": "dropout", "aug": "augmentation", "shuffle": "shuffle"}  # fmt: skip
+_SPLIT = re.compile(r"[/_\-\s]+")
+_SEED_TOKEN = re.compile(r"^(seed|s|run|rep)?\d{1,3}$", re.I)
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A healthy sibling of a run and how the two differ."""
+
+    run: str
+    differs: dict[str, tuple[Any, Any]]  # setting -> (this run's value, the twin's value)
+    source: str  # "hparams" or "name"
+    tag: str | None = None  # the curve compared
+    parted_at: int | None = None  # first step where the two curves part
+
+    def sentence(self) -> str:
+        settings = ", ".join(f"{k}={_show(a)} here vs {_show(b)}" for k, (a, b) in self.differs.items())
+        where = f"; the {self.tag} curves part at step {self.parted_at}" if self.parted_at is not None else ""
+        return f"the healthy twin {self.run} differs only in {settings}{where}"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "none"
+    number = _number(value)
+    return fmt(number) if number is not None else str(value)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _healthy(report: RunReport) -> bool:
+    score = report.health.score
+    return (score is not None and score >= HEALTHY_SCORE) and not any(
+        f.severity in ("critical", "warning") for f in report.findings
+    )
+
+
+def _settings(hparams: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in hparams.items() if not NOT_A_SETTING.search(str(k))}
+
+
+def _hparam_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    keys = [k for k in a if k in b] + [k for k in a if k not in b] + [k for k in b if k not in a]
+    return {k: (a.get(k), b.get(k)) for k in keys if _number(a.get(k)) != _number(b.get(k)) or (
+        _number(a.get(k)) is None and str(a.get(k)) != str(b.get(k)))}  # fmt: skip
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in _SPLIT.split(name) if t and not _SEED_TOKEN.match(t)]
+
+
+def _name_setting(token: str) -> tuple[str, Any] | None:
+    if match := _NAME_SETTING.match(token):
+        return _NAME_KEYS[match["key"].lower()], _number(match["value"]) or match["value"]
+    if match := _NAME_NEGATION.match(token):
+        return _NAME_KEYS[match["key"].lower()], 0
+    return None
+
+
+def _name_differences(a: str, b: str) -> dict[str, tuple[Any, Any]] | None:
+    """Settings that tell two run names apart when they differ in exactly one token (None: not twins)."""
+    ta, tb = _tokens(a), _tokens(b)
+    if len(ta) != len(tb) or len(ta) < 2:
+        return None
+    diff = [(x, y) for x, y in zip(ta, tb) if x != y]
+    if len(diff) != 1:
+        return None
+    x, y = diff[0]
+    sx, sy = _name_setting(x), _name_setting(y)
+    if sx and sy and sx[0] == sy[0]:
+        return {sx[0]: (sx[1], sy[1])}
+    if sx and not sy and sx[1] == 0:  # `noclip` vs `clip`: the twin has it on
+        return {sx[0]: (0, y)}
+    if sy and not sx and sy[1] == 0:
+        return {sy[0]: (x, 0)}
+    return {"name": (x, y)}
+
+
+def _loss_tag(report: RunReport) -> str | None:
+    tags = [t for t, r in report.roles.items() if r == "train_loss" and len(report.run.scalars.get(t, ())) > 0]
+    return max(tags, key=lambda t: (len(report.run.scalars[t]), t)) if tags else None
+
+
+def parted_at(report: RunReport, twin: RunReport, tag: str) -> int | None:
+    """First step where `tag`'s curve in `report` leaves the twin's and stays away (log ratio of running medians)."""
+    a, b = report.run.scalars.get(tag), twin.run.scalars.get(tag)
+    if a is None or b is None or len(a) < 2 * PART_HOLD or len(b) < 2 * PART_HOLD:
+        return None
+    keep_b = np.isfinite(b.values)
+    if keep_b.sum() < 2 * PART_HOLD or np.any(b.values[keep_b] <= 0):
+        return None
+    lo, hi = max(a.steps[0], b.steps[0]), min(a.steps[-1], b.steps[-1])
+    inside = (a.steps >= lo) & (a.steps <= hi)
+    if inside.sum() < 2 * PART_HOLD:
+        return None
+    steps, values = a.steps[inside], a.values[inside]
+    reference = np.interp(steps, b.steps[keep_b], b.values[keep_b])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.log(values / reference)
+    ratio = np.where(np.isfinite(ratio), ratio, np.inf)  # a NaN here where the twin is fine has parted
+    width = PART_HOLD | 1
+    smooth = np.median(np.lib.stride_tricks.sliding_window_view(np.pad(ratio, width // 2, mode="edge"), width), axis=1)
+    apart = np.abs(smooth) > math.log(PART_RATIO)
+    run_length = np.convolve(apart.astype(np.int64), np.ones(PART_HOLD, np.int64), mode="valid")
+    held = np.flatnonzero(run_length == PART_HOLD)
+    return int(steps[held[0]]) if held.size else None
+
+
+def find_twin(report: RunReport, reports: Sequence[RunReport]) -> Twin | None:
+    """The healthy sibling closest to `report` (fewest differing settings), or None."""
+    mine = _settings(run_hparams(report.run)[0])
+    best: tuple[int, str, Twin] | None = None
+    for other in reports:
+        if other is report or other.name == report.name or not _healthy(other):
+            continue
+        theirs = _settings(run_hparams(other.run)[0])
+        if mine and theirs:
+            differs = _hparam_differences(mine, theirs)
+            source = "hparams"
+            if not 0 < len(differs) <= MAX_DIFFERENCES:
+                continue
+        else:
+            found = _name_differences(report.name, other.name)
+            if found is None:
+                continue
+            differs, source = found, "name"
+        candidate = Twin(other.name, differs, source)
+        key = (len(differs), other.name)
+        if best is None or key < best[:2]:
+            best = (*key, candidate)
+    if best is None:
+        return None
+    twin = best[2]
+    tag = _loss_tag(report)
+    other = next(r for r in reports if r.name == twin.run)
+    if tag is not None and tag in other.run.scalars:
+        return replace(twin, tag=tag, parted_at=parted_at(report, other, tag))
+    return twin
+
+
+def _setting_kind(key: str) -> str | None:
+    if key in ("lr", "batch_size", "weight_decay", "warmup", "clip", "dropout"):
+        return key
+    for name, pattern in HPARAM_KEYS.items():
+        if pattern.search(key):
+            return name
+    return None
+
+
+def _votes(twin: Twin) -> list[tuple[str, float, str]]:
+    """(cause, weight, fact) for each difference that speaks to a cause."""
+    votes: list[tuple[str, float, str]] = []
+    said = twin.sentence()
+    for key, (mine, theirs) in twin.differs.items():
+        kind = _setting_kind(key)
+        a, b = _number(mine), _number(theirs)
+        off_here, off_there = (a is not None and a <= 0) or mine is None, (b is not None and b <= 0) or theirs is None
+        if kind == "lr" and a is not None and b is not None and a != b:
+            if a > b:
+                votes.append(("lr_too_high", TWIN_WEIGHT, said))
+            else:
+                votes.append(("lr_too_low", TWIN_WEIGHT, said))
+                if a <= 0:
+                    votes.append(("lr_zero_or_frozen", TWIN_WEIGHT, said))
+        elif kind == "warmup" and off_here and not off_there:
+            votes.append(("no_warmup", TWIN_WEIGHT, said))
+        elif kind == "clip" and off_here and not off_there:
+            votes.append(("no_grad_clipping", TWIN_WEIGHT, said))
+        elif kind in ("weight_decay", "dropout") and (off_here and not off_there or (a is not None and b is not None
+                                                                                     and a < b)):  # fmt: skip
+            votes.append(("insufficient_regularization", TWIN_WEIGHT * 2 / 3, said))
+            if kind == "weight_decay":
+                votes.append(("no_weight_decay", TWIN_WEIGHT, said))
+        elif kind == "batch_size" and a is not None and b is not None and a < b:
+            votes.append(("batch_too_small", TWIN_WEIGHT * 2 / 3, said))
+        elif kind == "precision" and "16" in str(mine) and "16" not in str(theirs):
+            votes.append(("fp16_overflow", TWIN_WEIGHT, said))
+    return votes
+
+
+def apply_twin(causes: Sequence[Cause], twin: Twin) -> tuple[Cause, ...]:
+    """`causes` re-ranked with what the twin's differences say; every cause names the twin in its evidence."""
+    if not causes:
+        return tuple(causes)
+    votes = _votes(twin)
+    ranked = []
+    for cause in causes:
+        if cause.cause == "unclear":
+            continue
+        weight = sum(w for cid, w, _ in votes if cid == cause.cause)
+        evidence = dict(cause.evidence)
+        evidence["twin"] = {"run": twin.run, "differs": {k: [a, b] for k, (a, b) in twin.differs.items()},
+                            "parted_at": twin.parted_at}  # fmt: skip
+        confidence = cause.confidence
+        if weight:
+            logit = math.log(confidence / (1 - confidence)) + weight
+            confidence = round(min(0.95, max(0.05, 1 / (1 + math.exp(-logit)))), 2)
+            evidence["for"] = [*evidence.get("for", []), next(f for cid, _, f in votes if cid == cause.cause)]
+        ranked.append(replace(cause, confidence=confidence, evidence=evidence))
+    ranked.sort(key=lambda c: -c.confidence)
+    first = causes[0]
+    if first.cause != "unclear":
+        return tuple(ranked)
+    best = ranked[0] if ranked else None
+    if best is not None and best.confidence >= UNCLEAR_BELOW and best.evidence.get("for"):
+        return tuple(ranked)
+    return (replace(first, confidence=round(1 - best.confidence, 2) if best else first.confidence), *ranked)
+
+
+def attach_twins(reports: Sequence[RunReport]) -> None:
+    """Give every run with a warning or critical finding its healthy twin's evidence (in place)."""
+    for report in reports:
+        if not any(f.severity in ("critical", "warning") and f.causes for f in report.findings):
+            continue
+        twin = find_twin(report, reports)
+        if twin is None:
+            continue
+        report.findings = [replace(f, causes=apply_twin(f.causes, twin)) if f.causes else f for f in report.findings]
