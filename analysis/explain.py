@@ -42,6 +42,10 @@ SMALL_MODEL_PARAMETERS = 600_000_000
 
 NO_DATA = "no data was read from this run, so a model could only invent"
 NO_FINDINGS = "the rules found nothing wrong in this run, and a model asked to explain it would invent a problem"
+ONLY_NOTES = (
+    "the rules found only notes (info) in this run, nothing to act on, and a model asked to explain them would "
+    "invent a problem"
+)
 
 # A Markdown code fence: up to three spaces, then three or more backticks or tildes (CommonMark).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
@@ -59,6 +63,8 @@ def nothing_to_explain(report: RunReport) -> str | None:
         return NO_DATA
     if not report.findings:
         return NO_FINDINGS
+    if all(f.severity == "info" for f in report.findings):
+        return ONLY_NOTES
     return None
 
 

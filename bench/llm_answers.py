@@ -29,9 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tbtriage.analysis import llm
-    from tbtriage.analysis.detectors import severity_rank
     from tbtriage.analysis.engine import diagnose
     from tbtriage.analysis.explain import ExplainSession
+    from tbtriage.analysis.findings import severity_rank
 
     with tempfile.TemporaryDirectory() as tmp:
         logdir = args.logdir
@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench/llm_answers.py: {exc}", file=sys.stderr)
                 return 1
             asked += 1
-            rank = min(severity_rank(f) for f in report.findings)
-            worst = {f.kind for f in report.findings if severity_rank(f) == rank}
+            rank = min(severity_rank(f.severity) for f in report.findings)
+            worst = {f.kind for f in report.findings if severity_rank(f.severity) == rank}
             top = explanation.answer.causes[0].cause if explanation.answer else "(invalid answer)"
             agreed += top in worst
             bad, total = len(explanation.grounding.unsupported), len(explanation.grounding.claims)

@@ -15,6 +15,7 @@ from tbtriage.analysis import llm
 from tbtriage.analysis.explain import (
     NO_DATA,
     NO_FINDINGS,
+    ONLY_NOTES,
     ExplainSession,
     fence_closer,
     nothing_to_explain,
@@ -22,7 +23,7 @@ from tbtriage.analysis.explain import (
 )
 from tbtriage.analysis.gguf_check import check_gguf
 from tests._llm_data import blowup_report
-from tests._report_data import loss_curve, make_report
+from tests._report_data import finding, loss_curve, make_report
 from tests.tiny_gguf import build_tiny_gguf
 
 
@@ -91,7 +92,12 @@ def test_a_healthy_run_and_an_empty_one_are_never_sent_to_the_model(tiny_model):
     settings = settings_for(tiny_model, n_ctx=1536)
     healthy = make_report("healthy", {"train/loss": ("train_loss", loss_curve())})
     empty = make_report("empty", {})
-    for report, why in ((healthy, NO_FINDINGS), (empty, NO_DATA)):
+    noted = make_report(
+        "noted",
+        {"train/loss": ("train_loss", loss_curve())},
+        [finding("noted", "plateau", "info", 300)],
+    )
+    for report, why in ((healthy, NO_FINDINGS), (empty, NO_DATA), (noted, ONLY_NOTES)):
         assert nothing_to_explain(report) == why
         explanation = ExplainSession(report, settings=settings).run()
         assert explanation.nothing_to_explain == why and explanation.text == "" and explanation.stats is None
