@@ -204,7 +204,7 @@ def cause_id(text: str) -> str:
 def _cause_claim(text: str, evidence: Evidence, where: str) -> Claim:
     allowed = evidence.causes | set(OPEN_CAUSES)
     ok = cause_id(text) in allowed
-    reason = "" if ok else f"names no finding shown ({', '.join(sorted(allowed))})"
+    reason = "" if ok else f"names no cause shown ({', '.join(sorted(allowed))})"
     return Claim(text, "cause", None, 0, 0, ok, where, reason)
 
 

@@ -140,7 +140,7 @@ def worst_case_tokens(limits: AnswerLimits, lang: str) -> int:
 
 
 def limits_for(max_tokens: int, lang: str, steps: Iterable[int], causes: Iterable[str]) -> AnswerLimits:
-    """The answer's choices (the `steps` and finding kinds `causes` the prompt showed) and the string
+    """The answer's choices (the `steps` and `causes` the prompt showed: cause ids, or finding kinds) and the string
     lengths that keep its worst case within `max_tokens`; AnswerError when no useful answer fits."""
     kinds = tuple(sorted(set(causes) - set(OPEN_CAUSES))) + OPEN_CAUSES
     shown = tuple(sorted({int(s) for s in steps}))
@@ -199,7 +199,7 @@ def parse_answer(text: str, limits: AnswerLimits) -> Answer:
         if not isinstance(item, dict) or set(item) != {"cause", "explanation", "confidence", "evidence_steps", "fixes"}:
             raise AnswerError(f"{where} must have exactly cause, explanation, confidence, evidence_steps, fixes")
         if item["cause"] not in limits.causes:
-            raise AnswerError(f"{where}.cause {item['cause']!r} names no finding shown ({', '.join(limits.causes)})")
+            raise AnswerError(f"{where}.cause {item['cause']!r} names no cause shown ({', '.join(limits.causes)})")
         if item["confidence"] not in CONFIDENCES:
             raise AnswerError(f"{where}.confidence must be one of {', '.join(CONFIDENCES)}")
         steps = item["evidence_steps"]

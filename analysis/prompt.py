@@ -100,7 +100,7 @@ _SYSTEM_MD = (
 _SYSTEM_JSON = (
     "You are a senior deep-learning engineer. Diagnose this training run from the features below. "
     "Cite only steps and numbers given there. Reply in JSON: summary (the pathology in one sentence), causes "
-    "(each: cause, one of the likely causes or findings listed, or other or unclear; explanation; confidence; "
+    "(each: cause, one of the likely cause ids listed (or other or unclear); explanation; confidence; "
     "evidence_steps from the data; "
     "fixes as concrete changes)."
 )
@@ -167,7 +167,9 @@ class Evidence:
     values: tuple[float, ...]
     first_step: int | None = None
     last_step: int | None = None
-    causes: frozenset[str] = frozenset()  # finding kinds the model was shown: what a JSON `cause` may name
+    #: What a JSON `cause` may name: the engine's candidate cause ids shown with the findings (the model's job
+    #: is to choose among them and explain), or the finding kinds when no finding has candidate causes.
+    causes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -417,7 +419,7 @@ def _finding_lines(findings: list[Finding], lang: str) -> list[_Line]:
                     "findings",
                     (i, 2),
                     _P_CAUSE[sev] + i * 0.01,
-                    f"causes of {f.kind}",
+                    f"{_CAUSES_LABEL}{f.kind}",
                     text,
                     tuple(int(m) for m in _STEP_IN_TEXT.findall(text)),
                     tuple(float(m.replace(",", "")) for m in _NUMBER_IN_TEXT.findall(text)),
@@ -437,6 +439,7 @@ def _finding_lines(findings: list[Finding], lang: str) -> list[_Line]:
     return lines
 
 
+_CAUSES_LABEL = "causes of "
 #: Facts of the top cause quoted to the model: the strongest ones come first in the engine's evidence.
 CAUSE_FACTS_SHOWN = 2
 
@@ -650,15 +653,17 @@ def build_prompt(
     steps: set[int] = set()
     values: list[float] = []
     kinds: set[str] = set()
+    cause_ids: set[str] = set()
     for ln in kept:
         steps.update(ln.steps)
         values.extend(ln.values)
-        kinds.update(ln.kinds)
+        (cause_ids if ln.label.startswith(_CAUSES_LABEL) else kinds).update(ln.kinds)
+    cause_ids.discard("unclear")  # always allowed (grounding's open causes)
     if run.last_step is not None:
         steps.add(int(run.last_step))
     if first_step is not None:
         steps.add(int(first_step))
-    evidence = Evidence(frozenset(steps), tuple(values), first_step, run.last_step, frozenset(kinds))
+    evidence = Evidence(frozenset(steps), tuple(values), first_step, run.last_step, frozenset(cause_ids or kinds))
     return Prompt(
         system=system,
         user=user,

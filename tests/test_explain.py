@@ -150,3 +150,24 @@ def test_the_grounding_line_comes_after_a_closed_fence(tiny_model):
     assert explanation.marked_text.endswith("loss = nan\n```\n")
     assert "step 1234 ⚠(unsupported)" in explanation.marked_text
     assert explanation.fence_closer == "\n```\n"
+
+
+def test_with_the_engines_causes_shown_a_json_answer_chooses_among_those_causes(tiny_model):
+    """The model's job is to choose among the engine's ranked causes and explain; the grammar holds it to them."""
+    from dataclasses import replace
+
+    from tbtriage.analysis.causes import CAUSES, Cause
+
+    pytest.importorskip("llama_cpp")
+    report = blowup_report()
+    ranked = (
+        Cause("no_grad_clipping", CAUSES["no_grad_clipping"].summary, 0.8,
+              {"for": ["train/grad_norm leapt ×124 within 3 logged steps of step 1180"]}, "clip"),
+        Cause("lr_too_high", CAUSES["lr_too_high"].summary, 0.4, {}, "lower the lr"),
+    )  # fmt: skip
+    report.findings = [replace(f, causes=ranked) if f.severity == "critical" else f for f in report.findings]
+    explanation = ExplainSession(report, settings=settings_for(tiny_model), mode="json").run()
+    assert "likely cause: no_grad_clipping (0.80): train/grad_norm leapt ×124" in explanation.prompt.user
+    assert explanation.prompt.evidence.causes == {"no_grad_clipping", "lr_too_high"}
+    assert explanation.answer is not None
+    assert {c.cause for c in explanation.answer.causes} <= {"no_grad_clipping", "lr_too_high", "other", "unclear"}

@@ -142,7 +142,7 @@ def test_a_json_cause_that_cites_no_number_still_has_to_name_a_finding_it_was_sh
         assert unsupported_causes(named) == [], named
     answer = {"summary": "s", "causes": [{"cause": "c", "confidence": "high", "evidence_steps": [], "fixes": []}]}
     (claim,) = check_answer(answer, EVIDENCE).unsupported
-    assert claim.reason == "names no finding shown (divergence, exploding_gradients, other, unclear)"
+    assert claim.reason == "names no cause shown (divergence, exploding_gradients, other, unclear)"
     assert summarize(check_answer(answer, EVIDENCE)) == "1 of 1 cited causes, steps and values are not in the evidence:"
 
 
