@@ -4,7 +4,8 @@ Each component is a score out of 100, or None when the run logs nothing it could
 component is not a penalty: a run without a GPU-utilisation tag is not inefficient, it is unmeasured).
 
     component            judged when the run logs            findings that count against it
-    convergence          any loss, or a metric with a direction  divergence, slow_convergence, plateau
+    convergence          any loss, or a metric with a direction  divergence, no_learning, slow_convergence,
+                                                             plateau
     stability            a training loss (or loss term)      loss_spike, periodic_spikes, oscillation,
                                                              warmup_instability, lr_anomaly
     gradient_health      grad norms, loss scale, weight      exploding_gradients, vanishing_gradients,
@@ -26,6 +27,10 @@ component is not a penalty: a run without a GPU-utilisation tag is not inefficie
     then capped by the worst finding: ≤ 40 with a critical, ≤ 80 with a warning, so a run with a critical
     finding always ranks below one without; findings outside every component (run_restart,
     data_integrity) act only through the caps. No component and no finding: 100.
+
+A run without a single scalar point (an empty events file, a header-only file, hparams or images only) has
+nothing to be judged on: its score is None ("no data"), never 100, and the engine adds one data_integrity
+note saying what the folder holds.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ WEIGHTS = {
 PENALTY = {"critical": 60, "warning": 30, "info": 8}
 CAP = {"critical": 40, "warning": 80}
 KINDS = {
-    "convergence": ("divergence", "slow_convergence", "plateau"),
+    "convergence": ("divergence", "no_learning", "slow_convergence", "plateau"),
     "stability": ("loss_spike", "periodic_spikes", "oscillation", "warmup_instability", "lr_anomaly"),
     "gradient_health": ("exploding_gradients", "vanishing_gradients", "dead_units", "weight_growth", "amp_overflow"),
     "resource_efficiency": ("stalled",),
@@ -90,8 +95,19 @@ def _resource_score(by_role: dict[str, list[SeriesFeatures]]) -> float | None:
     return min(scores) if scores else None
 
 
+#: How a score reads where there is none.
+NO_DATA = "no data"
+
+
+def score_label(score: int | None) -> str:
+    """A health score as text: the number, or "no data" for a run without scalar points."""
+    return NO_DATA if score is None else str(score)
+
+
 def health(findings: list[Finding], features: Mapping[str, SeriesFeatures], roles: Mapping) -> Health:
     """Score one run (see the module docstring for the formula)."""
+    if not any(f.points for f in features.values()):
+        return Health(score=None, components=dict.fromkeys(WEIGHTS))
     by_role = _by_role(features, roles)
     has = lambda *rs: any(by_role.get(r) for r in rs)  # noqa: E731
     metric_with_direction = any(f.direction for f in by_role.get("metric", []))

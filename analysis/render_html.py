@@ -18,6 +18,7 @@ import numpy as np
 from .compare import BestMetric, Comparison, best_metric, worst_finding
 from .datamodel import SEVERITIES, Finding, RunReport, Series
 from .downsample import minmax_downsample
+from .health import score_label
 from .render_markdown import COMPONENT_LABELS, KIND_MEANINGS, finding_title, num, stat
 
 #: Sparkline size in CSS pixels: a table cell, not a chart.
@@ -166,7 +167,7 @@ def _runs_table(reports: Sequence[RunReport], best: dict[str, BestMetric | None]
         )
         rows.append(
             "<tr>"
-            f'<td class="num"><span class="badge {_verdict(report)}">{e(report.health.score)}</span></td>'
+            f'<td class="num"><span class="badge {_verdict(report)}">{e(score_label(report.health.score))}</span></td>'
             f"<td>{name}</td><td>{worst_text}</td><td>{best_text}</td>"
             f'<td class="num">{e(last)}</td>'
             f"{_spark_cell(report, _main_loss_tag(report))}"
@@ -219,7 +220,7 @@ def _run_section(index: int, report: RunReport, best: BestMetric | None) -> str:
     best_line = f"best <code>{e(best.tag)}</code> {e(num(best.value))} @ {e(best.step)} · " if best else ""
     return (
         f'<details id="{_anchor(index)}" open><summary><span class="badge {_verdict(report)}">'
-        f"{e(report.health.score)}</span> <code>{e(report.name)}</code></summary>"
+        f"{e(score_label(report.health.score))}</span> <code>{e(report.name)}</code></summary>"
         f'<p class="muted">{components}<br>{best_line}last step {e(report.run.last_step)}</p>'
         f'<ul class="findings">{"".join(_finding_item(f) for f in order)}</ul></details>'
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 from .compare import BestMetric, Comparison, GroupSummary, HparamsTable, Stat, best_metric, worst_finding
 from .datamodel import SEVERITIES, Finding, RunReport
+from .health import score_label
 
 #: What each finding kind means, in a sentence (the vocabulary of shared/DESIGN.md).
 KIND_MEANINGS = {
@@ -24,6 +25,7 @@ KIND_MEANINGS = {
     "loss_spike": "isolated sudden jumps in the loss that recover",
     "periodic_spikes": "spikes recur at a fixed period, often once per epoch (a bad shard, or no shuffling)",
     "oscillation": "the loss keeps bouncing with an amplitude large against its trend (lr too high, batch too small)",
+    "no_learning": "the loss never fell below its start or chance level, or a metric stayed at chance or identical",
     "slow_convergence": "the loss falls far too slowly (lr too low, bad init, poor optimizer settings)",
     "plateau": "the loss stayed flat for a long stretch",
     "overfitting": "training loss keeps falling while the validation loss or metric gets worse",
@@ -220,11 +222,16 @@ def run_summary_line(report: RunReport, best: BestMetric | None = None) -> str:
     return f"{best_part}last step {last} · {len(run.scalars)} scalar tags, {points} points"
 
 
+def _score(report: RunReport) -> str:
+    score = report.health.score
+    return score_label(score) if score is None else f"{score}/100"
+
+
 def run_markdown(report: RunReport, heading: str = "###", best: BestMetric | None = None) -> str:
     """One run explained in words: health, what happened in order, evidence and what to try."""
     worst = worst_finding(report)
     verdict = worst.severity if worst is not None else "healthy"
-    lines = [f"{heading} {code(report.name)} · health {report.health.score}/100 ({verdict})", ""]
+    lines = [f"{heading} {code(report.name)} · health {_score(report)} ({verdict})", ""]
     components = _components_line(report)
     if components:
         lines += [components, ""]
@@ -256,7 +263,7 @@ def _ranked_table(reports: Sequence[RunReport], best: dict[str, BestMetric | Non
         worst_text = finding_title(worst) if worst is not None else "—"
         last = report.run.last_step if report.run.last_step is not None else "—"
         lines.append(
-            f"| {report.health.score} | {code(report.name, True)} | {worst_text} | "
+            f"| {score_label(report.health.score)} | {code(report.name, True)} | {worst_text} | "
             f"{best_text(best.get(report.name), True)} | {last} |"
         )
     return lines
