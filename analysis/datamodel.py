@@ -35,6 +35,7 @@ FINDING_KINDS = (
     "run_restart",
     "data_integrity",
     "stalled",
+    "no_learning",
 )
 
 #: Roles a scalar tag can play. `metric` carries a direction separately.
