@@ -1,0 +1,141 @@
+"""The labelled corpus of real training runs (bench/corpus/runs/) is whole, and the engine's verdicts on its
+clearest runs are the ones a careful researcher would give.
+
+The runs were trained for real by `python -m bench.corpus.generate` (torch on CPU); these tests need only the
+committed event files and labels. Expectations the current engine does not meet yet are `xfail(strict=True)`:
+when the detectors learn them, the test flips and must be un-marked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import tbtriage
+from tbtriage.analysis.datamodel import FINDING_KINDS
+
+CORPUS = Path(__file__).resolve().parent.parent / "bench" / "corpus" / "runs"
+#: Issue 9 adds `no_learning` to the vocabulary; labels may name it before the engine knows it.
+KINDS = set(FINDING_KINDS) | {"no_learning"}
+
+LABELS = {p.parent.name: json.loads(p.read_text()) for p in sorted(CORPUS.glob("*/label.json"))}
+
+
+def _verdict(folder: str):
+    """Findings and health of every run (Keras: both siblings) in one corpus folder, read on its own."""
+    report = tbtriage.diagnose(CORPUS / folder)
+    return [f for run in report.runs for f in run.findings], [run.health.score for run in report.runs]
+
+
+def _first(case: str, convention: str | None = None) -> str:
+    names = [n for n, label in LABELS.items() if label["case"] == case]
+    if convention:
+        names = [n for n in names if LABELS[n]["convention"] == convention]
+    assert names, f"no corpus run of {case} {convention or ''}"
+    return names[0]
+
+
+def test_the_committed_corpus_loads_with_its_labels():
+    assert len(LABELS) >= 40
+    logdir = tbtriage.load(CORPUS)
+    folders = Counter(name.split("/", 1)[0] for name in logdir.runs)
+    assert set(folders) == set(LABELS), "every run folder has a label and every label has event files"
+    for name, run in logdir.runs.items():
+        assert run.scalars or LABELS[name.split("/", 1)[0]]["no_data"], f"{name} has scalars"
+    keras = [n for n, label in LABELS.items() if label["convention"].startswith("keras")]
+    assert keras and all(folders[n] == 2 for n in keras), "Keras runs are train/ + validation/ siblings"
+
+
+def test_every_label_names_known_kinds_with_an_onset_inside_the_run():
+    for name, label in LABELS.items():
+        assert label["healthy"] == (not label["expect"]), name
+        for e in label["expect"]:
+            assert {e["kind"], *e["or"]} <= KINDS, f"{name}: {e['kind']} {e['or']}"
+            assert e["tolerance"] >= 1, name
+            assert e["onset_step"] is None or 0 <= e["onset_step"] <= label["last_step"], name
+        assert set(label["also_ok"]) <= KINDS, name
+        assert label["cause"] and label["convention"] and isinstance(label["seed"], int), name
+
+
+def test_every_case_has_a_healthy_twin_with_the_same_model_and_data():
+    cases = {label["case"]: label for label in LABELS.values()}
+    for case, label in cases.items():
+        if label["healthy"]:
+            continue
+        twin = cases.get(label["twin"])
+        assert twin is not None and twin["healthy"], f"{case}'s twin {label['twin']} is in the corpus and healthy"
+        for key in ("model", "data", "dim", "classes"):
+            assert twin["setup"][key] == label["setup"][key], f"{case} and its twin share {key}"
+
+
+def test_each_pathology_comes_in_several_seeds_and_conventions():
+    by_case: dict[str, list[dict]] = {}
+    for label in LABELS.values():
+        by_case.setdefault(label["case"], []).append(label)
+    for case, labels in by_case.items():
+        assert len({lb["seed"] for lb in labels}) >= 2, case
+        assert len({lb["convention"] for lb in labels}) >= 2, case
+    assert len({lb["convention"] for lb in LABELS.values()}) >= 8
+
+
+# ---- user stories on the clearest runs -------------------------------------------------------------------
+
+
+def test_an_uncapped_warmup_run_gets_a_critical_divergence_near_where_it_came_apart():
+    folder = _first("warmup_uncapped", "hf")
+    expect = LABELS[folder]["expect"][0]
+    findings, _ = _verdict(folder)
+    divergence = [f for f in findings if f.kind == "divergence"]
+    assert divergence and divergence[0].severity == "critical"
+    assert abs(divergence[0].step - expect["onset"]) <= expect["tolerance"]
+
+
+def test_a_healthy_adam_run_gets_no_warning_or_critical_finding():
+    findings, scores = _verdict(_first("healthy_adam", "pytorch"))
+    assert [f for f in findings if f.severity in ("warning", "critical")] == []
+    assert scores == [100]
+
+
+def test_a_slow_synchronous_loader_gets_an_input_bottleneck_from_the_first_steps():
+    folder = _first("slow_loader", "pytorch")
+    findings, _ = _verdict(folder)
+    bottleneck = [f for f in findings if f.kind == "input_bottleneck"]
+    assert bottleneck and bottleneck[0].severity in ("warning", "critical")
+    assert bottleneck[0].step <= LABELS[folder]["expect"][0]["tolerance"]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9: no no_learning rule yet; a frozen model is called slow_convergence")
+def test_a_frozen_model_that_never_learns_gets_no_learning():
+    findings, _ = _verdict(_first("frozen_params"))
+    assert "no_learning" in {f.kind for f in findings}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9: a torn last record of an old run is not reported yet")
+def test_a_run_killed_mid_write_gets_a_data_integrity_note():
+    findings, _ = _verdict(_first("crash_mid_write", "pytorch"))
+    assert "data_integrity" in {f.kind for f in findings}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9: a transformer that collapses in its first steps gets no finding")
+def test_a_transformer_that_collapses_without_warmup_gets_warmup_instability_at_the_start():
+    folder = _first("no_warmup_transformer", "hf")
+    findings, _ = _verdict(folder)
+    warmup = [f for f in findings if f.kind == "warmup_instability"]
+    assert warmup and warmup[0].step <= LABELS[folder]["expect"][0]["tolerance"]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9: growth from a tiny init is called a critical exploding_gradients")
+def test_a_net_leaving_a_saddle_is_a_plateau_not_an_explosion():
+    findings, _ = _verdict(_first("saddle_tiny_init", "pytorch"))
+    kinds = {f.kind for f in findings}
+    assert "plateau" in kinds and "exploding_gradients" not in kinds
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9: a run with only a header record gets health 100")
+def test_a_job_that_died_before_its_first_log_has_no_health_score_and_a_data_integrity_note():
+    report = tbtriage.diagnose(CORPUS / _first("died_before_first_log", "pytorch"))
+    assert [run.health.score for run in report.runs] == [None]
+    assert [f.kind for run in report.runs for f in run.findings] == ["data_integrity"]
