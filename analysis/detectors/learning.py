@@ -60,7 +60,9 @@ _ACCURACY = re.compile(r"acc|top1|top-1|top_1")
 
 
 def _main_loss(data: RunData) -> str | None:
-    tag = data.primary.train_loss or data.primary.val_loss
+    """The training loss, else a validation loss when no training loss exists here or in a Keras train
+    sibling (a regularised model's validation loss may sit still while its training loss does the learning)."""
+    tag = data.primary.train_loss or (None if data.has_train_sibling else data.primary.val_loss)
     return None if tag is None or adversarial(tag) else tag
 
 
@@ -200,6 +202,8 @@ def _lr_max(data: RunData) -> float | None:
 
 
 def detect(data: RunData) -> list:
+    if any(data.features[t].first_nonfinite_step is not None for t in data.tags("train_loss", "val_loss")):
+        return []  # a loss that is NaN/Inf is divergence's story; a metric frozen by it is a consequence
     loss = _main_loss(data)
     chance = _chance(data, loss) if loss else None
     identical = _identical(data)

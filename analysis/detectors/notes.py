@@ -9,17 +9,34 @@ Two facts only the engine can judge:
   gets one data_integrity note saying what its files hold (its health is "no data"); the reader's own notes
   about those files are folded into it;
 - the newest file ending in an incomplete record is a writer caught mid-record while the run is live, but a
-  crash artefact once the run has been silent for CRASH_SILENCE_S: then it is said (info), never before.
+  crash artefact once the run has been silent for CRASH_SILENCE_S and CRASH_SILENCE_GAPS of its own gaps
+  between writes: then it is said (info), never before.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..datamodel import SEVERITIES
 from .base import RunData, finding
 
 #: A run silent this long is not mid-write: an incomplete last record is what a crash or kill left. Writers
-#: flush every few seconds to two minutes (tensorboardX/torch default 120 s); an hour is far beyond any flush.
-CRASH_SILENCE_S = 3600.0
+#: flush at least every two minutes (tensorboardX/torch default 120 s), so ten minutes is past any flush...
+CRASH_SILENCE_S = 600.0
+#: ...and past this many of the run's own typical gaps between writes (a run logging once per 20-minute
+#: evaluation can leave half a record in its buffer that long while alive).
+CRASH_SILENCE_GAPS = 10.0
+
+
+def _typical_gap(data: RunData) -> float:
+    """Median seconds between the writes of the run's busiest series (0 when it cannot tell)."""
+    busiest = max(data.run.scalars.values(), key=len, default=None)
+    if busiest is None or len(busiest) < 3:
+        return 0.0
+    gaps = np.diff(busiest.wall_times)
+    gaps = gaps[gaps > 0]
+    return float(np.median(gaps)) if gaps.size else 0.0
+
 
 _SUGGESTIONS = {
     "run_restart": (
@@ -75,12 +92,15 @@ def _no_data(data: RunData) -> list:
 
 def _crash_tail(data: RunData) -> list:
     tail, now, last = data.run.partial_tail, data.context.now, data.run.last_wall_time
-    if tail is None or now is None or last is None or now - last < CRASH_SILENCE_S:
+    if tail is None or now is None or last is None:
+        return []
+    if now - last < max(CRASH_SILENCE_S, CRASH_SILENCE_GAPS * _typical_gap(data)):
         return []
     file, offset = tail
     hours = (now - last) / 3600.0
+    ago = f"{hours:.0f} h" if hours >= 1 else f"{(now - last) / 60:.0f} min"
     message = (
-        f"{file.rsplit('/', 1)[-1]} ends in an incomplete record at byte {offset}, and the run last wrote {hours:.0f} h ago: "
+        f"{file.rsplit('/', 1)[-1]} ends in an incomplete record at byte {offset}, and the run last wrote {ago} ago: "
         "a crash or kill cut its last write"
     )
     evidence = {"summary": message, "file": file, "offset": offset, "silent_hours": round(hours, 1)}
