@@ -187,7 +187,7 @@ def summarise_groups(
         tags = Counter(b.tag for m in members if (b := best.get(m)) is not None)
         metric_tag = tags.most_common(1)[0][0] if tags else None
         metric_values = [b.value if (b := best.get(m)) is not None and b.tag == metric_tag else None for m in members]
-        scores = [(r.health.score, r.name) for r in member_reports]
+        scores = [(r.health.score, r.name) for r in member_reports if r.health.score is not None]
         worst = min(scores) if scores else None
         severities = Counter(f.severity for r in member_reports for f in r.findings)
         out.append(

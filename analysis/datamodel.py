@@ -105,6 +105,9 @@ class Run:
     last_step: int | None = None
     last_wall_time: float | None = None
     bytes_read: int = 0
+    # (file, byte offset) when the newest file ends in an incomplete record: a live writer mid-record, or a
+    # crash that cut the file; the engine tells the two apart by how long ago the run last wrote.
+    partial_tail: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,7 +163,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Health:
-    score: int  # 0-100
+    score: int | None  # 0-100; None when the run holds no scalar point to judge ("no data")
     components: dict[str, int | None]  # convergence, stability, gradient_health, resource_efficiency, overfitting_risk
 
 

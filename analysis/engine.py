@@ -196,11 +196,13 @@ def _rank_key(report: RunReport) -> tuple:
         rank = severity_rank(f.severity)
         if rank < len(SEVERITIES):
             counts[rank] += 1
-    return (report.health.score, *(-c for c in counts), report.name)
+    # A run without data has no score: after every scored run (nothing in it to act on but its note).
+    score = report.health.score
+    return (score is None, score or 0, *(-c for c in counts), report.name)
 
 
 def rank(reports: list[RunReport]) -> list[RunReport]:
-    """Worst first: lowest health, then the most critical, warning and info findings."""
+    """Worst first: lowest health, then the most critical, warning and info findings; runs without data last."""
     return sorted(reports, key=_rank_key)
 
 
@@ -221,7 +223,10 @@ def run_report_dict(report: RunReport) -> dict[str, Any]:
         "last_step": None if run.last_step is None else int(run.last_step),
         "last_wall_time": None if run.last_wall_time is None else float(run.last_wall_time),
         "tags": {tag: {"role": report.roles.get(tag), "points": len(series)} for tag, series in run.scalars.items()},
-        "health": {"score": int(report.health.score), "components": dict(report.health.components)},
+        "health": {
+            "score": None if report.health.score is None else int(report.health.score),
+            "components": dict(report.health.components),
+        },
         "findings": [finding_dict(f) for f in report.findings],
     }
 

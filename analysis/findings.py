@@ -92,6 +92,13 @@ KINDS: tuple[FindingKind, ...] = (
         ),
     ),
     FindingKind(
+        "no_learning",
+        "the loss never fell meaningfully below its start or the chance level ln(K), or a metric stayed at chance or "
+        "identical at every evaluation (lr ~0, frozen parameters, misaligned labels)",
+        "convergence",
+        causes=(("lr_zero_or_frozen", 0.3), ("labels_or_loss_bug", 0.25), ("lr_too_low", 0.2)),
+    ),
+    FindingKind(
         "slow_convergence",
         "the loss falls far too slowly (lr too low, bad init, poor optimizer settings)",
         "convergence",

@@ -27,6 +27,10 @@ component is not a penalty: a run without a GPU-utilisation tag is not inefficie
             w: convergence .3, stability .2, gradient_health .2, resource_efficiency .1, overfitting_risk .2
     then capped by the worst finding: ≤ 40 with a critical, ≤ 80 with a warning, so a run with a critical
     finding always ranks below one without. No component and no finding: 100.
+
+A run without a single scalar point (an empty events file, a header-only file, hparams or images only) has
+nothing to be judged on: its score is None ("no data"), never 100, and the engine adds one data_integrity
+note saying what the folder holds.
 """
 
 from __future__ import annotations
@@ -88,8 +92,19 @@ def _resource_score(by_role: dict[str, list[SeriesFeatures]]) -> float | None:
     return min(scores) if scores else None
 
 
+#: How a score reads where there is none.
+NO_DATA = "no data"
+
+
+def score_label(score: int | None) -> str:
+    """A health score as text: the number, or "no data" for a run without scalar points."""
+    return NO_DATA if score is None else str(score)
+
+
 def health(findings: list[Finding], features: Mapping[str, SeriesFeatures], roles: Mapping) -> Health:
     """Score one run (see the module docstring for the formula)."""
+    if not any(f.points for f in features.values()):
+        return Health(score=None, components=dict.fromkeys(WEIGHTS))
     by_role = _by_role(features, roles)
     has = lambda *rs: any(by_role.get(r) for r in rs)  # noqa: E731
     metric_with_direction = any(f.direction for f in by_role.get("metric", []))

@@ -381,6 +381,9 @@ class RunReader:
                 result.offset,
                 severity="info",
             )
+        if is_last:
+            partial = result.truncated and not result.cancelled and result.offset < size
+            self.run.partial_tail = (self._rel(st.name), result.offset) if partial else None
         st.offset = result.offset
         st.records = result.records
         try:

@@ -22,6 +22,7 @@ from .compare import BestMetric, Comparison, best_metric
 from .datamodel import Finding, RunReport, Series
 from .downsample import minmax_downsample
 from .findings import BY_NAME, SEVERITIES, timeline_order, worst
+from .health import score_label
 from .render_markdown import COMPONENT_LABELS, finding_title, stat
 from .text import MISSING, clean, step
 from .text import number as num
@@ -166,7 +167,7 @@ def _runs_table(reports: Sequence[RunReport], best: dict[str, BestMetric | None]
         )
         rows.append(
             "<tr>"
-            f'<td class="num"><span class="badge {_verdict(report)}">{e(report.health.score)}</span></td>'
+            f'<td class="num"><span class="badge {_verdict(report)}">{e(score_label(report.health.score))}</span></td>'
             f"<td>{name}</td><td>{worst_text}</td><td>{best_text}</td>"
             f'<td class="num">{e(last)}</td>'
             f"{_spark_cell(report, loss)}"
@@ -229,7 +230,7 @@ def _run_section(index: int, report: RunReport, best: BestMetric | None) -> str:
     best_line = f"best <code>{e(best.tag)}</code> {e(num(best.value))} @ {e(step(best.step))} · " if best else ""
     return (
         f'<details id="{_anchor(index)}" open><summary><span class="badge {_verdict(report)}">'
-        f"{e(report.health.score)}</span> <code>{e(report.name)}</code></summary>"
+        f"{e(score_label(report.health.score))}</span> <code>{e(report.name)}</code></summary>"
         f'<p class="muted">{components}<br>{best_line}last step {e(step(report.run.last_step))}</p>'
         f'<ul class="findings">{"".join(_finding_item(f) for f in order)}</ul></details>'
     )

@@ -19,6 +19,7 @@ from .causes import cause_text
 from .compare import BestMetric, Comparison, GroupSummary, HparamsTable, Stat, best_metric
 from .datamodel import Finding, RunReport
 from .findings import BY_NAME, SEVERITIES, finding_order, timeline_order, worst
+from .health import score_label
 from .text import MISSING, clean, step, step_span
 from .text import number as num
 
@@ -173,11 +174,16 @@ def run_summary_line(report: RunReport, best: BestMetric | None = None) -> str:
     return f"{best_part}last step {step(run.last_step)} · {len(run.scalars)} scalar tags, {points} points"
 
 
+def _score(report: RunReport) -> str:
+    score = report.health.score
+    return score_label(score) if score is None else f"{score}/100"
+
+
 def run_markdown(report: RunReport, heading: str = "###", best: BestMetric | None = None) -> str:
     """One run explained in words: health, what happened in order, evidence and what to try."""
     first = worst(report.findings)
     verdict = first.severity if first is not None else "healthy"
-    lines = [f"{heading} {code(report.name)} · health {report.health.score}/100 ({verdict})", ""]
+    lines = [f"{heading} {code(report.name)} · health {_score(report)} ({verdict})", ""]
     components = _components_line(report)
     if components:
         lines += [components, ""]
@@ -208,7 +214,7 @@ def _ranked_table(reports: Sequence[RunReport], best: dict[str, BestMetric | Non
         first = worst(report.findings)
         worst_text = finding_title(first) if first is not None else MISSING
         lines.append(
-            f"| {report.health.score} | {code(report.name, True)} | {worst_text} | "
+            f"| {score_label(report.health.score)} | {code(report.name, True)} | {worst_text} | "
             f"{best_text(best.get(report.name), True)} | {step(report.run.last_step)} |"
         )
     return lines

@@ -230,16 +230,33 @@ def _votes(twin: Twin) -> list[tuple[str, float, str]]:
     return votes
 
 
+#: Causes that are a setting of the run's configuration (as opposed to its data or its dynamics).
+SHARED_SETTINGS = (
+    "no_warmup", "no_grad_clipping", "lr_schedule_unbounded", "insufficient_regularization", "no_weight_decay",
+    "batch_too_small", "fp16_overflow", "data_order", "slow_data_loader", "unweighted_loss_sum",
+)  # fmt: skip
+#: Weight against such a shared cause.
+SHARED_WEIGHT = 1.0
+
+
 def apply_twin(causes: Sequence[Cause], twin: Twin) -> tuple[Cause, ...]:
     """`causes` re-ranked with what the twin's differences say; every cause names the twin in its evidence."""
     if not causes:
         return tuple(causes)
     votes = _votes(twin)
+    voted = {cid for cid, _, _ in votes}
     ranked = []
     for cause in causes:
         if cause.cause == "unclear":
             continue
         weight = sum(w for cid, w, _ in votes if cid == cause.cause)
+        if cause.cause in SHARED_SETTINGS and cause.cause not in voted and voted:
+            # The twin runs the same configuration but for the settings that differ: a configuration cause
+            # no differing setting speaks to is one the healthy twin shares, so it cannot be the difference.
+            weight -= SHARED_WEIGHT
+            shared = f"the healthy twin {twin.run} shares this configuration and trained fine"
+            evidence_against = [*cause.evidence.get("against", []), shared]
+            cause = replace(cause, evidence={**cause.evidence, "against": evidence_against})
         evidence = dict(cause.evidence)
         evidence["twin"] = {"run": twin.run, "differs": {k: [a, b] for k, (a, b) in twin.differs.items()},
                             "parted_at": twin.parted_at}  # fmt: skip
@@ -247,7 +264,8 @@ def apply_twin(causes: Sequence[Cause], twin: Twin) -> tuple[Cause, ...]:
         if weight:
             logit = math.log(confidence / (1 - confidence)) + weight
             confidence = round(min(0.95, max(0.05, 1 / (1 + math.exp(-logit)))), 2)
-            evidence["for"] = [*evidence.get("for", []), next(f for cid, _, f in votes if cid == cause.cause)]
+            if cause.cause in voted:
+                evidence["for"] = [*evidence.get("for", []), next(f for cid, _, f in votes if cid == cause.cause)]
         ranked.append(replace(cause, confidence=confidence, evidence=evidence))
     ranked.sort(key=lambda c: -c.confidence)
     first = causes[0]

@@ -823,7 +823,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("oscillation", oscillation, (Expected("oscillation", 900),)),
     Scenario("bouncing", bouncing, (Expected("oscillation", 600),)),
     Scenario("slow_convergence", slow_convergence, (Expected("slow_convergence", 10),), EPOCH),
-    Scenario("no_learning", no_learning, (Expected("slow_convergence", 10),)),
+    Scenario("no_learning", no_learning, (Expected("no_learning", 10),)),
     Scenario("plateau_start", plateau_start, (Expected("plateau", 10),)),
     Scenario("overfitting", overfitting, (Expected("overfitting", 1200),), EPOCH),
     Scenario("keras_overfit", keras_overfit, (Expected("overfitting", 14, run="train", tolerance=1),), 1),
@@ -1168,12 +1168,19 @@ def train_mlp(
     weight_decay: float = 1e-3,
     label_noise: float = 0.0,
     noise: float = 3.0,
+    classes: int = 10,
+    head_init: float = 1.0,
+    first_init: float = 1.0,
+    tags: dict[str, str] | None = None,
 ) -> Run:
     """A real network really trained: a one-hidden-layer ReLU MLP on 10 noisy Gaussian classes, SGD with
     momentum 0.9, logged the way a PyTorch loop logs (per step: loss, grad norm, lr, ReLU zero fraction;
-    per epoch: validation loss and accuracy). Its noise, curvature and failures are the optimizer's own."""
+    per epoch: validation loss and accuracy). Its noise, curvature and failures are the optimizer's own.
+
+    `head_init` and `first_init` scale the output and hidden layers' initial weights (0.02 for the head is a
+    Hugging Face classification head: the first loss is ln(classes); both tiny start the net on a saddle); `tags` renames the logged tags (e.g. to the HF Trainer's names)."""
     rng = np.random.default_rng(seed)
-    dims, classes = 20, 10
+    dims = 20
     centres = rng.normal(0, 1.5, (classes, dims))
     labels = rng.integers(0, classes, n_train + 2000)
     inputs = centres[labels] + rng.normal(0, noise, (labels.size, dims))
@@ -1181,9 +1188,9 @@ def train_mlp(
     flipped = rng.random(n_train) < label_noise
     y_train[flipped] = rng.integers(0, classes, int(flipped.sum()))
     params = [
-        rng.normal(0, np.sqrt(2 / dims), (dims, hidden)),
+        rng.normal(0, first_init * np.sqrt(2 / dims), (dims, hidden)),
         np.zeros(hidden),
-        rng.normal(0, np.sqrt(1 / hidden), (hidden, classes)),
+        rng.normal(0, head_init * np.sqrt(1 / hidden), (hidden, classes)),
         np.zeros(classes),
     ]
     velocity = [np.zeros_like(p) for p in params]
@@ -1250,4 +1257,40 @@ def train_mlp(
             t: (np.array(s, dtype=np.int64), np.array(v, dtype=np.float64).astype(np.float32).astype(np.float64))
             for t, (s, v) in log.items()
         }
+    if tags:
+        scalars = {tags.get(t, t): v for t, v in scalars.items()}
     return to_run("mlp", RunSpec(scalars, 0.01))
+
+
+def train_deep_linear(
+    seed: int = 0, init: float = 0.02, lr: float = 0.05, steps: int = 3000, depth: int = 3, width: int = 16
+) -> Run:
+    """A deep linear net (no biases) really trained by full-batch gradient descent to fit a random linear map.
+
+    From a tiny init it sits on the saddle at zero, where every layer's gradient is ∝ init^(depth-1): the
+    gradient norm starts tiny and grows by orders of magnitude as the net escapes and learns (the loss falls).
+    Logs the loss, the total gradient norm and every layer's norm at every step."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 1, (256, width))
+    target = x @ rng.normal(0, 1 / np.sqrt(width), (width, width))
+    weights = [rng.normal(0, init, (width, width)) for _ in range(depth)]
+    log: dict[str, list] = {"train/loss": [], "train/grad_norm": []} | {f"grad_norm/layer{i}": [] for i in range(depth)}
+    for _ in range(steps):
+        acts = [x]
+        for w in weights:
+            acts.append(acts[-1] @ w)
+        err = acts[-1] - target
+        grad_out = 2 * err / err.size
+        grads: list = [None] * depth
+        for i in reversed(range(depth)):
+            grads[i] = acts[i].T @ grad_out
+            grad_out = grad_out @ weights[i].T
+        norms = [float(np.sqrt((g**2).sum())) for g in grads]
+        for w, g in zip(weights, grads):
+            w -= lr * g
+        log["train/loss"].append(float((err**2).mean()))
+        log["train/grad_norm"].append(float(np.sqrt(sum(n * n for n in norms))))
+        for i, n in enumerate(norms):
+            log[f"grad_norm/layer{i}"].append(n)
+    every = np.arange(1, steps + 1, dtype=np.int64)
+    return to_run("deep_linear", RunSpec({t: (every, np.array(v)) for t, v in log.items()}, 0.01))

@@ -107,13 +107,11 @@ def test_a_slow_synchronous_loader_gets_an_input_bottleneck_from_the_first_steps
     assert bottleneck[0].step <= LABELS[folder]["expect"][0]["tolerance"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9: no no_learning rule yet; a frozen model is called slow_convergence")
 def test_a_frozen_model_that_never_learns_gets_no_learning():
     findings, _ = _verdict(_first("frozen_params"))
     assert "no_learning" in {f.kind for f in findings}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9: a torn last record of an old run is not reported yet")
 def test_a_run_killed_mid_write_gets_a_data_integrity_note():
     findings, _ = _verdict(_first("crash_mid_write", "pytorch"))
     assert "data_integrity" in {f.kind for f in findings}
@@ -127,14 +125,12 @@ def test_a_transformer_that_collapses_without_warmup_gets_warmup_instability_at_
     assert warmup and warmup[0].step <= LABELS[folder]["expect"][0]["tolerance"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9: growth from a tiny init is called a critical exploding_gradients")
 def test_a_net_leaving_a_saddle_is_a_plateau_not_an_explosion():
     findings, _ = _verdict(_first("saddle_tiny_init", "pytorch"))
     kinds = {f.kind for f in findings}
     assert "plateau" in kinds and "exploding_gradients" not in kinds
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9: a run with only a header record gets health 100")
 def test_a_job_that_died_before_its_first_log_has_no_health_score_and_a_data_integrity_note():
     report = tbtriage.diagnose(CORPUS / _first("died_before_first_log", "pytorch"))
     assert [run.health.score for run in report.runs] == [None]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests._engine_data import analyze_scenario, analyze_tags, kinds, scatter, steps_every
+from tbtriage.analysis.engine import analyze_run
+from tests._engine_data import analyze_scenario, analyze_tags, kinds, scatter, steps_every, train_deep_linear
 
 
 def _one(report, kind):
@@ -36,6 +37,26 @@ def test_a_healthy_lognormal_grad_norm_that_falls_then_drifts_up_is_fine():
     grad = scatter(np.random.default_rng(1), 0.3 + 3.0 * np.exp(-steps / 500) + 0.4 * steps / 20000, 0.3)
     report = analyze_tags({"train/grad_norm": (steps, grad), "train/loss": (steps, 2 + np.exp(-steps / 3000))})
     assert not kinds(report)
+
+
+@pytest.mark.parametrize("init,steps", [(0.02, 3000), (0.01, 4000)])
+def test_a_gradient_norm_growing_from_a_tiny_init_as_the_net_leaves_its_saddle_is_not_an_explosion(init, steps):
+    """A deep linear net from a tiny init: its norm grows ×40–150 while the loss falls (it is learning)."""
+    run = train_deep_linear(0, init=init, steps=steps)
+    norms = run.scalars["train/grad_norm"].values
+    assert norms.max() > 30 * norms[0]  # the growth that used to be called a critical explosion
+    assert "exploding_gradients" not in [f.kind for f in analyze_run(run).findings]
+
+
+def test_norms_far_below_any_scale_that_moves_a_weight_never_explode():
+    steps = steps_every(3000, 10)
+    rng = np.random.default_rng(2)
+    tags = {
+        "train/loss": (steps, scatter(rng, np.full(steps.size, 2.3), 0.01)),
+        "grad_norm/layer0": (steps, scatter(rng, 1e-17 * 600 ** (steps / 3000), 0.2)),
+        "grad_norm/layer5": (steps, scatter(rng, np.full(steps.size, 0.3), 0.2)),
+    }
+    assert "exploding_gradients" not in [f.kind for f in analyze_tags(tags).findings]
 
 
 def test_a_first_layer_whose_gradient_fades_below_a_thousandth_of_the_others_is_vanishing():

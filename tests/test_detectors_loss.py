@@ -110,9 +110,10 @@ def test_a_loss_logged_as_a_running_mean_wanders_but_does_not_oscillate():
     assert not kinds(analyze_tags({"loss": (steps[19:], smooth)}))
 
 
-@pytest.mark.parametrize("scenario", ["slow_convergence", "no_learning"])
-def test_a_loss_that_crawls_or_does_not_move_is_slow_convergence_over_the_whole_run(scenario):
-    finding = _one(analyze_scenario(scenario)["."], "slow_convergence")
+# A loss that does not move at all used to be slow_convergence too; it is no_learning now (its own kind).
+@pytest.mark.parametrize("scenario,kind", [("slow_convergence", "slow_convergence"), ("no_learning", "no_learning")])
+def test_a_loss_that_crawls_is_slow_and_one_that_does_not_move_never_learned_over_the_whole_run(scenario, kind):
+    finding = _one(analyze_scenario(scenario)["."], kind)
     assert finding.severity == "warning" and finding.step == 10
     assert "×" in finding.suggestion or "lr" in finding.suggestion
 
@@ -160,3 +161,34 @@ def test_sgdr_restarts_are_not_spikes_or_oscillation():
     lr = lr_sgdr(steps, 0.05, 1000)
     loss = scatter(np.random.default_rng(8), 0.4 + 1.6 * np.exp(-steps / 900) + 0.4 * lr / 0.05, 0.04)
     assert not kinds(analyze_tags({"train_loss": (steps, loss), "lr-SGD": (steps, lr)}))
+
+
+def test_a_run_whose_loss_is_nan_from_its_very_first_point_is_a_data_or_loss_bug_not_a_checkpoint_story():
+    from tbtriage.analysis.engine import analyze_run
+    from tests._engine_data import train_mlp
+
+    # The inputs hold NaN (a missing-value column normalised by a zero std): every loss is NaN from step 1.
+    report = analyze_run(train_mlp(0, epochs=2, n_train=2000, noise=float("nan")))
+    (diverged,) = [f for f in report.findings if f.kind == "divergence"]
+    assert diverged.severity == "critical" and diverged.evidence["never_finite"]
+    assert "first point" in diverged.message and "data or loss bug" in diverged.message
+    assert "checkpoint" not in diverged.suggestion and "step 0" not in diverged.suggestion
+
+
+def test_an_rl_metric_going_nan_while_the_loss_stays_finite_is_its_own_warning():
+    rng = np.random.default_rng(0)
+    steps = steps_every(4000, 10)
+    # explained_variance = 1 - Var(returns - values) / Var(returns): from step 2500 the episodes all end the
+    # same way (constant returns), Var(returns) is 0 and the metric is 0/0.
+    returns = rng.normal(1.0, 0.5, (steps.size, 64))
+    returns[steps >= 2500] = 1.0
+    values = returns + rng.normal(0, 0.2, returns.shape)
+    with np.errstate(all="ignore"):
+        explained = 1.0 - (returns - values).var(axis=1) / returns.var(axis=1)
+    explained[returns.var(axis=1) == 0] = np.nan
+    loss = scatter(rng, 0.3 + np.exp(-steps / 800), 0.05)
+    report = analyze_tags({"train/value_loss": (steps, loss), "train/explained_variance": (steps, explained)})
+    (broken,) = [f for f in report.findings if f.kind == "divergence"]
+    assert broken.severity == "warning" and broken.step == 2500 and broken.evidence["metric_only"]
+    assert "explained_variance" in broken.message and "stayed finite" in broken.message
+    assert "checkpoint" not in broken.suggestion

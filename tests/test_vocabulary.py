@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 import tbtriage
-from tbtriage.analysis.datamodel import Finding, Run
+from tbtriage.analysis.datamodel import Finding, Run, Series
 from tbtriage.analysis.demo import write_demo
 from tbtriage.analysis.detectors import DETECTORS, run_detectors
 from tbtriage.analysis.engine import logdir_context, run_data
+from tbtriage.analysis.features import series_features
 from tbtriage.analysis.findings import (
     BY_NAME,
     COMPONENTS,
@@ -98,7 +99,11 @@ def _finding(kind: str, severity: str = "warning", step: int | None = 100, run: 
 
 @pytest.mark.parametrize("row", KINDS, ids=lambda r: r.name)
 def test_a_finding_counts_against_the_health_component_its_row_names(row):
-    components = health([_finding(row.name)], {}, {}).components
+    # One series with no role: the run has data (a run without any has no score at all), but no component
+    # is judged from it, so only what the finding counts against shows.
+    steps = np.arange(10, dtype=np.int64)
+    other = {"x": series_features("x", Series(steps, steps.astype(float), np.ones(10)), None, 0)}
+    components = health([_finding(row.name)], other, {"x": (None, 0)}).components
     if row.component is None:
         assert all(score is None for score in components.values())  # nothing judged, nothing counted
     else:

@@ -1,9 +1,8 @@
 """slow_convergence and plateau: a training loss that does not move, crawls, or stalls for a long stretch.
 
-slow_convergence (judged on the main training loss, else the main validation loss), two signatures:
-- no learning: over the whole run the loss moved less than NO_DROP of its start and never dipped by
-  LEARNED of it: the model is not training (lr ≈ 0, frozen weights, a detached loss, bad init).
-- crawl: the loss fell less than SLOW_DROP of its start, the second half fell about as much as the first
+slow_convergence (judged on the main training loss, else the main validation loss): a crawl. A loss that
+never moved at all is `no_learning` (learning.py), not slow.
+- the loss fell less than SLOW_DROP of its start, the second half fell about as much as the first
   (least-squares lines through each half: at least LINEAR_RATIO as much, or MIN_RATIO as much when the
   slowdown is within DECELERATION_K standard errors; a healthy curve decelerates, a crawl keeps the same
   slow pace), and that second-half fall is real (above CRAWL_NOISE_K noise sigmas of the edge medians):
@@ -41,12 +40,10 @@ from .base import (
     position,
     smoothed_level,
 )
+from .learning import LEARNED, NO_DROP, chance_classes, still_warming_up
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("slow_convergence", "plateau")
-
-NO_DROP = 0.02
-LEARNED = 0.1
 SLOW_DROP = 0.12
 LINEAR_RATIO = 0.75
 MIN_RATIO = 0.5
@@ -63,24 +60,11 @@ LR_EXPLAINS = 1.5
 #: lasts at least START_WARN_FRAC of the run (a shorter wait at the start is info, like any other plateau).
 START_FRAC = 0.03
 START_WARN_FRAC = 0.15
-#: How close to ln(k) a stuck loss must be to call it chance level for k classes.
-CHANCE_TOLERANCE = 0.02
 
 
 def _judged_tag(data: RunData) -> str | None:
     tag = data.primary.train_loss or data.primary.val_loss
     return None if tag is None or adversarial(tag) else tag
-
-
-def _still_warming_up(data: RunData) -> bool:
-    """The lr is still rising at the end of the run: the run is young and its loss is meant to be high."""
-    if data.primary.lr is None:
-        return False
-    steps, lr = data.finite(data.primary.lr)
-    if lr.size < 4:
-        return False
-    tail = lr[-max(2, lr.size // 5) :]
-    return bool(tail[-1] > tail[0] * 1.05 and lr[-1] >= 0.95 * lr.max())
 
 
 def detect(data: RunData) -> list:
@@ -101,7 +85,7 @@ def _slow(data: RunData, tag: str):
     feats = data.features[tag]
     if n < 2 * MIN_CONFIDENT_POINTS or steps[-1] <= steps[0]:
         return None
-    if steps[0] > RESUMED_FRAC * steps[-1] or _still_warming_up(data):
+    if steps[0] > RESUMED_FRAC * steps[-1] or still_warming_up(data):
         return None
     edge = max(3, int(math.ceil(EDGE_FRAC * n)))
     start, end = float(np.median(values[:edge])), float(np.median(values[-edge:]))
@@ -135,24 +119,7 @@ def _slow(data: RunData, tag: str):
     lr_text = f" at lr {fmt(evidence['lr_max'])}" if "lr_max" in evidence else ""
     span = int(steps[-1] - steps[0])
     if abs(drop) < NO_DROP and dipped < LEARNED:
-        evidence["summary"] = f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}"
-        message = f"{tag} has not moved in {span} steps ({fmt(start)} → {fmt(end)}): the model is not learning"
-        suggestion = (
-            "Check that the optimizer gets the model's parameters and the loss is not detached "
-            "(requires_grad, zero_grad/step order), that the lr is not ~0, and the initialisation "
-            "and input normalisation; then raise the lr ×10 with an lr range test"
-        )
-        return finding(
-            data,
-            "slow_convergence",
-            confident("warning", n, 2 * MIN_CONFIDENT_POINTS),
-            [tag],
-            int(steps[0]),
-            int(steps[-1]),
-            evidence,
-            message,
-            suggestion,
-        )
+        return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
     # Same pace in both halves: the second fell at least LINEAR_RATIO as much as the first, or at least
     # MIN_RATIO as much with the difference within noise (a short, noisy crawl gives a ragged ratio).
     same_pace = second_half >= LINEAR_RATIO * first_half or (second_half >= MIN_RATIO * first_half and not slowed_down)
@@ -217,16 +184,6 @@ def _lr_explains(data: RunData, start: int, end: int) -> bool:
     return warming or before <= 0 or after <= before / LR_EXPLAINS or ramp >= before * LR_EXPLAINS
 
 
-def _chance_level(level: float) -> int | None:
-    """k when the loss sits at ln(k), the cross-entropy of a uniform guess over k classes."""
-    if not 0.5 < level < 12.0:  # ln(2) .. ln(160000): the class counts anyone trains on
-        return None
-    k = round(math.exp(level))
-    if 2 <= k <= 100000 and abs(math.log(k) - level) <= CHANCE_TOLERANCE * level:
-        return k
-    return None
-
-
 def _plateaus(data: RunData, tag: str) -> list:
     feats = data.features[tag]
     steps, values = data.finite(tag)
@@ -261,7 +218,7 @@ def _plateaus(data: RunData, tag: str) -> list:
         ) < 0.5 * PLATEAU_DROP * abs(level):
             continue
         at_start = position(data, start) <= START_FRAC
-        chance = _chance_level(level) if at_start else None
+        chance = chance_classes(level) if at_start else None
         fraction = (end - start) / data.span
         evidence: dict[str, Any] = {
             "tag": tag,

@@ -11,6 +11,14 @@ Two signatures, both judged on the series' own history:
   A rise that starts right where the lr schedule jumps up (a warm restart) is the schedule, not divergence.
 Validation curves are judged for blow-up only when the run logs no training loss, here or in a Keras
 train sibling (otherwise a rising validation loss is `overfitting`'s business).
+
+Non-finite values are looked for in every tag but the gradient norms and the loss scale (their own detectors
+read Inf there). Two cases are told apart because their causes and fixes differ:
+- a series that was never finite (NaN from its very first point) did not diverge: the loss or metric is
+  computed wrongly or the data holds NaN/Inf; there is no earlier checkpoint to go back to;
+- a metric (any tag that is not a loss) turning non-finite while the training loss stays finite is its own
+  warning: training goes on, and the metric's computation fails (a 0/0, a variance of constant targets,
+  an empty batch), which makes it useless for model selection.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ LR_RESTART_FACTOR = 2.0
 PERSISTENT_SHARE = 0.5
 
 _ROLES = ("train_loss", "loss_component", "val_loss", "metric")
+_LOSSES = ("train_loss", "loss_component", "val_loss")
+#: Roles whose Inf/NaN other detectors read (exploding_gradients, amp_overflow): not a divergence.
+_NOT_JUDGED = ("grad_norm", "grad_norm_layer", "loss_scale")
 
 
 def _nonfinite(data: RunData, tag: str) -> dict | None:
@@ -142,14 +153,62 @@ def _judge_blowup(data: RunData, tag: str) -> bool:
     return not adversarial(tag)
 
 
+def _training_loss_finite(data: RunData) -> bool:
+    """The run logs a training loss and it never went non-finite."""
+    losses = [t for t in data.tags("train_loss", "loss_component") if data.phases.get(t) != "val"]
+    return bool(losses) and all(data.features[t].first_nonfinite_step is None for t in losses)
+
+
+def _metric_nonfinite(data: RunData) -> list:
+    """Metrics (and unlabelled tags) turning non-finite while the training loss stays finite: one warning."""
+    if not _training_loss_finite(data):
+        return []
+    bad = []
+    for tag, (role, _) in data.roles.items():
+        if role in _LOSSES or role in _NOT_JUDGED or tag not in data.run.scalars:
+            continue
+        found = _nonfinite(data, tag) if data.features[tag].first_nonfinite_step is not None else None
+        if found:
+            bad.append((found["onset"], tag, found))
+    if not bad:
+        return []
+    bad.sort(key=lambda b: b[0])
+    onset, tag, first = bad[0]
+    loss = next(t for t in data.tags("train_loss", "loss_component") if data.phases.get(t) != "val")
+    never = "last_finite_step" not in first
+    where = "from its first point" if never else f"from step {onset} (last finite {fmt(first['last_finite_value'])})"
+    summary = (
+        f"{tag} {first['first_value']} {where}, {first['nonfinite_points']} non-finite point(s); {loss} stayed finite"
+    )
+    evidence = {
+        "summary": summary + (f"; also {', '.join(b[1] for b in bad[1:4])}" if len(bad) > 1 else ""),
+        "tag": tag,
+        "first_nonfinite_step": onset,
+        "nonfinite_points": first["nonfinite_points"],
+        "loss_tag": loss,
+        "metric_only": True,
+    }
+    message = f"{tag} turned {first['first_value']} at step {onset} while {loss} stayed finite: the metric, not training, broke"
+    suggestion = (
+        f"Training itself is fine; {tag}'s computation fails: look for a 0/0 (a variance or count of zero, e.g. "
+        "constant returns for explained_variance, an empty class for precision/recall), a log of 0 or an empty "
+        "evaluation batch, and guard it (add an epsilon, skip empty batches) so the metric can select models again"
+    )
+    return [finding(data, "divergence", "warning", [b[1] for b in bad[:5]], onset, None, evidence, message, suggestion)]
+
+
 def detect(data: RunData) -> list:
+    metric_only = _metric_nonfinite(data)
+    told = {t for f in metric_only for t in f.tags}
     events = []
     for tag in data.tags(*_ROLES):
         feats = data.features[tag]
-        if feats.role == "metric" and feats.direction == 0:
+        if (feats.role == "metric" and feats.direction == 0) or tag in told:
             continue
         bad_values = _nonfinite(data, tag)
-        judge_blowup = _judge_blowup(data, tag)
+        # A climb that ends in NaN for good is part of the divergence whatever else the run logs: judging it
+        # only when no train sibling is loaded would move the onset with the set of runs analysed together.
+        judge_blowup = _judge_blowup(data, tag) or bool(bad_values and bad_values["persistent"])
         blow = _blowup(data, tag) if judge_blowup else None
         if bad_values is None and blow is None:
             continue
@@ -157,7 +216,7 @@ def detect(data: RunData) -> list:
         persistent = bool(blow) or bool(bad_values and bad_values["persistent"])
         events.append((min(onsets), tag, bad_values, blow, persistent))
     if not events:
-        return []
+        return metric_only
     events.sort(key=lambda e: (not e[4], data.features[e[1]].role != "train_loss", e[0]))
     # A run diverges once: every tag that never recovered is one story, told from the training loss when it
     # is among them, starting at the earliest onset. Non-finite points the run recovered from are another.
@@ -168,7 +227,7 @@ def detect(data: RunData) -> list:
             lead = group[0]
             onset = min(e[0] for e in group)
             findings.append(_finding(data, [e[1] for e in group], onset, lead[2], lead[3], persistent))
-    return findings
+    return findings + metric_only
 
 
 def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None, blow: dict | None, persistent: bool):
@@ -202,6 +261,19 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
         evidence["also"] = tags[1:]
     evidence.update(data.context_evidence(onset))
     points = feats.points - feats.extra.get("nonfinite", 0)
+    never_finite = bool(bad_values) and "last_finite_step" not in bad_values and bad_values["persistent"]
+    if never_finite:
+        # Nothing to resume from: it was never a number. A bug in the loss or the data, not a divergence.
+        severity = confident("critical", bad_values["nonfinite_points"], 8)
+        message = f"{tag} was {bad_values['first_value']} from its very first point (step {onset}): a data or loss bug, not a divergence"
+        suggestion = (
+            f"{tag} was never a number, so the cause is there from the start: check the inputs and labels for "
+            "NaN/Inf (missing values, a division by a zero std in normalisation), the loss for log(0) or 0/0 "
+            "(use the logits form: cross_entropy/BCEWithLogits), and run one batch under "
+            "torch.autograd.set_detect_anomaly(True) (or tf.debugging.enable_check_numerics) to find the op"
+        )
+        evidence["never_finite"] = True
+        return finding(data, "divergence", severity, tags, onset, None, evidence, message, suggestion)
     if persistent:
         severity = confident("critical", points + (bad_values["nonfinite_points"] if bad_values else 0), 8)
         message = f"{tag} diverged at step {onset}" + (" (NaN/Inf)" if bad_values else "") + " and never recovered"
@@ -217,9 +289,12 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
     advice = []
     if grad_rose:
         advice.append(clip_advice(data, onset))
-    advice.append(
-        f"resume from the last checkpoint before step {onset} with the peak lr ×0.5 (and a warmup if there is none)"
-    )
+    if onset > (data.first_step or 0):
+        advice.append(
+            f"resume from the last checkpoint before step {onset} with the peak lr ×0.5 (and a warmup if there is none)"
+        )
+    else:
+        advice.append("restart with the peak lr ×0.5 and a warmup (it went wrong from the first step)")
     if bad_values:
         advice.append(
             "keep softmax/attention scores and the loss in fp32 (or train in bf16) and check the batch "

@@ -11,6 +11,16 @@ exploding_gradients:
   the end, or the norm turns Inf/NaN for good while the loss stays finite (when the loss is NaN too, that
   is `divergence`, and the norm's NaN is its consequence). The onset is where the climb began: the last
   point within the calm level's own scatter before it.
+An explosion is an excursion that hurts, judged against the run's own other signals: a norm that grows
+as training starts (from a tiny init, or out of a saddle, or the ordinary rise of the first few hundred
+steps) while the loss keeps falling is not one, and neither is any norm below EXPLOSION_FLOOR (1e-17 →
+6e-15 is a vanishing net, whatever the ratio). So an event counts only when
+- the training loss reacts: it turns non-finite, jumps (a point beyond the loss's own 3σ band within
+  REACTION_POINTS of the norm's excursion), or, for sustained growth, its level ends LOSS_RISE above
+  where it stood when the norm began to climb;
+- or, where no training loss is logged, the norm itself leaves the range the run's own stretches showed
+  (a spike's peak beyond RANGE_MULT × the highest level the smoothed norm ever held; sustained growth only
+  when it ends non-finite).
 Sustained growth, non-finite norms or a ratio beyond CRITICAL_RATIO are critical; recovered spikes warn.
 A total norm and its layers exploding together is one finding (the layers are listed in evidence).
 
@@ -28,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..smoothing import diff_noise
-from .base import RunData, clip_advice, confident, finding, fmt, sentence
+from .base import RunData, clip_advice, confident, finding, fmt, sentence, smoothed_level
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("exploding_gradients", "vanishing_gradients")
@@ -44,6 +54,14 @@ ONSET_NOISE_K = 3.0
 ONSET_CALM = 1.2
 #: Buckets of recent past the growth is measured against.
 BASELINE_BUCKETS = 20
+#: A gradient norm that never exceeds this moves no weight of ordinary scale: its growth is not an explosion.
+EXPLOSION_FLOOR = 1e-3
+#: The loss reacted to a norm excursion when one of its outliers lies within this many of its logged points.
+REACTION_POINTS = 3
+#: ...or, for sustained growth, its level at the end is this much above its level at the climb's onset.
+LOSS_RISE = 0.1
+#: Without a loss, a spike must reach RANGE_MULT × the highest smoothed level the norm ever held.
+RANGE_MULT = 3.0
 LAYER_RATIO = 1e-3
 ABSOLUTE_FLOOR = 1e-7
 GLOBAL_DROP = 1e-3
@@ -148,6 +166,61 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     }
 
 
+def _loss_reaction(data: RunData, event: dict) -> str | None:
+    """How the training loss showed the norm's excursion hurt (None: it did not, or no loss is logged)."""
+    tag = data.primary.train_loss
+    if tag is None:
+        return None
+    feats = data.features[tag]
+    start = event["step"]
+    stop = event["end_step"] if event["end_step"] is not None else event["peak_step"]
+    bad = feats.first_nonfinite_step
+    if bad is not None and bad >= start - 1 and (event["sustained"] or bad <= stop + 1):
+        return f"{tag} turned non-finite at step {bad}"
+    steps, values = data.finite(tag)
+    if steps.size < 8:
+        return None
+    if event["sustained"]:
+        at = int(np.searchsorted(steps, start))
+        width = max(3, steps.size // 50)
+        before = float(np.median(values[max(0, at - width) : at + 1]))
+        after = float(feats.extra["end_level"])
+        if before > 0 and after > (1.0 + LOSS_RISE) * before:
+            return f"{tag} rose from {fmt(before)} at step {start} to {fmt(after)}"
+        return None
+    lo = int(np.searchsorted(steps, start)) - REACTION_POINTS
+    hi = int(np.searchsorted(steps, stop, side="right")) + REACTION_POINTS
+    window = steps[max(0, lo) : max(0, hi)]
+    if window.size == 0:
+        return None
+    hits = np.intersect1d(feats.outlier_steps, window)
+    if hits.size == 0:
+        return None
+    positions = np.searchsorted(steps, hits)
+    at = int(positions[np.argmax(values[positions])])
+    base = float(np.median(values[max(0, lo - 10) : max(1, lo)]))
+    value = float(values[at])
+    if value <= base:
+        return None
+    return f"{tag} jumped to {fmt(value)} at step {int(steps[at])} (from {fmt(base)})"
+
+
+def _hurts(data: RunData, tag: str, event: dict) -> bool:
+    """Whether a norm event is an explosion (see the module docstring); records the reason in the event."""
+    if np.isfinite(event["peak"]) and event["peak"] < EXPLOSION_FLOOR:
+        return False
+    reaction = _loss_reaction(data, event)
+    if reaction:
+        event["loss_reaction"] = reaction
+        return True
+    if data.primary.train_loss is not None:
+        return False
+    if event["sustained"]:
+        return bool(event.get("nonfinite"))
+    top = float(np.max(smoothed_level(data.features[tag])[1]))
+    return event["peak"] > RANGE_MULT * top
+
+
 def _exploding(data: RunData) -> list:
     per_tag: dict[str, list[dict]] = {}
     for tag in data.tags("grad_norm", "grad_norm_layer"):
@@ -155,6 +228,7 @@ def _exploding(data: RunData) -> list:
         growth = _growth_event(data, tag)
         if growth:
             events = [e for e in events if e["step"] < growth["step"]] + [growth]
+        events = [e for e in events if _hurts(data, tag, e)]
         if events:
             per_tag[tag] = events
     if not per_tag:
@@ -177,6 +251,8 @@ def _exploding(data: RunData) -> list:
         summary = f"{lead} Inf/NaN from step {worst['step']}"
     if worst.get("nonfinite") and np.isfinite(worst["peak"]):
         summary += f", then Inf/NaN from step {data.features[lead].first_nonfinite_step}"
+    if worst.get("loss_reaction"):
+        summary += f"; {worst['loss_reaction']}"
     evidence = {
         "summary": summary,
         "tag": lead,

@@ -1,0 +1,292 @@
+"""no_learning: the run never learned anything. Three signals, each judged on the run's own curves:
+
+- chance: an accuracy that sits at 1/K (K read from its own level) and never rose above it by more than
+  CHANCE_ACC_MARGIN, while the loss sits at ln(K), the cross-entropy of a uniform guess over K classes
+  (within CHANCE_MEMORISED: a training loss dips a little below by memorising labels that carry no signal).
+  Without an accuracy, the loss alone: at ln(K) at the end, never more than CHANCE_FLOOR below it, and
+  started there (within CHANCE_START): a loss that fell from far above to ln 2 and stopped learned to a
+  plateau, it did not fail to learn;
+- identical: a validation loss or metric that is the same number at every one of at least MIN_EVALS
+  evaluations (within float32 rounding): the evaluated model never changed, or collapsed to a constant output.
+  A metric pinned at its perfect value (accuracy 1.0, a loss of 0) is a solved task, not a stuck one;
+- flat: the main loss moved less than NO_DROP of its start over the whole run and never dipped by LEARNED of
+  it (a run resumed late, or still in its lr warmup, is not judged: its curve is meant to look like that).
+
+The usual causes: an lr far too low or zero, frozen parameters (requires_grad off, an optimizer that does
+not hold them), labels misaligned with inputs, a loss computed on the wrong tensor. One finding per run,
+led by the most specific signal; the others are in its evidence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, pct, smoothed_level
+
+#: The finding kinds this module reports (each a row of `findings.KINDS`).
+KINDS = ("no_learning",)
+
+#: A chance-level loss: within CHANCE_TOLERANCE of ln(K) (2 %: minibatch noise around a uniform guess is
+#: far smaller, while a trained model a little above ln K would drift out of it).
+CHANCE_TOLERANCE = 0.02
+#: ...and its lowest level never more than this far below ln K: learning anything at all pulls the loss
+#: well below it (a net that found the class prior alone gains more than 5 % on any unbalanced set).
+CHANCE_FLOOR = 0.05
+#: Without an accuracy to confirm it, the loss must have started within this share of ln K.
+CHANCE_START = 0.1
+#: An accuracy at chance: its typical level within CHANCE_ACC_SHARE/K of 1/K, and its best evaluation at most
+#: max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE/K) above 1/K (a quarter of a class's share, at least 3 points:
+#: outside the scatter of any validation set of a few hundred samples, far below what any learning reaches).
+CHANCE_ACC_MARGIN = 0.03
+CHANCE_ACC_SHARE = 0.25
+#: A loss alone names K only for few classes: beyond ~20, ln K and ln(K+1) are under 5 % apart, so any
+#: level sits near the ln of some class count and only an accuracy at 1/K can say the model guesses.
+LOSS_ALONE_MAX_CLASSES = 20
+#: With chance accuracy, the loss within this share of ln K (a training loss memorising noise dips ~10 %).
+CHANCE_MEMORISED = 0.15
+#: A curve "identical at every evaluation" needs this many evaluations; 5 equal floats by chance never happen.
+MIN_EVALS = 5
+#: Within float32 rounding: values written as float32 agree to ~1e-7 relative.
+IDENTICAL_RTOL = 1e-6
+#: flat: the loss moved less than NO_DROP of its start and never dipped by LEARNED of it.
+NO_DROP = 0.02
+LEARNED = 0.1
+#: A run whose first logged step is beyond this share of its last was resumed: its start is not "the start".
+RESUMED_FRAC = 0.2
+#: An lr at or below this never moves weights of ordinary scale in a run's length.
+LR_ZERO = 1e-8
+
+_ACCURACY = re.compile(r"acc|top1|top-1|top_1")
+
+
+def _main_loss(data: RunData) -> str | None:
+    """The training loss, else a validation loss when no training loss exists here or in a Keras train
+    sibling (a regularised model's validation loss may sit still while its training loss does the learning)."""
+    tag = data.primary.train_loss or (None if data.has_train_sibling else data.primary.val_loss)
+    return None if tag is None or adversarial(tag) else tag
+
+
+def still_warming_up(data: RunData) -> bool:
+    """The lr is still rising at the end of the run: a young run whose loss is meant to be high."""
+    if data.primary.lr is None:
+        return False
+    lr = data.finite(data.primary.lr)[1]
+    if lr.size < 4:
+        return False
+    tail = lr[-max(2, lr.size // 5) :]
+    return bool(tail[-1] > tail[0] * 1.05 and lr[-1] >= 0.95 * lr.max())
+
+
+#: The most classes anyone trains a classifier on (ln 100000 ≈ 11.5).
+MAX_CLASSES = 100000
+
+
+def chance_classes(level: float, max_classes: int = MAX_CLASSES) -> int | None:
+    """K ≤ max_classes when `level` is ln(K) within CHANCE_TOLERANCE (the loss of a uniform guess over K classes)."""
+    if not 0.5 < level < 12.0:  # ln(2) .. ln(160000): the class counts anyone trains on
+        return None
+    k = round(math.exp(level))
+    if 2 <= k <= max_classes and abs(math.log(k) - level) <= CHANCE_TOLERANCE * level:
+        return k
+    return None
+
+
+def _accuracies(data: RunData) -> list[str]:
+    return [
+        t
+        for t in data.tags("metric")
+        if data.features[t].direction > 0 and _ACCURACY.search(t.lower()) and data.features[t].best is not None
+    ]
+
+
+def _as_fraction(value: float) -> float:
+    return value / 100.0 if value > 1.0 else value
+
+
+def _accuracy_at_chance(data: RunData, loss_level: float) -> dict | None:
+    """An accuracy that never rose above chance 1/K, for a class count K its own level allows; of those K,
+    the one whose ln K is nearest the loss's typical level (1/K alone cannot tell 10 classes from 11)."""
+    for tag in _accuracies(data):
+        values = data.finite(tag)[1]
+        if values.size < 3:
+            continue
+        fractions = values / 100.0 if values.max() > 1.0 else values
+        typical, best = float(np.median(fractions)), float(fractions.max())
+        if typical * MAX_CLASSES < 0.5:  # below the chance level of any class count anyone trains on
+            continue
+        # 1/K within CHANCE_ACC_SHARE/K of the typical level: K between (1 - share) and (1 + share) / typical.
+        lo = max(2, math.ceil((1.0 - CHANCE_ACC_SHARE) / typical))
+        hi = min(MAX_CLASSES, math.floor((1.0 + CHANCE_ACC_SHARE) / typical))
+        if lo > hi:
+            continue
+        k = int(min(max(round(math.exp(min(loss_level, 12.0))), lo), hi))
+        if best <= 1.0 / k + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / k):
+            return {"accuracy_tag": tag, "accuracy_best": best, "classes": k}
+    return None
+
+
+def _chance(data: RunData, tag: str) -> dict | None:
+    feats = data.features[tag]
+    end, start = feats.extra.get("end_level"), feats.extra.get("start_level")
+    if end is None or feats.points < 2 * MIN_CONFIDENT_POINTS:
+        return None
+    lowest = float(np.min(smoothed_level(feats)[1]))
+    accuracy = _accuracy_at_chance(data, float(np.median(feats.extra["level"].medians)))
+    if _accuracies(data):
+        # The accuracy names the class count; the loss must agree that the model sits at a uniform guess
+        # (a training loss may dip a little below ln K by memorising labels that carry no signal).
+        if accuracy is None:
+            return None
+        k = accuracy["classes"]
+        chance_loss = math.log(k)
+        if lowest < (1.0 - CHANCE_MEMORISED) * chance_loss or abs(end - chance_loss) > CHANCE_MEMORISED * chance_loss:
+            return None
+    else:
+        k = chance_classes(end, LOSS_ALONE_MAX_CLASSES)
+        if k is None:
+            return None
+        chance_loss = math.log(k)
+        if lowest < (1.0 - CHANCE_FLOOR) * chance_loss or abs(start - chance_loss) > CHANCE_START * chance_loss:
+            return None
+    out = {"tag": tag, "classes": k, "chance_loss": chance_loss, "start": start, "end": end, "lowest": lowest}
+    if accuracy:
+        out.update(accuracy_tag=accuracy["accuracy_tag"], accuracy_best=accuracy["accuracy_best"])
+    return out
+
+
+def _identical(data: RunData) -> list[tuple[str, float, int]]:
+    """(tag, value, evaluations) of validation losses and metrics that never changed."""
+    out = []
+    for tag in data.tags("val_loss", "metric", "train_loss"):
+        feats = data.features[tag]
+        if feats.role == "metric" and (feats.direction == 0 or adversarial(tag)):
+            continue
+        if feats.role == "train_loss" and feats.points < MIN_EVALS:
+            continue
+        values = data.finite(tag)[1]
+        if values.size < MIN_EVALS:
+            continue
+        value = float(values[0])
+        if float(np.ptp(values)) > IDENTICAL_RTOL * max(abs(value), 1e-30):
+            continue
+        perfect = (feats.direction > 0 and _as_fraction(value) == 1.0) or (feats.direction < 0 and value == 0.0)
+        if feats.role == "val_loss" or feats.role == "train_loss":
+            perfect = value == 0.0
+        if not perfect:
+            out.append((tag, value, int(values.size)))
+    return out
+
+
+def _flat(data: RunData, tag: str) -> dict | None:
+    steps, values = data.finite(tag)
+    n = values.size
+    feats = data.features[tag]
+    if n < 2 * MIN_CONFIDENT_POINTS or steps[-1] <= steps[0]:
+        return None
+    if steps[0] > RESUMED_FRAC * steps[-1] or still_warming_up(data):
+        return None
+    start, end = feats.extra["start_level"], feats.extra["end_level"]
+    scale = abs(start) if start > 0 else feats.extra["scale"]
+    drop = (start - end) / scale
+    dipped = (start - float(np.min(smoothed_level(feats)[1]))) / scale
+    if abs(drop) >= NO_DROP or dipped >= LEARNED:
+        return None
+    return {"tag": tag, "start": start, "end": end, "drop": drop, "span": int(steps[-1] - steps[0]), "points": n}
+
+
+def _lr_max(data: RunData) -> float | None:
+    if data.primary.lr is None:
+        return None
+    lr = data.finite(data.primary.lr)[1]
+    return float(lr.max()) if lr.size else None
+
+
+def detect(data: RunData) -> list:
+    if any(data.features[t].first_nonfinite_step is not None for t in data.tags("train_loss", "val_loss")):
+        return []  # a loss that is NaN/Inf is divergence's story; a metric frozen by it is a consequence
+    loss = _main_loss(data)
+    chance = _chance(data, loss) if loss else None
+    identical = _identical(data)
+    if chance is None and loss is not None and data.features[loss].role == "train_loss":
+        val = data.primary.val_loss
+        chance = _chance(data, val) if val and not adversarial(val) else None
+    flat = _flat(data, loss) if loss else None
+    if not (chance or identical or flat):
+        return []
+    lr_max = _lr_max(data)
+    lr_text = f" (lr never above {fmt(lr_max)})" if lr_max is not None and lr_max <= LR_ZERO else ""
+    parts, tags = [], []
+    evidence: dict = {}
+    if chance:
+        k = chance["classes"]
+        text = (
+            f"{chance['tag']} stayed near ln({k}) = {fmt(chance['chance_loss'])}, the loss of a uniform guess over "
+            f"{k} classes (ended at {fmt(chance['end'])}, lowest {fmt(chance['lowest'])})"
+        )
+        if "accuracy_tag" in chance:
+            text += f", and {chance['accuracy_tag']} never beat {fmt(chance['accuracy_best'])} (chance: {fmt(1 / k)})"
+        parts.append(text)
+        tags += [chance["tag"], chance.get("accuracy_tag")]
+        evidence.update(chance_classes=k, chance_loss=chance["chance_loss"], level=chance["end"])
+        if "accuracy_tag" in chance:
+            evidence["accuracy_best"] = chance["accuracy_best"]
+    if identical:
+        tag, value, count = identical[0]
+        others = f" (also {', '.join(t for t, _, _ in identical[1:4])})" if len(identical) > 1 else ""
+        what = "logged points" if data.features[tag].role == "train_loss" else "evaluations"
+        parts.append(f"{tag} was {fmt(value)} at every one of its {count} {what}{others}")
+        tags += [t for t, _, _ in identical[:5]]
+        evidence.update(identical_tag=tag, identical_value=value, evaluations=count)
+    if flat:
+        parts.append(
+            f"{flat['tag']} {fmt(flat['start'])} → {fmt(flat['end'])} ({pct(-flat['drop'])}) over {flat['span']} steps"
+        )
+        tags.append(flat["tag"])
+        evidence.update(start_level=flat["start"], end_level=flat["end"], relative_drop=flat["drop"])
+    if lr_max is not None:
+        evidence["lr_max"] = lr_max
+    evidence["signals"] = [name for name, hit in (("chance", chance), ("identical", identical), ("flat", flat)) if hit]
+    evidence["summary"] = "; ".join(parts) + lr_text
+    if chance:
+        k = chance["classes"]
+        message = (
+            f"{chance['tag']} never left chance level ln({k}) = {fmt(chance['chance_loss'])}: the model learned nothing"
+        )
+        suggestion = (
+            "A loss pinned at ln(K) with chance accuracy usually means the labels do not match the inputs (shuffled "
+            "or indexed separately, the wrong label column), the loss is computed on the wrong tensor, or the "
+            "weights never move (lr ~0, frozen parameters, an optimizer built before unfreezing): check one batch's "
+            "inputs against its labels, then overfit a single batch to prove the model can learn"
+        )
+    elif identical:
+        tag, value, count = identical[0]
+        if data.features[tag].role == "train_loss":
+            message = f"{tag} was identical ({fmt(value)}) at all {count} logged points: the weights never moved"
+        else:
+            message = (
+                f"{tag} was identical ({fmt(value)}) at all {count} evaluations: the evaluated model never changed"
+            )
+        suggestion = (
+            "The evaluated model's output never changed: check that the optimizer steps the parameters that are "
+            "evaluated (requires_grad, param groups, lr not ~0), that evaluation does not load a stale checkpoint "
+            "or copy, and whether the model collapsed to a constant output (dead activations, a saturated last layer)"
+        )
+    else:
+        message = (
+            f"{flat['tag']} has not moved in {flat['span']} steps ({fmt(flat['start'])} → {fmt(flat['end'])}): "
+            "the model is not learning"
+        )
+        suggestion = (
+            "Check that the optimizer holds the model's parameters and the loss is not detached (requires_grad, "
+            "zero_grad/step order), that the lr is not ~0, and the initialisation and input normalisation; then "
+            "raise the lr ×10 with an lr range test"
+        )
+    message += lr_text
+    first, last = data.first_step, data.last_step
+    points = max([data.features[t].points for t in tags if t] or [0])
+    needed = MIN_EVALS if identical and not (chance or flat) else 2 * MIN_CONFIDENT_POINTS
+    severity = confident("warning", points, needed)
+    return [finding(data, "no_learning", severity, [t for t in tags if t], first, last, evidence, message, suggestion)]

@@ -1,0 +1,83 @@
+"""no_learning on networks really trained with the configurations that cause it, written as event files.
+
+The nets are `train_mlp`'s numpy MLPs (SGD with momentum on 10 or 4 noisy Gaussian classes): their curves are
+the optimizer's own, not drawn. Each run is written with tensorboardX's SummaryWriter and read back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tbtriage
+from tbtriage.analysis.engine import diagnose
+from tests._engine_data import analyze_tags, steps_every, train_mlp
+
+#: The tag names of a Hugging Face Trainer run.
+HF_TAGS = {"train/lr": "train/learning_rate", "val/loss": "eval/loss", "val/acc": "eval/accuracy"}
+
+
+def _written(tmp_path, run):
+    """Write `run`'s scalars with tensorboardX, then read the logdir back as a user would."""
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / run.name))
+    for tag, series in run.scalars.items():
+        for step, wall, value in zip(series.steps, series.wall_times, series.values):
+            writer.add_scalar(tag, float(value), int(step), walltime=float(wall))
+    writer.close()
+    return diagnose(tbtriage.load(tmp_path)).runs[0]
+
+
+def _no_learning(report):
+    found = [f for f in report.findings if f.kind == "no_learning"]
+    assert found, [(f.kind, f.severity, f.message) for f in report.findings]
+    return found[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_hf_trainer_run_with_an_lr_far_too_low_sits_at_ln4_and_chance_accuracy_and_never_learned(tmp_path, seed):
+    run = train_mlp(seed, lr=3e-8, schedule="constant", epochs=4, n_train=4000, classes=4, head_init=0.02, tags=HF_TAGS)
+    report = _written(tmp_path, run)
+    finding = _no_learning(report)
+    assert finding.severity == "warning" and "chance" in finding.evidence["signals"]
+    assert finding.evidence["chance_classes"] == 4 and "ln(4)" in finding.message
+    assert "eval/accuracy" in finding.evidence["summary"] and "labels" in finding.suggestion
+    assert report.health.components["convergence"] <= 70 and report.health.score <= 80
+
+
+def test_a_frozen_model_whose_validation_loss_is_identical_at_every_epoch_never_learned(tmp_path):
+    report = _written(tmp_path, train_mlp(0, lr=0.0, epochs=6, n_train=4000))
+    finding = _no_learning(report)
+    assert "identical" in finding.evidence["signals"] and finding.evidence["evaluations"] == 6
+    assert "val/loss" in finding.message and "never changed" in finding.message
+    assert "requires_grad" in finding.suggestion
+
+
+def test_labels_shuffled_against_their_inputs_leave_accuracy_at_chance(tmp_path):
+    report = _written(tmp_path, train_mlp(0, label_noise=1.0, epochs=6, n_train=4000))
+    finding = _no_learning(report)
+    assert finding.evidence["chance_classes"] == 10 and "val/acc" in finding.evidence["summary"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_same_nets_with_sane_settings_are_not_called_stuck(tmp_path, seed):
+    for classes, head in ((4, 0.02), (10, 1.0)):
+        report = _written(
+            tmp_path / f"{classes}", train_mlp(seed, epochs=4, n_train=4000, classes=classes, head_init=head)
+        )
+        assert not [f for f in report.findings if f.kind == "no_learning"]
+
+
+def test_a_loss_that_fell_to_ln2_and_stayed_learned_to_a_plateau():
+    steps = steps_every(4000, 10)
+    rng = np.random.default_rng(0)
+    loss = (np.log(2.0) + 1.6 * np.exp(-steps / 400)) * np.exp(rng.normal(0, 0.03, steps.size))
+    assert not [f for f in analyze_tags({"train/loss": (steps, loss)}).findings if f.kind == "no_learning"]
+
+
+def test_a_metric_solved_from_the_first_evaluation_is_not_stuck():
+    steps = steps_every(4000, 10)
+    evals = steps_every(4000, 400)
+    tags = {"train/loss": (steps, 0.05 + np.exp(-steps / 300)), "val/acc": (evals, np.ones(evals.size))}
+    assert not [f for f in analyze_tags(tags).findings if f.kind == "no_learning"]
