@@ -261,8 +261,8 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
         evidence["also"] = tags[1:]
     evidence.update(data.context_evidence(onset))
     points = feats.points - feats.extra.get("nonfinite", 0)
-    never_finite = bool(bad_values) and "last_finite_step" not in bad_values and bad_values["persistent"]
-    if never_finite:
+    never_finite = bad_values is not None and "last_finite_step" not in bad_values and bad_values["persistent"]
+    if bad_values is not None and never_finite:
         # Nothing to resume from: it was never a number. A bug in the loss or the data, not a divergence.
         severity = confident("critical", bad_values["nonfinite_points"], 8)
         message = f"{tag} was {bad_values['first_value']} from its very first point (step {onset}): a data or loss bug, not a divergence"

@@ -131,7 +131,7 @@ def _accuracy_at_chance(data: RunData, loss_level: float) -> dict | None:
 def _chance(data: RunData, tag: str) -> dict | None:
     feats = data.features[tag]
     end, start = feats.extra.get("end_level"), feats.extra.get("start_level")
-    if end is None or feats.points < 2 * MIN_CONFIDENT_POINTS:
+    if end is None or start is None or feats.points < 2 * MIN_CONFIDENT_POINTS:
         return None
     lowest = float(np.min(smoothed_level(feats)[1]))
     accuracy = _accuracy_at_chance(data, float(np.median(feats.extra["level"].medians)))
@@ -275,6 +275,7 @@ def detect(data: RunData) -> list:
             "or copy, and whether the model collapsed to a constant output (dead activations, a saturated last layer)"
         )
     else:
+        assert flat is not None  # the three signals: chance, identical, or a flat loss
         message = (
             f"{flat['tag']} has not moved in {flat['span']} steps ({fmt(flat['start'])} → {fmt(flat['end'])}): "
             "the model is not learning"
