@@ -365,7 +365,8 @@ def hparam(hparams: Mapping[str, Any], name: str) -> tuple[str, Any] | None:
     return None
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A logged setting as a finite float (hparams arrive as numbers, strings or bools), or None."""
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -381,7 +382,7 @@ def _off(value: Any) -> bool:
         return True
     if isinstance(value, str) and value.strip().lower() in ("", "none", "null", "false", "off", "no", "0", "0.0"):
         return True
-    n = _number(value)
+    n = as_number(value)
     return n is not None and n <= 0
 
 
@@ -620,7 +621,7 @@ def _score_hparams(cases: dict[str, _Case], hparams: Mapping[str, Any]) -> None:
                 if name == "weight_decay":
                     add("no_weight_decay", -1.0, f"the run logged {key}={value}")
     if (found := hparam(hparams, "optimizer")) is not None and (lr := hparam(hparams, "lr")) is not None:
-        rate = _number(lr[1])
+        rate = as_number(lr[1])
         if "adam" in str(found[1]).lower() and rate is not None and rate > ADAM_HIGH_LR:
             add("lr_too_high", 0.7, f"the run logged {found[0]}={found[1]} with {lr[0]}={lr[1]}: high for Adam")
     if (found := hparam(hparams, "precision")) is not None:

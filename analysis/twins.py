@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .causes import HPARAM_KEYS, UNCLEAR_BELOW, Cause
+from .causes import HPARAM_KEYS, UNCLEAR_BELOW, Cause, as_number
 from .datamodel import RunReport
 from .detectors.base import fmt
 from .run_config import run_hparams
@@ -66,18 +66,8 @@ class Twin:
 def _show(value: Any) -> str:
     if value is None:
         return "none"
-    number = _number(value)
+    number = as_number(value)
     return fmt(number) if number is not None else str(value)
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
 
 
 def _healthy(report: RunReport) -> bool:
@@ -93,8 +83,8 @@ def _settings(hparams: dict[str, Any]) -> dict[str, Any]:
 
 def _hparam_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     keys = [k for k in a if k in b] + [k for k in a if k not in b] + [k for k in b if k not in a]
-    return {k: (a.get(k), b.get(k)) for k in keys if _number(a.get(k)) != _number(b.get(k)) or (
-        _number(a.get(k)) is None and str(a.get(k)) != str(b.get(k)))}  # fmt: skip
+    return {k: (a.get(k), b.get(k)) for k in keys if as_number(a.get(k)) != as_number(b.get(k)) or (
+        as_number(a.get(k)) is None and str(a.get(k)) != str(b.get(k)))}  # fmt: skip
 
 
 def _tokens(name: str) -> list[str]:
@@ -103,7 +93,7 @@ def _tokens(name: str) -> list[str]:
 
 def _name_setting(token: str) -> tuple[str, Any] | None:
     if match := _NAME_SETTING.match(token):
-        return _NAME_KEYS[match["key"].lower()], _number(match["value"]) or match["value"]
+        return _NAME_KEYS[match["key"].lower()], as_number(match["value"]) or match["value"]
     if match := _NAME_NEGATION.match(token):
         return _NAME_KEYS[match["key"].lower()], 0
     return None
@@ -205,7 +195,7 @@ def _votes(twin: Twin) -> list[tuple[str, float, str]]:
     said = twin.sentence()
     for key, (mine, theirs) in twin.differs.items():
         kind = _setting_kind(key)
-        a, b = _number(mine), _number(theirs)
+        a, b = as_number(mine), as_number(theirs)
         off_here, off_there = (a is not None and a <= 0) or mine is None, (b is not None and b <= 0) or theirs is None
         if kind == "lr" and a is not None and b is not None and a != b:
             if a > b:

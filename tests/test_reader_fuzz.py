@@ -13,6 +13,7 @@ from tensorboard.compat.proto import event_pb2
 
 import tbtriage
 from tests._event_files import event_files, write_pytorch_run
+from tests._hostile import varint
 from tests._kernels import needs_compiled_kernel
 
 
@@ -146,16 +147,6 @@ def _read_varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
     return 0, -1
 
 
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 @st.composite
 def lying_payload(draw, payloads: list[bytes]) -> tuple[int, bytes]:
     """(record index, its Event bytes with one protobuf-level lie)."""
@@ -176,7 +167,7 @@ def lying_payload(draw, payloads: list[bytes]) -> tuple[int, bytes]:
             if draw(st.booleans())
             else draw(st.integers(-(1 << 63), (1 << 63) - 1))
         )
-        raw[at:after] = _varint(lie)
+        raw[at:after] = varint(lie)
     elif how == "endless varint":
         raw[at:] = bytes([0xFF]) * (len(raw) - at)
     else:

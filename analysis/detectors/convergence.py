@@ -40,7 +40,7 @@ from .base import (
     position,
     smoothed_level,
 )
-from .learning import LEARNED, NO_DROP, chance_classes, still_warming_up
+from .learning import LEARNED, NO_DROP, chance_classes, judgeable
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("slow_convergence", "plateau")
@@ -50,7 +50,6 @@ MIN_RATIO = 0.5
 #: The slowdown between the halves is real beyond this many standard errors of the slope difference.
 DECELERATION_K = 2.0
 CRAWL_NOISE_K = 3.0
-RESUMED_FRAC = 0.2
 PLATEAU_MIN_FRAC = 0.1
 PLATEAU_DROP = 0.1
 PLATEAU_ACCEL = 3.0
@@ -80,13 +79,12 @@ def detect(data: RunData) -> list:
 
 
 def _slow(data: RunData, tag: str):
-    steps, values = data.finite(tag)
+    found = judgeable(data, tag)
+    if found is None:
+        return None
+    steps, values = found
     n = values.size
     feats = data.features[tag]
-    if n < 2 * MIN_CONFIDENT_POINTS or steps[-1] <= steps[0]:
-        return None
-    if steps[0] > RESUMED_FRAC * steps[-1] or still_warming_up(data):
-        return None
     edge = max(3, int(math.ceil(EDGE_FRAC * n)))
     start, end = float(np.median(values[:edge])), float(np.median(values[-edge:]))
     middle_step = 0.5 * (steps[0] + steps[-1])

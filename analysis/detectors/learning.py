@@ -180,14 +180,24 @@ def _identical(data: RunData) -> list[tuple[str, float, int]]:
     return out
 
 
-def _flat(data: RunData, tag: str) -> dict | None:
+def judgeable(data: RunData, tag: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The finite (steps, values) of a loss that can be judged for how far it fell: long enough, not resumed
+    from a checkpoint midway, and past its lr warmup; None otherwise."""
     steps, values = data.finite(tag)
-    n = values.size
-    feats = data.features[tag]
-    if n < 2 * MIN_CONFIDENT_POINTS or steps[-1] <= steps[0]:
+    if values.size < 2 * MIN_CONFIDENT_POINTS or steps[-1] <= steps[0]:
         return None
     if steps[0] > RESUMED_FRAC * steps[-1] or still_warming_up(data):
         return None
+    return steps, values
+
+
+def _flat(data: RunData, tag: str) -> dict | None:
+    found = judgeable(data, tag)
+    if found is None:
+        return None
+    steps, values = found
+    n = values.size
+    feats = data.features[tag]
     start, end = feats.extra["start_level"], feats.extra["end_level"]
     scale = abs(start) if start > 0 else feats.extra["scale"]
     drop = (start - end) / scale
