@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import IO
 
 from .datamodel import Series
 from .decode import choose_kernel
 from .discover import find_runs
 from .json_safe import dumps
-from .logdir import LogdirError
-from .reader import RunReader, is_event_file
+from .logdir import check_logdir, compile_filter
+from .reader import RunReader
 
 HEADER = ("run", "tag", "step", "wall_time", "value")
 
@@ -34,27 +31,12 @@ def iter_series(
     Bad arguments (a regex, a missing logdir) raise LogdirError here, at the call, before anything
     is written: a CSV header followed by an error would look like an empty export.
     """
-    root = Path(path).expanduser()
-    try:
-        run_re = re.compile(runs) if runs else None
-        tag_re = re.compile(tags) if tags else None
-    except re.error as exc:
-        raise LogdirError(f"not a valid regular expression: {exc}") from None
-    if root.is_file() and is_event_file(root.name):
-        found = {".": root.parent}
-        only = root.name
-    elif root.is_dir():
-        try:
-            with os.scandir(root) as entries:
-                next(entries, None)
-        except OSError as exc:
-            raise LogdirError(f"{path}: cannot list ({exc.strerror or exc})") from None
-        found = find_runs(root, warnings)
-        only = None
-    elif root.exists():
-        raise LogdirError(f"{path}: not a directory or an event file")
+    run_re, tag_re = compile_filter("--runs", runs), compile_filter("--tags", tags)
+    root, single = check_logdir(path)
+    if single:
+        found, only = {".": root.parent}, root.name
     else:
-        raise LogdirError(f"{path}: no such directory or event file")
+        found, only = find_runs(root, warnings), None
     readers = [
         RunReader(root, run_path, name, kernel=kernel, only_file=only)
         for name, run_path in found.items()

@@ -129,26 +129,42 @@ def load(
     `cancel` and `on_run` are passed to `Logdir.refresh`.
     Raises LogdirError (one clear line) when `path` does not exist or holds nothing readable.
     """
+    p, single = check_logdir(path)
+    compile_filter("--runs", runs)
+    logdir = Logdir(path=p, run_filter=runs, kernel=kernel)
+    if single:
+        logdir._single_file = p
+    logdir.refresh(cancel=cancel, on_run=on_run)
+    return logdir
+
+
+def check_logdir(path) -> tuple[Path, bool]:
+    """`path` as a Path, and whether it is a single event file; LogdirError (one line) when it cannot be read.
+
+    The one check of a LOGDIR argument: `load`, `export` and every command word its problems the same way.
+    """
     p = Path(path).expanduser()
     if not p.exists():
         raise LogdirError(f"{path}: no such file or directory")
-    if runs is not None:
-        try:
-            re.compile(runs)
-        except re.error as exc:
-            raise LogdirError(f"--runs {runs!r}: not a valid regular expression ({exc})") from None
-    logdir = Logdir(path=p, run_filter=runs, kernel=kernel)
     if p.is_file():
         if not is_event_file(p.name):
             raise LogdirError(f"{path}: not an event file (the name has no 'tfevents')")
-        logdir._single_file = p
-    elif not p.is_dir():
+        return p, True
+    if not p.is_dir():
         raise LogdirError(f"{path}: not a directory")
-    else:
-        try:
-            with os.scandir(p) as entries:
-                next(entries, None)
-        except OSError as exc:  # an unreadable logdir is bad input, not an empty one
-            raise LogdirError(f"{path}: cannot list ({exc.strerror or exc})") from None
-    logdir.refresh(cancel=cancel, on_run=on_run)
-    return logdir
+    try:
+        with os.scandir(p) as entries:
+            next(entries, None)
+    except OSError as exc:  # an unreadable logdir is bad input, not an empty one
+        raise LogdirError(f"{path}: cannot list ({exc.strerror or exc})") from None
+    return p, False
+
+
+def compile_filter(option: str, pattern: str | None) -> re.Pattern[str] | None:
+    """A `--runs`/`--tags` regex compiled, or LogdirError naming the option and the problem."""
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise LogdirError(f"{option} {pattern!r}: not a valid regular expression ({exc})") from None

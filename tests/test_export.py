@@ -78,7 +78,7 @@ def test_runs_are_read_one_at_a_time(logdir, monkeypatch):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["export", "/nonexistent/logdir"], "no such directory"),
+        (["export", "/nonexistent/logdir"], "/nonexistent/logdir: no such file or directory"),
         (["export", ".", "--runs", "("], "not a valid regular expression"),
         (["export", ".", "--smoothing", "2"], "must be between 0 and 0.999"),
     ],
