@@ -186,11 +186,13 @@ def bucket_lines(
 
 def finish_chart(bucketed: BucketedLines, options: ChartOptions) -> PreparedChart:
     """The cheap half: log-y, the y range, axis units and ticks."""
-    lines = [ChartLine(line.run, line.slot, _scaled(line.raw, options.log_y),
-                       _scaled(line.smooth, options.log_y) if line.smooth is not None else None)
+    lines = [ChartLine(line.run, line.slot, _clamped(_scaled(line.raw, options.log_y)),
+                       _clamped(_scaled(line.smooth, options.log_y)) if line.smooth is not None else None)
              for line in bucketed.lines]  # fmt: skip
     onsets, x_range = list(bucketed.onsets), bucketed.x_range
-    y_range = _padded(bucketed.percentile_range(options.log_y) if options.ignore_outliers else _extent(lines))
+    outliers = bucketed.percentile_range(options.log_y) if options.ignore_outliers else None
+    extent = (_clip(outliers[0]), _clip(outliers[1])) if outliers is not None else _extent(lines)
+    y_range = _padded(extent)
     x_label, divisor, x_ticks = _x_presentation(x_range, options.x_axis)
     if divisor != 1.0 and x_range is not None:
         lines = [_rescale_x(line, divisor) for line in lines]
@@ -212,6 +214,22 @@ def prepare_chart(
 ) -> PreparedChart:
     """Everything a chart `width` cells wide draws for `requests` under `options`."""
     return finish_chart(bucket_lines(requests, options, width, smoother), options)
+
+
+#: Values beyond ±this are drawn at it. A hostile or corrupt file can hold values up to DBL_MAX, whose range,
+#: margin and tick arithmetic overflow to inf and NaN inside plotext; no real curve comes near 1e150.
+PLOT_LIMIT = 1e150
+
+
+def _clip(value: float) -> float:
+    return float(min(max(value, -PLOT_LIMIT), PLOT_LIMIT))
+
+
+def _clamped(d: Downsampled) -> Downsampled:
+    finite = d.y[np.isfinite(d.y)]
+    if not finite.size or float(np.max(np.abs(finite))) <= PLOT_LIMIT:
+        return d
+    return replace(d, y=np.clip(d.y, -PLOT_LIMIT, PLOT_LIMIT))
 
 
 def _scaled(d: Downsampled, log_y: bool) -> Downsampled:
