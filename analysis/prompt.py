@@ -100,8 +100,8 @@ _SYSTEM_MD = (
 _SYSTEM_JSON = (
     "You are a senior deep-learning engineer. Diagnose this training run from the features below. "
     "Cite only steps and numbers given there. Reply in JSON: summary (the pathology in one sentence), causes "
-    "(each: cause, one of the likely cause ids listed (or other or unclear); explanation; confidence; "
-    "evidence_steps from the data; "
+    "(each: cause, one of the likely cause ids listed (or other or unclear); explanation in words, no digits; "
+    "confidence; evidence_steps and evidence_values: the steps and numbers from the data that show it; "
     "fixes as concrete changes)."
 )
 #: Instructions stay in English for both languages: small models follow English instructions best, and

@@ -153,3 +153,13 @@ def test_the_causes_a_json_answer_may_name_are_the_findings_the_prompt_kept():
     assert {"divergence", "exploding_gradients"} <= shown and prompt.evidence.causes == shown
     tight = build_prompt(report, budget=200, windows_for=lambda step: {})
     assert tight.evidence.causes < shown, "a finding the budget dropped is not a cause the model may name"
+
+
+def test_a_json_answers_cited_values_must_be_values_it_was_shown():
+    shown = EVIDENCE.values[0]
+    cause = {"cause": "divergence", "confidence": "low", "evidence_steps": [], "fixes": [], "explanation": "x"}
+    answer = {"summary": "s", "causes": [{**cause, "evidence_values": [shown, 123456.5]}]}
+    g = check_answer(answer, EVIDENCE)
+    (bad,) = [c for c in g.unsupported if c.kind == "value"]
+    assert bad.where == "causes[0].evidence_values[1]" and bad.reason == "123456.5 is not in the evidence"
+    assert [c for c in g.claims if c.kind == "value" and c.supported][0].value == shown

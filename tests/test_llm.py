@@ -172,9 +172,14 @@ def test_too_few_tokens_for_a_json_answer_is_a_clear_error():
 def test_answers_are_validated_after_decoding():
     limits = limits_for(1024, "en", SHOWN_STEPS, SHOWN_CAUSES)
     assert limits.causes == ("divergence", "exploding_gradients", "other", "unclear")
-    cause = {"cause": "divergence", "explanation": "e", "confidence": "high", "evidence_steps": [1210], "fixes": []}
+    limits = limits_for(1024, "en", SHOWN_STEPS, SHOWN_CAUSES, values=(0.412, 148.6))
+    cause = {
+        "cause": "divergence", "explanation": "e", "confidence": "high", "evidence_steps": [1210],
+        "evidence_values": [148.6], "fixes": [],
+    }  # fmt: skip
     good = {"summary": "s", "causes": [cause]}
-    assert parse_answer(json.dumps(good), limits).causes[0].evidence_steps == (1210,)
+    parsed = parse_answer(json.dumps(good), limits).causes[0]
+    assert parsed.evidence_steps == (1210,) and parsed.evidence_values == (148.6,)
     for bad, why in [
         ({**good, "extra": 1}, "exactly summary and causes"),
         ({**good, "causes": []}, "1 to 3 items"),
@@ -184,6 +189,9 @@ def test_answers_are_validated_after_decoding():
         ({**good, "causes": [{**cause, "evidence_steps": [-5]}]}, "not a step the prompt showed"),
         ({**good, "causes": [{**cause, "evidence_steps": [1215]}]}, "not a step the prompt showed"),
         ({**good, "summary": "bell\x07"}, "control character"),
+        ({**good, "causes": [{**cause, "evidence_values": [99.9]}]}, "not a value the prompt showed"),
+        ({**good, "causes": [{**cause, "explanation": "the loss hit 7.5"}]}, "holds a digit"),
+        ({**good, "causes": [{**cause, "evidence_values": [1.0] * 4}]}, "at most 3 values"),
     ]:
         with pytest.raises(AnswerError, match=why):
             parse_answer(json.dumps(bad), limits)
@@ -272,16 +280,19 @@ def test_json_mode_always_parses_and_validates(tiny_model, lang):
     for seed in range(4):
         runner = runner_for(tiny_model, seed=seed)
         prompt = prompt_for(runner, lang=lang, mode="json")
-        text = "".join(runner.answer_json(prompt, max_tokens=1024))
+        budget = llm.DEFAULT_MAX_TOKENS_JSON
+        text = "".join(runner.answer_json(prompt, max_tokens=budget))
         assert runner.stats.finish_reason == "stop", "the grammar's worst case must fit in max_tokens"
-        answer = llm.parse_json_answer(text, prompt, 1024)
+        answer = llm.parse_json_answer(text, prompt, budget)
         assert 1 <= len(answer.causes) <= 3 and all(c.confidence in ("high", "medium", "low") for c in answer.causes)
         # Grounded by construction: even a random model can only name a finding it was shown (or say it
         # does not know) and cite steps the prompt showed.
         for c in answer.causes:
             assert c.cause in prompt.evidence.causes | {"other", "unclear"}
             assert set(c.evidence_steps) <= prompt.evidence.steps
-        assert not any(ord(ch) < 32 for ch in answer.summary)
+            assert set(c.evidence_values) <= set(prompt.evidence.values)
+            assert not any(ch.isdigit() for text in (c.explanation, *c.fixes) for ch in text)
+        assert not any(ord(ch) < 32 or ch.isdigit() for ch in answer.summary)
 
 
 def test_a_corrupt_model_fails_to_load_with_one_clear_line(tmp_path, tiny_model):
