@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -148,14 +148,23 @@ def parted_at(report: RunReport, twin: RunReport, tag: str) -> int | None:
     return int(steps[held[0]]) if held.size else None
 
 
-def find_twin(report: RunReport, reports: Sequence[RunReport]) -> Twin | None:
-    """The healthy sibling closest to `report` (fewest differing settings), or None."""
-    mine = _settings(run_hparams(report.run)[0])
+def find_twin(
+    report: RunReport, reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]] | None = None
+) -> Twin | None:
+    """The healthy sibling closest to `report` (fewest differing settings), or None.
+
+    `settings` (run name -> its settings) saves reading every run's config files again for each sick run.
+    """
+
+    def settings_of(r: RunReport) -> dict[str, Any]:
+        return settings[r.name] if settings is not None else _settings(run_hparams(r.run)[0])
+
+    mine = settings_of(report)
     best: tuple[int, str, Twin] | None = None
     for other in reports:
         if other is report or other.name == report.name or not _healthy(other):
             continue
-        theirs = _settings(run_hparams(other.run)[0])
+        theirs = settings_of(other)
         if mine and theirs:
             differs = _hparam_differences(mine, theirs)
             source = "hparams"
@@ -269,10 +278,13 @@ def apply_twin(causes: Sequence[Cause], twin: Twin) -> tuple[Cause, ...]:
 
 def attach_twins(reports: Sequence[RunReport]) -> None:
     """Give every run with a warning or critical finding its healthy twin's evidence (in place)."""
-    for report in reports:
-        if not any(f.severity in ("critical", "warning") and f.causes for f in report.findings):
-            continue
-        twin = find_twin(report, reports)
+    sick = [r for r in reports if any(f.severity in ("critical", "warning") and f.causes for f in r.findings)]
+    if not sick:
+        return
+    # Each run's hparams are read once (config files included), not once per sick run.
+    settings = {r.name: _settings(run_hparams(r.run)[0]) for r in reports}
+    for report in sick:
+        twin = find_twin(report, reports, settings)
         if twin is None:
             continue
         report.findings = [replace(f, causes=apply_twin(f.causes, twin)) if f.causes else f for f in report.findings]
