@@ -29,6 +29,7 @@ import numpy as np
 
 from .datamodel import Finding
 from .detectors.base import RunData, fmt, num
+from .detectors.gradients import LAYER_RATIO
 from .findings import KINDS
 
 # ---- the cause library ----------------------------------------------------------------------------------
@@ -153,8 +154,6 @@ LEAP_MIN_BASELINE = 3
 DYING_RISE = 0.05
 #: ... while this share dead from the first point is the init's (or the biases') doing.
 DEAD_AT_START = 0.9
-#: An earliest layer with this fraction of the other layers' gradient or less: gradients shrink layer by layer.
-LAYER_RATIO = 1e-3
 #: Gradient norms below this are zero for practical purposes (no update reaches the weights).
 GRAD_ZERO = 1e-10
 
@@ -531,7 +530,7 @@ def _score_lr(
     no_warmup = warmup_steps is None or warmup_steps <= SHORT_WARMUP_SHARE * data.span
     if learned is not None and learned >= LEARNED_DROP and finding.kind not in _SLOW_KINDS:
         # The first steps, where a warmup matters, were survived: the loss had been learning at this lr.
-        add("no_warmup", -1.5, f"the loss had already fallen {pct_text(learned)} before step {onset}: "
+        add("no_warmup", -1.5, f"the loss had already fallen {learned:.0%} before step {onset}: "
             "the run got past its first steps", learned_before=num(learned))  # fmt: skip
     elif early and no_warmup and (at_peak or not scheduled):
         said = "no warmup" if warmup_steps is None else f"a {warmup_steps}-step warmup"
@@ -680,10 +679,10 @@ def _score_signals(
         start, recent = finding.evidence.get("start_zero_fraction"), finding.evidence.get("recent_zero_fraction")
         if isinstance(start, (int, float)) and isinstance(recent, (int, float)):
             if recent - start >= DYING_RISE:
-                add("lr_too_high", 1.5, f"units kept dying during training ({pct_text(start)} → {pct_text(recent)} "
+                add("lr_too_high", 1.5, f"units kept dying during training ({start:.0%} → {recent:.0%} "
                     "zero): large updates push them past the point of no return")  # fmt: skip
             elif start >= DEAD_AT_START:
-                add("saturating_activations_or_init", 1.5, f"{pct_text(start)} of the units were dead from the "
+                add("saturating_activations_or_init", 1.5, f"{start:.0%} of the units were dead from the "
                     "start: the init or the bias leaves them off")  # fmt: skip
     if finding.kind == "vanishing_gradients":
         recent, others = finding.evidence.get("recent"), finding.evidence.get("others_median")
@@ -742,17 +741,13 @@ def _score_nan_from_start(cases: dict[str, _Case], finding: Finding, data: RunDa
         if not finite[0]:
             share = 1 - float(finite.mean())
             cases["nan_in_inputs_or_loss"].add(3.0, f"{tag} is non-finite from its very first point "
-                                                    f"({pct_text(share)} of its points)", nonfinite_share=num(share))  # fmt: skip
+                                                    f"({share:.0%} of its points)", nonfinite_share=num(share))  # fmt: skip
             for other in ("lr_too_high", "no_grad_clipping", "lr_schedule_unbounded", "no_warmup"):
                 if other in cases:
                     cases[other].add(-1.5, f"{tag} was never finite: nothing grew out of control")
             return
     if finding.tags:
         cases["nan_in_inputs_or_loss"].add(-1.0, "the series were finite before the onset")
-
-
-def pct_text(share: float) -> str:
-    return f"{share * 100:.0f}%"
 
 
 def _score_spikes(cases: dict[str, _Case], finding: Finding, data: RunData) -> None:
