@@ -106,6 +106,22 @@ def test_a_grad_scaler_that_calibrates_then_hovers_is_healthy():
     assert not kinds(analyze_tags({"grad_scaler/scale": (steps, 2.0**octave)}), ("critical", "warning", "info"))
 
 
+def test_overflows_of_a_scaler_probing_upward_while_its_scale_holds_are_info():
+    # GradScaler with a short growth interval: every doubling overflows once and is halved back; 3 % of
+    # logged steps are skipped, and the scale saw-tooths in the same two octaves all run long.
+    steps = steps_every(3000, 5)
+    rng = np.random.default_rng(6)
+    octave = 17 + (steps // 100) % 2
+    grad = scatter(rng, np.full(steps.size, 0.6), 0.1)
+    grad[(steps % 200 == 100)] = np.inf
+    report = analyze_tags(
+        {"grad_norm": (steps, grad), "amp/loss_scale": (steps, 2.0**octave), "loss": (steps, 2 - steps / 3000)}
+    )
+    finding = _one(report, "amp_overflow")
+    assert finding.severity == "info" and finding.evidence["scale_holds"]
+    assert "probing" in finding.message and "bf16" not in finding.suggestion
+
+
 def test_grad_norm_inf_on_many_steps_while_the_loss_stays_finite_is_amp_overflow():
     steps = steps_every(3000, 10)
     rng = np.random.default_rng(3)

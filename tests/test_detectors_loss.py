@@ -59,6 +59,35 @@ def test_a_warm_restart_raising_the_loss_is_the_schedule_not_divergence():
     assert not kinds(analyze_tags({"train_loss": (steps, loss), "lr-SGD": (steps, lr)}))
 
 
+def test_a_loss_that_jumps_far_above_its_untrained_level_in_its_first_steps_diverged_from_the_start():
+    # SGD at lr 3: the loss of the untrained model (ln 4) leaps ×8 within 10 steps and bounces there for good,
+    # so the curve never made progress the ordinary rule could measure a rise against.
+    steps = steps_every(640, 5, first=0)
+    rng = np.random.default_rng(4)
+    loss = scatter(rng, np.where(steps < 10, 1.39, 13.0), 0.3)
+    loss[0] = 1.39
+    finding = _one(
+        analyze_tags({"train/loss": (steps, loss), "train/lr": (steps, np.full(steps.size, 3.0))}), "divergence"
+    )
+    assert finding.severity == "critical" and finding.step <= 20 and finding.evidence["from_start"]
+    assert "untrained" in finding.evidence["summary"]
+    assert "checkpoint before step" not in finding.suggestion and "restart" in finding.suggestion
+
+
+def test_a_policy_gradient_loss_that_rises_back_to_zero_is_not_divergence():
+    # A REINFORCE loss follows the advantages' sign: negative early, a bump as the policy improves, then
+    # around zero. Its level has no "lower is better".
+    steps = steps_every(35000, 175)
+    rng = np.random.default_rng(5)
+    curve = -0.2 + 0.9 * np.exp(-(((steps - 7000) / 2500.0) ** 2)) + 0.2 * (steps > 10000)
+    loss = curve + rng.normal(0, 0.02, steps.size)
+    assert "divergence" not in kinds(analyze_tags({"train/loss": (steps, loss)}))
+    reward = 0.85 * (1 - np.exp(-steps / 6000.0)) + rng.normal(0, 0.03, steps.size)
+    value_loss = scatter(rng, 0.3 + 0.5 * (steps > 20000), 0.2)  # grows as returns grow: a moving target
+    tags = {"rollout/ep_rew_mean": (steps, reward), "train/value_loss": (steps, value_loss)}
+    assert "divergence" not in kinds(analyze_tags(tags))
+
+
 def test_gan_losses_rising_against_each_other_are_not_divergence():
     steps = steps_every(3000, 10)
     rng = np.random.default_rng(2)

@@ -9,6 +9,14 @@ Two signatures, both judged on the series' own history:
   never made progress), by more than BLOWUP_NOISE_K noise sigmas of its bucket medians, and the whole final
   stretch stays up (it "never recovers"). Metrics are judged the same way, turned so that worse is up.
   A rise that starts right where the lr schedule jumps up (a warm restart) is the schedule, not divergence.
+- blow-up from the start: a training loss that ends at INIT_RATIO × or more of its first logged value (the
+  loss of the untrained model, logged within the first INIT_FRAC of the run) and never comes back under
+  INIT_HOLD × it got worse than a model that knew nothing: the lr blew it up in the first steps, before any
+  progress the rule above could measure against.
+Loss levels are not judged where lower is not better: a surrogate that hovers around zero with both signs
+(a policy-gradient or entropy term, whose sign follows the advantages) and any loss of a reinforcement
+learning run (one that logs an episode reward or return: its losses chase a moving target as the policy
+improves); non-finite values are still judged there.
 Validation curves are judged for blow-up only when the run logs no training loss, here or in a Keras
 train sibling (otherwise a rising validation loss is `overfitting`'s business).
 
@@ -22,6 +30,8 @@ read Inf there). Two cases are told apart because their causes and fixes differ:
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -54,6 +64,19 @@ LR_RESTART_FACTOR = 2.0
 #: Non-finite points are "persistent" when at least this share of the points after the first one are.
 PERSISTENT_SHARE = 0.5
 
+#: A training loss ending at this multiple of its first logged value (and never back under INIT_HOLD × it)
+#: blew up from the start.
+INIT_RATIO = 2.0
+INIT_HOLD = 1.5
+#: ...where the first value was logged within this share of the run (it is the untrained model's loss).
+INIT_FRAC = 0.02
+#: The recent stretch (this share of the points) of a signed surrogate hovers around zero: both signs, and a
+#: median within SIGNED_CENTRE of its interdecile spread.
+SIGNED_RECENT = 0.3
+SIGNED_CENTRE = 0.5
+#: An episode reward or return: the run is reinforcement learning.
+RL_TAG = re.compile(r"(^|[/_ .])(ep_?rew\w*|rewards?|returns?|episode_?(reward|return)s?)($|[/_ .])")
+
 _ROLES = ("train_loss", "loss_component", "val_loss", "metric")
 _LOSSES = ("train_loss", "loss_component", "val_loss")
 #: Roles whose Inf/NaN other detectors read (exploding_gradients, amp_overflow): not a divergence.
@@ -79,6 +102,46 @@ def _nonfinite(data: RunData, tag: str) -> dict | None:
     return out
 
 
+def _rl_run(data: RunData) -> bool:
+    """The run logs an episode reward or return: reinforcement learning."""
+    return any(RL_TAG.search(tag.lower()) for tag in data.run.scalars)
+
+
+def _signed_surrogate(values: np.ndarray) -> bool:
+    """The recent values hover around zero with both signs (a policy-gradient or entropy term)."""
+    recent = values[-max(3, int(SIGNED_RECENT * values.size)) :]
+    lo, mid, hi = np.percentile(recent, [10, 50, 90])
+    return bool(lo < 0 < hi and abs(mid) <= SIGNED_CENTRE * (hi - lo))
+
+
+def _from_start(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, tail: np.ndarray) -> dict | None:
+    """A training loss that ends far above its first logged value (see the module docstring)."""
+    first = float(values[0])
+    if data.features[tag].role != "train_loss" or first <= 0 or values.min() <= 0:
+        return None
+    if steps[0] - (data.first_step or 0) > INIT_FRAC * data.span:
+        return None
+    end_level = float(np.median(tail))
+    if end_level < INIT_RATIO * first or np.quantile(tail, 0.1) < INIT_HOLD * first:
+        return None
+    # The onset: the first point from which the loss stays above INIT_HOLD × its first value (a running
+    # median of 5, so one lucky batch does not end the blow-up).
+    padded = np.pad(values, 2, mode="edge")
+    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 5), axis=1)
+    below = np.flatnonzero(smooth < INIT_HOLD * first)
+    onset_index = int(below[-1]) + 1 if below.size else 0
+    onset_index = min(max(onset_index, 1), values.size - 1)
+    return {
+        "onset": int(steps[onset_index]),
+        "best": first,
+        "best_step": int(steps[0]),
+        "end": end_level,
+        "start": first,
+        "rise_vs_progress": None,
+        "from_start": True,
+    }
+
+
 def _blowup(data: RunData, tag: str) -> dict | None:
     feats = data.features[tag]
     role = feats.role
@@ -88,6 +151,8 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     steps, values = data.finite(tag)
     n = values.size
     if n < 8:
+        return None
+    if role in _LOSSES and (_rl_run(data) or _signed_surrogate(values)):
         return None
     worse_up = values * (-direction)  # turn the curve so that worse is up
     level = feats.extra["level"]
@@ -107,7 +172,7 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     needed = BLOWUP_FRACTION * progress if progress > NO_PROGRESS * scale else BLOWUP_SCALE_FRACTION * scale
     level_noise = max(scale_noise(level.medians), scale_noise(smooth)) if smooth.size > 3 else 0.0
     if rise <= max(needed, BLOWUP_NOISE_K * level_noise):
-        return None
+        return _from_start(data, tag, steps, values, tail)
     # "Never recovers": every point of the final stretch stays in the upper part of the rise.
     if np.quantile(tail, 0.1) < best_level + 0.5 * rise:
         return None
@@ -235,7 +300,14 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
     feats = data.features[tag]
     evidence: dict = {"tag": tag}
     parts = []
-    if blow:
+    if blow and blow.get("from_start"):
+        parts.append(
+            f"{tag} started at {fmt(blow['start'])} (step {blow['best_step']}) and was above "
+            f"{fmt(INIT_HOLD * blow['start'])} from step {blow['onset']} on, ending at {fmt(blow['end'])} "
+            f"(×{blow['end'] / blow['start']:.1f} the untrained model's loss)"
+        )
+        evidence.update(start_level=blow["start"], end_level=blow["end"], blowup_step=blow["onset"], from_start=True)
+    elif blow:
         change = (blow["end"] - blow["best"]) / abs(blow["best"]) if blow["best"] else None
         parts.append(
             f"{tag} best {fmt(blow['best'])} at step {blow['best_step']}, rose from step {blow['onset']} "
@@ -289,7 +361,12 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
     advice = []
     if grad_rose:
         advice.append(clip_advice(data, onset))
-    if onset > (data.first_step or 0):
+    if blow and blow.get("from_start"):
+        advice.append(
+            "it never did better than at its first step, so there is no checkpoint worth resuming: restart with "
+            "the peak lr ×0.1 (then raise it while the loss still falls), with a warmup"
+        )
+    elif onset > (data.first_step or 0):
         advice.append(
             f"resume from the last checkpoint before step {onset} with the peak lr ×0.5 (and a warmup if there is none)"
         )
