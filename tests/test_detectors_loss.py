@@ -66,9 +66,9 @@ def test_a_loss_that_jumps_far_above_its_untrained_level_in_its_first_steps_dive
     rng = np.random.default_rng(4)
     loss = scatter(rng, np.where(steps < 10, 1.39, 13.0), 0.3)
     loss[0] = 1.39
-    finding = _one(
-        analyze_tags({"train/loss": (steps, loss), "train/lr": (steps, np.full(steps.size, 3.0))}), "divergence"
-    )
+    report = analyze_tags({"train/loss": (steps, loss), "train/lr": (steps, np.full(steps.size, 3.0))})
+    assert "warmup_instability" not in kinds(report)  # it never came back: not an unstable start
+    finding = _one(report, "divergence")
     assert finding.severity == "critical" and finding.step <= 20 and finding.evidence["from_start"]
     assert "untrained" in finding.evidence["summary"]
     assert "checkpoint before step" not in finding.suggestion and "restart" in finding.suggestion
@@ -221,3 +221,26 @@ def test_an_rl_metric_going_nan_while_the_loss_stays_finite_is_its_own_warning()
     assert broken.severity == "warning" and broken.step == 2500 and broken.evidence["metric_only"]
     assert "explained_variance" in broken.message and "stayed finite" in broken.message
     assert "checkpoint" not in broken.suggestion
+
+
+def _chance_run(rng, excursion: bool, warmup: int = 0):
+    """A 4-class classifier at lr 0.03 (cosine) whose loss sits at ln 4 after its first steps."""
+    steps = np.arange(0, 300, dtype=np.int64)
+    lr = lr_warmup_cosine(steps, 0.03, warmup, 300)
+    loss = np.log(4) + rng.normal(0, 0.01, steps.size)
+    if excursion:
+        loss[[2, 4, 13]] = [1.52, 1.65, 1.53]
+    return {"Loss/train": (steps, loss), "learning_rate": (steps, lr)}
+
+
+def test_a_classifier_knocked_onto_a_constant_guess_by_its_first_full_lr_steps_is_an_unstable_start():
+    report = analyze_tags(_chance_run(np.random.default_rng(8), excursion=True))
+    finding = _one(report, "warmup_instability")
+    assert finding.severity == "warning" and finding.step <= 5 and finding.evidence["classes"] == 4
+    assert "uniform guess" in finding.message and "warmup" in finding.suggestion
+
+
+def test_a_model_that_sits_at_chance_without_first_rising_above_it_or_with_a_warmup_is_no_unstable_start():
+    rng = np.random.default_rng(9)
+    assert "warmup_instability" not in kinds(analyze_tags(_chance_run(rng, excursion=False)))
+    assert "warmup_instability" not in kinds(analyze_tags(_chance_run(rng, excursion=True, warmup=60)))
