@@ -244,3 +244,23 @@ def test_a_model_that_sits_at_chance_without_first_rising_above_it_or_with_a_war
     rng = np.random.default_rng(9)
     assert "warmup_instability" not in kinds(analyze_tags(_chance_run(rng, excursion=False)))
     assert "warmup_instability" not in kinds(analyze_tags(_chance_run(rng, excursion=True, warmup=60)))
+
+
+def _epoch_ordered(rng, shuffled: bool):
+    """A per-step loss whose batches 10-14 of each 32-step epoch are harder (×1.25): too small for spikes."""
+    steps = np.arange(0, 640, dtype=np.int64)
+    offsets = (steps % 32) if not shuffled else rng.integers(0, 32, steps.size)
+    clean = 0.4 + np.exp(-steps / 150.0)
+    loss = scatter(rng, clean * np.where((offsets >= 10) & (offsets <= 14), 1.25, 1.0), 0.08)
+    return {"Loss/train": (steps, loss), "epoch": (steps, steps / 32.0)}
+
+
+def test_a_loss_high_at_the_same_offset_of_every_epoch_is_periodic_from_the_first_epoch():
+    finding = _one(analyze_tags(_epoch_ordered(np.random.default_rng(11), shuffled=False)), "periodic_spikes")
+    assert finding.severity == "warning" and finding.evidence["period"] == 32
+    assert 8 <= finding.evidence["offset_in_epoch"] <= 14 and finding.step <= 42
+    assert "shuffle" in finding.suggestion
+
+
+def test_the_same_hard_batches_in_a_shuffled_order_are_no_pattern():
+    assert "periodic_spikes" not in kinds(analyze_tags(_epoch_ordered(np.random.default_rng(12), shuffled=True)))
