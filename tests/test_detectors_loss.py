@@ -264,3 +264,33 @@ def test_a_loss_high_at_the_same_offset_of_every_epoch_is_periodic_from_the_firs
 
 def test_the_same_hard_batches_in_a_shuffled_order_are_no_pattern():
     assert "periodic_spikes" not in kinds(analyze_tags(_epoch_ordered(np.random.default_rng(12), shuffled=True)))
+
+
+def test_ten_batches_of_a_bad_shard_are_one_loss_spike_though_too_wide_for_single_points():
+    steps = np.arange(0, 640, dtype=np.int64)
+    rng = np.random.default_rng(13)
+    loss = scatter(rng, 0.35 + np.exp(-steps / 100.0), 0.15)
+    loss[300:310] *= rng.uniform(7, 13, 10)
+    finding = _one(analyze_tags({"Loss/train": (steps, loss)}), "loss_spike")
+    assert finding.severity == "warning" and abs(finding.step - 300) <= 2
+
+
+def test_a_loss_spike_the_gradient_norm_and_the_epoch_mean_confirm_is_one_finding():
+    # Logged every 10 steps, the loss's own heavy tail sets a high bar; the norm jumping ×10 at the same
+    # logged step and the epoch's mean jumping over that epoch show it is an event.
+    rng = np.random.default_rng(14)
+    steps = np.arange(9, 640, 10, dtype=np.int64)
+    loss = scatter(rng, np.full(steps.size, 0.5), 0.2, dist="t", df=3)
+    grad = scatter(rng, np.full(steps.size, 0.7), 0.15)
+    at = int(np.searchsorted(steps, 309))
+    loss[at], grad[at] = 2.1, 7.0
+    epochs = np.arange(31, 640, 32, dtype=np.int64)
+    epoch_mean = scatter(rng, np.full(epochs.size, 0.5), 0.03)
+    epoch_mean[int(np.searchsorted(epochs, 319))] = 1.08
+    tags = {
+        "train_loss_step": (steps, loss),
+        "grad_2.0_norm_total": (steps, grad),
+        "train_loss_epoch": (epochs, epoch_mean),
+    }
+    spikes = [f for f in analyze_tags(tags).findings if f.kind == "loss_spike"]
+    assert len(spikes) == 1 and spikes[0].step == 309 and spikes[0].severity == "warning"

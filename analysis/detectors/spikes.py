@@ -5,7 +5,8 @@ level before it), at several resolutions. Here they must also be big, by three b
 - at least SPIKE_Z local noise sigmas above the level before them (a Gaussian minibatch loss does not
   reach 6σ in a million points),
 - at least SPIKE_TAIL_MULT times the 95th percentile of the series' own upward deviations (a loss whose
-  noise is heavy-tailed has its own, higher bar),
+  noise is heavy-tailed has its own, higher bar), unless another signal jumped over the same steps (the
+  gradient norm, or another training loss tag such as the epoch mean): then the tail cannot explain it,
 - at least SPIKE_REL of the level before them (a 3 % blip on a very smooth curve is not a spike anyone
   would act on).
 Spikes in the first EARLY_FRAC of the run belong to `warmup_instability`; a spike right after the lr
@@ -45,6 +46,9 @@ SPIKE_REL = 0.25
 WARN_RATIO = 2.0
 WARN_COUNT = 3
 WARN_COUNT_RATIO = 1.5
+#: A spike another signal confirms (the gradient norm ×CORROBORATE_RATIO over the same steps, or another
+#: training loss tag spiking there) needs only SPIKE_Z: the series' own heavy tail cannot explain two.
+CORROBORATE_RATIO = 3.0
 #: The start of a run where instabilities are `warmup_instability`'s to report.
 EARLY_FRAC = 0.1
 #: lr rising by this factor within a few points before a spike marks a scheduled restart.
@@ -211,17 +215,39 @@ def detect(data: RunData) -> list:
             else:
                 in_pattern = set()
         tail = feats.extra.get("tail_z95", 0.0)
+        others = _other_jumps(data, tag)
         big = [
             s
             for s in spikes
             if s.peak_step not in in_pattern
-            and s.z >= max(SPIKE_Z, SPIKE_TAIL_MULT * tail)
+            and s.z >= (SPIKE_Z if _corroborated(s, others) else max(SPIKE_Z, SPIKE_TAIL_MULT * tail))
             and _relative(s, scale) >= SPIKE_REL
             and position(data, s.start_step) >= EARLY_FRAC
         ]
         if big:
             findings.append(_spike_finding(data, tag, big, scale))
     return _one_per_event(findings)
+
+
+def _other_jumps(data: RunData, tag: str) -> list[tuple[int, int]]:
+    """(first, last) steps that each spike of the run's other signals speaks for: the gradient norm jumping
+    ×CORROBORATE_RATIO, or another training loss tag spiking (an epoch mean covers the steps since its
+    previous point)."""
+    out = []
+    grad = data.primary.grad_norm
+    sources = [(grad, CORROBORATE_RATIO)] if grad else []
+    sources += [(t, 1.0) for t in data.tags("train_loss") if t != tag and data.phases.get(t) != "val"]
+    for other, ratio in sources:
+        for spike in data.features[other].extra.get("spikes", ()):
+            if spike.before > 0 and spike.peak >= ratio * spike.before:
+                out.append((min(spike.prev_step + 1, spike.start_step), spike.end_step))
+    return out
+
+
+def _corroborated(spike: Spike, others: list[tuple[int, int]]) -> bool:
+    """Another signal of the run jumped over the same steps: the spike is an event, not the loss's own tail."""
+    first = min(spike.prev_step + 1, spike.start_step)
+    return any(first <= end and start <= spike.end_step for start, end in others)
 
 
 def _pattern_members(spikes: list[Spike], period: int) -> set[int]:
@@ -265,6 +291,9 @@ def _spike_finding(data: RunData, tag: str, spikes: list[Spike], scale: float):
             for s in spikes[:10]
         ],
         "largest_ratio": ratio,
+        # The first step the first spike may stand for (a point logged every k steps, or an epoch's mean,
+        # speaks for the steps since the one before it): how a spike on two tags is told to be one event.
+        "covers_from": min(spikes[0].prev_step + 1, spikes[0].start_step),
     }
     evidence["spikes"] = [
         {k: (round(v, 4) if isinstance(v, float) and k != "sigma" else v) for k, v in d.items()}
@@ -409,7 +438,7 @@ def _one_per_event(findings: list[Finding]) -> list[Finding]:
                 if g.kind == f.kind
                 and g.step is not None
                 and f.step is not None
-                and abs(g.step - f.step) <= max(1, (g.end_step or g.step) - g.step + 1)
+                and (abs(g.step - f.step) <= max(1, (g.end_step or g.step) - g.step + 1) or _same_steps(g, f))
             ),
             None,
         )
@@ -418,3 +447,11 @@ def _one_per_event(findings: list[Finding]) -> list[Finding]:
         else:
             twin.evidence.setdefault("also", []).append(f.tags[0])
     return out
+
+
+def _same_steps(a: Finding, b: Finding) -> bool:
+    """Two spike findings whose first spikes cover overlapping steps (see `covers_from`)."""
+    if "covers_from" not in a.evidence or "covers_from" not in b.evidence:
+        return False
+    start = max(a.evidence["covers_from"], b.evidence["covers_from"])
+    return start <= min(a.end_step or a.step or 0, b.end_step or b.step or 0)
