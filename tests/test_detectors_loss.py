@@ -280,7 +280,7 @@ def test_a_loss_spike_the_gradient_norm_and_the_epoch_mean_confirm_is_one_findin
     # logged step and the epoch's mean jumping over that epoch show it is an event.
     rng = np.random.default_rng(14)
     steps = np.arange(9, 640, 10, dtype=np.int64)
-    loss = scatter(rng, np.full(steps.size, 0.5), 0.2, dist="t", df=3)
+    loss = scatter(rng, np.full(steps.size, 0.5), 0.3, dist="t", df=3)
     grad = scatter(rng, np.full(steps.size, 0.7), 0.15)
     at = int(np.searchsorted(steps, 309))
     loss[at], grad[at] = 2.1, 7.0
