@@ -294,3 +294,13 @@ def test_a_loss_spike_the_gradient_norm_and_the_epoch_mean_confirm_is_one_findin
     }
     spikes = [f for f in analyze_tags(tags).findings if f.kind == "loss_spike"]
     assert len(spikes) == 1 and spikes[0].step == 309 and spikes[0].severity == "warning"
+
+
+def test_a_loss_that_climbs_x1e27_in_three_logged_points_before_nan_diverged_where_the_climb_began():
+    steps = np.arange(9, 640, 10, dtype=np.int64)
+    loss = np.full(steps.size, np.nan)
+    loss[:4] = [2.98, 6.2e8, 1.7e16, 4.1e30]
+    finding = _one(analyze_tags({"train_loss_step": (steps, loss)}), "divergence")
+    assert finding.severity == "critical" and finding.step == 19
+    assert "after climbing from 2.98 at step 19" in finding.evidence["summary"]
+    assert finding.evidence["first_nonfinite_step"] == 49

@@ -20,6 +20,9 @@ improves); non-finite values are still judged there.
 Validation curves are judged for blow-up only when the run logs no training loss, here or in a Keras
 train sibling (otherwise a rising validation loss is `overfitting`'s business).
 
+A series that ends non-finite at the top of a climb (its finite values reached CLIMB_RATIO × their best
+first) diverged where the climb left INIT_RATIO × the best, not at the first NaN.
+
 Non-finite values are looked for in every tag but the gradient norms and the loss scale (their own detectors
 read Inf there). Two cases are told apart because their causes and fixes differ:
 - a series that was never finite (NaN from its very first point) did not diverge: the loss or metric is
@@ -68,6 +71,9 @@ PERSISTENT_SHARE = 0.5
 #: blew up from the start.
 INIT_RATIO = 2.0
 INIT_HOLD = 1.5
+#: A series that turns non-finite after its finite values climbed to this multiple of their best diverged
+#: where the climb began.
+CLIMB_RATIO = 100.0
 #: ...where the first value was logged within this share of the run (it is the untrained model's loss).
 INIT_FRAC = 0.02
 #: The recent stretch (this share of the points) of a signed surrogate hovers around zero: both signs, and a
@@ -99,6 +105,19 @@ def _nonfinite(data: RunData, tag: str) -> dict | None:
     if last_good.size:
         out["last_finite_step"] = int(series.steps[last_good[-1]])
         out["last_finite_value"] = float(values[last_good[-1]])
+        if persistent:
+            # The run went non-finite at the top of a climb: the divergence began where the finite values
+            # left INIT_RATIO × the best they had reached (a loss logged every 10 steps may show only
+            # 3 → 6e8 → 2e16 → NaN).
+            good_steps, good = series.steps[last_good], values[last_good]
+            best = int(np.argmin(np.abs(good)))
+            calm = np.flatnonzero(np.abs(good[best:]) <= INIT_RATIO * abs(good[best]))
+            climb = best + int(calm[-1]) + 1
+            # ...only for a real climb towards overflow (the last finite value ×CLIMB_RATIO the best): a loss
+            # that drifted up a little long before a sudden NaN diverged at the NaN.
+            if climb < good.size and abs(good[-1]) >= CLIMB_RATIO * abs(good[best]):
+                out["climb_onset"] = int(good_steps[climb])
+                out["climb_from"] = float(good[climb - 1])
     return out
 
 
@@ -277,7 +296,7 @@ def detect(data: RunData) -> list:
         blow = _blowup(data, tag) if judge_blowup else None
         if bad_values is None and blow is None:
             continue
-        onsets = [e["onset"] for e in (bad_values, blow) if e]
+        onsets = [e.get("climb_onset", e["onset"]) for e in (bad_values, blow) if e]
         persistent = bool(blow) or bool(bad_values and bad_values["persistent"])
         events.append((min(onsets), tag, bad_values, blow, persistent))
     if not events:
@@ -322,6 +341,8 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
         )
     if bad_values:
         where = f"{tag} {bad_values['first_value']} from step {bad_values['onset']}"
+        if "climb_from" in bad_values:
+            where += f" after climbing from {fmt(bad_values['climb_from'])} at step {bad_values['climb_onset']}"
         if "last_finite_step" in bad_values:
             where += f" (last finite {fmt(bad_values['last_finite_value'])} at step {bad_values['last_finite_step']})"
         if not bad_values["persistent"]:
