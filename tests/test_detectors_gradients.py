@@ -44,6 +44,7 @@ def test_an_rnn_whose_norm_leaps_x1000_in_its_first_steps_and_slowly_comes_back_
     finding = _one(analyze_tags({"grad_norm": (steps, grad), "Loss/train": (loss_steps, loss)}), "exploding_gradients")
     assert finding.severity == "critical" and abs(finding.step - 15) <= 10
     assert "exploded from step" in finding.message and "rose from" in finding.evidence["summary"]
+    assert finding.causes[0].cause == "no_grad_clipping"  # the loss followed an uncapped ×1000 norm
 
 
 def test_a_norm_climbing_x1e6_in_three_logged_points_before_the_loss_turns_nan_is_an_explosion_too():
