@@ -12,8 +12,6 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 import tbtriage
 from tbtriage.analysis.datamodel import FINDING_KINDS
 

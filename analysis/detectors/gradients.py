@@ -136,13 +136,13 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     crossing = None
     return_bucket = None
     if y.size > CALM_FIRST + 2:
-        # before[k - CALM_FIRST]: the median of the (up to `width`) buckets just before bucket k. The first
+        # windows[k - CALM_FIRST]: the median of the (up to `width`) buckets just before bucket k. The first
         # windows grow from CALM_FIRST buckets, so an explosion in the run's first few percent is measured
         # against the run's own start rather than against a window it has already filled.
         rolling = np.median(np.lib.stride_tricks.sliding_window_view(y, width), axis=1)[:-1] if y.size > width else []
         growing = [float(np.median(y[:k])) for k in range(CALM_FIRST, min(width, y.size))]
-        before = np.concatenate([growing, rolling])
-        calm = np.minimum.accumulate(before)  # calm[i]: the calmest level before bucket i + CALM_FIRST
+        windows = np.concatenate([growing, rolling])
+        calm = np.minimum.accumulate(windows)  # calm[i]: the calmest level before bucket i + CALM_FIRST
         above = np.flatnonzero(y[CALM_FIRST : CALM_FIRST + calm.size] - calm >= np.log10(SPIKE_RATIO))
         if above.size:
             index = int(above[0])
