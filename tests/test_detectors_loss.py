@@ -302,5 +302,5 @@ def test_a_loss_that_climbs_x1e27_in_three_logged_points_before_nan_diverged_whe
     loss[:4] = [2.98, 6.2e8, 1.7e16, 4.1e30]
     finding = _one(analyze_tags({"train_loss_step": (steps, loss)}), "divergence")
     assert finding.severity == "critical" and finding.step == 19
-    assert "after climbing from 2.98 at step 19" in finding.evidence["summary"]
+    assert "after a climb from 2.98 (step 9) that began at step 19" in finding.evidence["summary"]
     assert finding.evidence["first_nonfinite_step"] == 49

@@ -118,6 +118,7 @@ def _nonfinite(data: RunData, tag: str) -> dict | None:
             if climb < good.size and abs(good[-1]) >= CLIMB_RATIO * abs(good[best]):
                 out["climb_onset"] = int(good_steps[climb])
                 out["climb_from"] = float(good[climb - 1])
+                out["climb_from_step"] = int(good_steps[climb - 1])
     return out
 
 
@@ -342,7 +343,10 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
     if bad_values:
         where = f"{tag} {bad_values['first_value']} from step {bad_values['onset']}"
         if "climb_from" in bad_values:
-            where += f" after climbing from {fmt(bad_values['climb_from'])} at step {bad_values['climb_onset']}"
+            where += (
+                f" after a climb from {fmt(bad_values['climb_from'])} (step {bad_values['climb_from_step']}) "
+                f"that began at step {bad_values['climb_onset']}"
+            )
         if "last_finite_step" in bad_values:
             where += f" (last finite {fmt(bad_values['last_finite_value'])} at step {bad_values['last_finite_step']})"
         if not bad_values["persistent"]:

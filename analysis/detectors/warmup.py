@@ -291,9 +291,10 @@ def detect(data: RunData) -> list:
 def _collapse_finding(data: RunData, event: dict, end_step: float):
     k, chance = event["classes"], event["chance"]
     lr_text, warmup_advice = _lr_story(data, end_step)
+    loss_end = int(data.finite(event["loss_tag"])[0][-1])
     until = (
         "to the end of the run"
-        if event["sat_until"] >= (data.last_step or 0) - 0.02 * data.span
+        if event["sat_until"] >= loss_end - 0.02 * data.span
         else f"until step {event['sat_until']}"
     )
     summary = (
