@@ -68,7 +68,7 @@ PROFILE_RESOLUTION = 4
 PROFILE_BINS = 16
 PROFILE_MIN_COUNT = 3
 #: Periods tried around the reported epoch length (at most; evenly spaced).
-PROFILE_PERIODS = 21
+PROFILE_PERIODS = 11
 #: The offsets' means differ beyond chance: a one-way ANOVA F at least PROFILE_F (p well below 1e-6 for the
 #: hundreds of points and ≤16 bins it is computed on)...
 PROFILE_F = 8.0
@@ -105,11 +105,14 @@ def _fold(steps: np.ndarray, resid: np.ndarray, period: int, width: int) -> tupl
     bins = ((steps - steps[0]) % period) // width
     count = np.bincount(bins)
     total = np.bincount(bins, weights=resid)
-    means = np.divide(total, count, out=np.zeros(count.size), where=count > 0)
     used = count > 0
+    means = np.zeros(count.size)
+    means[used] = total[used] / count[used]
     groups = int(used.sum())
-    within = float(((resid - means[bins]) ** 2).sum())
-    between = float((count[used] * (means[used] - resid.mean()) ** 2).sum())
+    # Sums of squares from the bin totals: between = Σ n·mean² - N·grand², within = Σ r² - Σ n·mean².
+    explained = float((total[used] * means[used]).sum())
+    between = explained - resid.size * float(resid.mean()) ** 2
+    within = float((resid * resid).sum()) - explained
     if groups < 2 or resid.size <= groups or within <= 0:
         return 0.0, means, count
     return (between / (groups - 1)) / (within / (resid.size - groups)), means, count
@@ -196,7 +199,8 @@ def detect(data: RunData) -> list:
             for s in spikes
             if s.z >= PERIODIC_Z and _relative(s, scale) >= PERIODIC_REL and position(data, s.start_step) >= 0.02
         ]
-        profile = _epoch_profile(data, tag) if data.phases.get(tag) != "val" else None
+        # The epoch profile of the main training loss: a data-order pattern shows in the total loss.
+        profile = _epoch_profile(data, tag) if tag == data.primary.train_loss else None
         period = periodicity([s.peak_step for s in periodic]) if len(periodic) >= PERIODIC_MIN_SPIKES else None
         in_pattern: set[int] = set()
         if profile:
