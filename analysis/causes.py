@@ -664,6 +664,14 @@ def _score_signals(
                 add("lr_zero_or_frozen", -1.0, "gradients flow and the lr is not zero")
     if finding.kind in ("loss_spike", "periodic_spikes"):
         _score_spikes(cases, finding, data)
+    if finding.kind == "exploding_gradients" and "no_grad_clipping" in cases:
+        # The finding exists only where the loss reacted (or the norm overflowed): an update that large went
+        # through uncapped. A clipped run logs its pre-clip norm too, but its loss does not follow it.
+        ratio = finding.evidence.get("largest_ratio")
+        leapt = "to Inf/NaN" if ratio is None else f"×{fmt(ratio)}"
+        if ratio is None or ratio >= GRAD_LEAP:
+            add("no_grad_clipping", 2.0, f"the gradient norm leapt {leapt} its baseline and the loss followed: "
+                "nothing capped the update", grad_ratio=num(ratio) if ratio is not None else None)  # fmt: skip
     if grad_tag is not None and finding.step is not None and "no_grad_clipping" in cases:
         leap = grad_leap(data, grad_tag, finding.step)
         if leap is not None and leap >= GRAD_LEAP:

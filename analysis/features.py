@@ -59,8 +59,9 @@ SPIKE_CLUSTER_GAP = 2
 #: more "spikes" than this is simply noisy, and the detectors judge it by its noise instead.
 MAX_SPIKE_CANDIDATES = 512
 #: Resolutions (points per bucket) at which spikes are searched: single points, then excursions lasting
-#: tens and hundreds of points (a median of 16 ignores a 3-point spike but not a 10-point bump).
-SPIKE_SCALES = (1, 16, 256)
+#: several, tens and hundreds of points (a median of 16 ignores a 3-point spike and a 10-point bump that
+#: straddles two buckets; a median of 4 sees the bump a bad shard of 10 batches makes).
+SPIKE_SCALES = (1, 4, 16, 256)
 #: Share of the finite points whose median is the start / end level.
 EDGE_FRAC = 0.05
 #: The "recent" part of a run for trend and recent level: its last 20 % of steps.

@@ -12,8 +12,6 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 import tbtriage
 from tbtriage.analysis.datamodel import FINDING_KINDS
 
@@ -117,7 +115,6 @@ def test_a_run_killed_mid_write_gets_a_data_integrity_note():
     assert "data_integrity" in {f.kind for f in findings}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9: a transformer that collapses in its first steps gets no finding")
 def test_a_transformer_that_collapses_without_warmup_gets_warmup_instability_at_the_start():
     folder = _first("no_warmup_transformer", "hf")
     findings, _ = _verdict(folder)
@@ -135,3 +132,33 @@ def test_a_job_that_died_before_its_first_log_has_no_health_score_and_a_data_int
     report = tbtriage.diagnose(CORPUS / _first("died_before_first_log", "pytorch"))
     assert [run.health.score for run in report.runs] == [None]
     assert [f.kind for run in report.runs for f in run.findings] == ["data_integrity"]
+
+
+def test_an_rnn_without_clipping_gets_exploding_gradients_blamed_on_the_missing_clipping():
+    for case, convention in (("rnn_no_clipping", "pytorch"), ("rnn_no_clipping_nan", "tensorboardx")):
+        folder = _first(case, convention)
+        findings, _ = _verdict(folder)
+        exploding = [f for f in findings if f.kind == "exploding_gradients"]
+        expect = LABELS[folder]["expect"][0]
+        assert exploding and abs(exploding[0].step - expect["onset_step"]) <= expect["tolerance"], folder
+        assert exploding[0].causes[0].cause == "no_grad_clipping", folder
+
+
+def test_sgd_at_lr_3_diverges_from_its_first_steps_and_is_not_called_an_unstable_start():
+    findings, _ = _verdict(_first("lr_too_high_divergence", "tensorboardx"))
+    kinds = {f.kind: f for f in findings}
+    assert kinds["divergence"].severity == "critical" and kinds["divergence"].step <= 20
+    assert "warmup_instability" not in kinds
+
+
+def test_a_shard_read_at_the_same_place_every_epoch_is_periodic_from_the_first_epoch():
+    findings, _ = _verdict(_first("poisoned_shard_every_epoch", "pytorch"))
+    periodic = [f for f in findings if f.kind == "periodic_spikes"]
+    assert periodic and periodic[0].step <= 32 and periodic[0].causes[0].cause in ("data_order", "bad_batch")
+
+
+def test_healthy_rl_and_amp_runs_get_no_warning():
+    for case in ("healthy_rl_gridworld", "healthy_amp"):
+        for folder in (n for n, label in LABELS.items() if label["case"] == case):
+            findings, _ = _verdict(folder)
+            assert not [f for f in findings if f.severity in ("warning", "critical")], folder

@@ -32,6 +32,34 @@ def test_a_grad_norm_growing_until_the_loss_blows_up_is_critical_from_where_it_l
     assert abs(_one(report, "divergence").step - 1700) <= 40
 
 
+def test_an_rnn_whose_norm_leaps_x1000_in_its_first_steps_and_slowly_comes_back_explodes_from_there():
+    # A vanilla RNN without clipping: at step ~15 the norm leaves ~10 for ~1e4 and takes most of the run to
+    # come back, the loss ×1e5 with it. Too wide for a spike, and too early for a rolling baseline.
+    steps = steps_every(400, 5, first=0)
+    rng = np.random.default_rng(7)
+    level = np.where(steps < 15, 10.0, 10.0 * 10 ** (3.5 * np.exp(-np.maximum(steps - 15, 0) / 150)))
+    grad = scatter(rng, level, 0.3)
+    loss_steps = np.arange(0, 400, dtype=np.int64)
+    loss = scatter(rng, np.interp(loss_steps, steps, 2 * (level / 10) ** 1.5), 0.3)
+    finding = _one(analyze_tags({"grad_norm": (steps, grad), "Loss/train": (loss_steps, loss)}), "exploding_gradients")
+    assert finding.severity == "critical" and abs(finding.step - 15) <= 10
+    assert "exploded from step" in finding.message and "rose from" in finding.evidence["summary"]
+    assert finding.causes[0].cause == "no_grad_clipping"  # the loss followed an uncapped ×1000 norm
+
+
+def test_a_norm_climbing_x1e6_in_three_logged_points_before_the_loss_turns_nan_is_an_explosion_too():
+    # Logged every 10 steps: 15 → 6e4 → 4e8 → 2e12 → Inf; the loss goes NaN with it. The climb came first.
+    steps = steps_every(400, 10)
+    grad = np.full(steps.size, np.nan)
+    grad[:5] = [15.0, 6.6e4, 4.1e8, 2.6e12, np.inf]
+    loss = np.full(steps.size, np.nan)
+    loss[:4] = [3.1, 1.7e7, 6.5e14, 2.6e22]
+    report = analyze_tags({"train/grad_norm": (steps, grad), "train/loss": (steps, loss)})
+    exploding = _one(report, "exploding_gradients")
+    assert exploding.severity == "critical" and exploding.step == 20 and "×" in exploding.message
+    assert _one(report, "divergence").severity == "critical"
+
+
 def test_a_healthy_lognormal_grad_norm_that_falls_then_drifts_up_is_fine():
     steps = steps_every(20000, 10)
     grad = scatter(np.random.default_rng(1), 0.3 + 3.0 * np.exp(-steps / 500) + 0.4 * steps / 20000, 0.3)
@@ -104,6 +132,22 @@ def test_a_grad_scaler_that_calibrates_then_hovers_is_healthy():
     steps = steps_every(20000, 10)
     octave = np.maximum(16 - 3 * np.arange(steps.size), 13) + (steps // 2000) % 2
     assert not kinds(analyze_tags({"grad_scaler/scale": (steps, 2.0**octave)}), ("critical", "warning", "info"))
+
+
+def test_overflows_of_a_scaler_probing_upward_while_its_scale_holds_are_info():
+    # GradScaler with a short growth interval: every doubling overflows once and is halved back; 3 % of
+    # logged steps are skipped, and the scale saw-tooths in the same two octaves all run long.
+    steps = steps_every(3000, 5)
+    rng = np.random.default_rng(6)
+    octave = 17 + (steps // 100) % 2
+    grad = scatter(rng, np.full(steps.size, 0.6), 0.1)
+    grad[(steps % 200 == 100)] = np.inf
+    report = analyze_tags(
+        {"grad_norm": (steps, grad), "amp/loss_scale": (steps, 2.0**octave), "loss": (steps, 2 - steps / 3000)}
+    )
+    finding = _one(report, "amp_overflow")
+    assert finding.severity == "info" and finding.evidence["scale_holds"]
+    assert "probing" in finding.message and "bf16" not in finding.suggestion
 
 
 def test_grad_norm_inf_on_many_steps_while_the_loss_stays_finite_is_amp_overflow():

@@ -59,6 +59,35 @@ def test_a_warm_restart_raising_the_loss_is_the_schedule_not_divergence():
     assert not kinds(analyze_tags({"train_loss": (steps, loss), "lr-SGD": (steps, lr)}))
 
 
+def test_a_loss_that_jumps_far_above_its_untrained_level_in_its_first_steps_diverged_from_the_start():
+    # SGD at lr 3: the loss of the untrained model (ln 4) leaps ×8 within 10 steps and bounces there for good,
+    # so the curve never made progress the ordinary rule could measure a rise against.
+    steps = steps_every(640, 5, first=0)
+    rng = np.random.default_rng(4)
+    loss = scatter(rng, np.where(steps < 10, 1.39, 13.0), 0.3)
+    loss[0] = 1.39
+    report = analyze_tags({"train/loss": (steps, loss), "train/lr": (steps, np.full(steps.size, 3.0))})
+    assert "warmup_instability" not in kinds(report)  # it never came back: not an unstable start
+    finding = _one(report, "divergence")
+    assert finding.severity == "critical" and finding.step <= 20 and finding.evidence["from_start"]
+    assert "untrained" in finding.evidence["summary"]
+    assert "checkpoint before step" not in finding.suggestion and "restart" in finding.suggestion
+
+
+def test_a_policy_gradient_loss_that_rises_back_to_zero_is_not_divergence():
+    # A REINFORCE loss follows the advantages' sign: negative early, a bump as the policy improves, then
+    # around zero. Its level has no "lower is better".
+    steps = steps_every(35000, 175)
+    rng = np.random.default_rng(5)
+    curve = -0.2 + 0.9 * np.exp(-(((steps - 7000) / 2500.0) ** 2)) + 0.2 * (steps > 10000)
+    loss = curve + rng.normal(0, 0.02, steps.size)
+    assert "divergence" not in kinds(analyze_tags({"train/loss": (steps, loss)}))
+    reward = 0.85 * (1 - np.exp(-steps / 6000.0)) + rng.normal(0, 0.03, steps.size)
+    value_loss = scatter(rng, 0.3 + 0.5 * (steps > 20000), 0.2)  # grows as returns grow: a moving target
+    tags = {"rollout/ep_rew_mean": (steps, reward), "train/value_loss": (steps, value_loss)}
+    assert "divergence" not in kinds(analyze_tags(tags))
+
+
 def test_gan_losses_rising_against_each_other_are_not_divergence():
     steps = steps_every(3000, 10)
     rng = np.random.default_rng(2)
@@ -192,3 +221,86 @@ def test_an_rl_metric_going_nan_while_the_loss_stays_finite_is_its_own_warning()
     assert broken.severity == "warning" and broken.step == 2500 and broken.evidence["metric_only"]
     assert "explained_variance" in broken.message and "stayed finite" in broken.message
     assert "checkpoint" not in broken.suggestion
+
+
+def _chance_run(rng, excursion: bool, warmup: int = 0):
+    """A 4-class classifier at lr 0.03 (cosine) whose loss sits at ln 4 after its first steps."""
+    steps = np.arange(0, 300, dtype=np.int64)
+    lr = lr_warmup_cosine(steps, 0.03, warmup, 300)
+    loss = np.log(4) + rng.normal(0, 0.01, steps.size)
+    if excursion:
+        loss[[2, 4, 13]] = [1.52, 1.65, 1.53]
+    return {"Loss/train": (steps, loss), "learning_rate": (steps, lr)}
+
+
+def test_a_classifier_knocked_onto_a_constant_guess_by_its_first_full_lr_steps_is_an_unstable_start():
+    report = analyze_tags(_chance_run(np.random.default_rng(8), excursion=True))
+    finding = _one(report, "warmup_instability")
+    assert finding.severity == "warning" and finding.step <= 5 and finding.evidence["classes"] == 4
+    assert "uniform guess" in finding.message and "warmup" in finding.suggestion
+
+
+def test_a_model_that_sits_at_chance_without_first_rising_above_it_or_with_a_warmup_is_no_unstable_start():
+    rng = np.random.default_rng(9)
+    assert "warmup_instability" not in kinds(analyze_tags(_chance_run(rng, excursion=False)))
+    assert "warmup_instability" not in kinds(analyze_tags(_chance_run(rng, excursion=True, warmup=60)))
+
+
+def _epoch_ordered(rng, shuffled: bool):
+    """A per-step loss whose batches 10-14 of each 32-step epoch are harder (×1.25): too small for spikes."""
+    steps = np.arange(0, 640, dtype=np.int64)
+    offsets = (steps % 32) if not shuffled else rng.integers(0, 32, steps.size)
+    clean = 0.4 + np.exp(-steps / 150.0)
+    loss = scatter(rng, clean * np.where((offsets >= 10) & (offsets <= 14), 1.25, 1.0), 0.08)
+    return {"Loss/train": (steps, loss), "epoch": (steps, steps / 32.0)}
+
+
+def test_a_loss_high_at_the_same_offset_of_every_epoch_is_periodic_from_the_first_epoch():
+    finding = _one(analyze_tags(_epoch_ordered(np.random.default_rng(11), shuffled=False)), "periodic_spikes")
+    assert finding.severity == "warning" and finding.evidence["period"] == 32
+    assert 8 <= finding.evidence["offset_in_epoch"] <= 14 and finding.step <= 42
+    assert "shuffle" in finding.suggestion
+
+
+def test_the_same_hard_batches_in_a_shuffled_order_are_no_pattern():
+    assert "periodic_spikes" not in kinds(analyze_tags(_epoch_ordered(np.random.default_rng(12), shuffled=True)))
+
+
+def test_ten_batches_of_a_bad_shard_are_one_loss_spike_though_too_wide_for_single_points():
+    steps = np.arange(0, 640, dtype=np.int64)
+    rng = np.random.default_rng(13)
+    loss = scatter(rng, 0.35 + np.exp(-steps / 100.0), 0.15)
+    loss[300:310] *= rng.uniform(7, 13, 10)
+    finding = _one(analyze_tags({"Loss/train": (steps, loss)}), "loss_spike")
+    assert finding.severity == "warning" and abs(finding.step - 300) <= 2
+
+
+def test_a_loss_spike_the_gradient_norm_and_the_epoch_mean_confirm_is_one_finding():
+    # Logged every 10 steps, the loss's own heavy tail sets a high bar; the norm jumping ×10 at the same
+    # logged step and the epoch's mean jumping over that epoch show it is an event.
+    rng = np.random.default_rng(14)
+    steps = np.arange(9, 640, 10, dtype=np.int64)
+    loss = scatter(rng, np.full(steps.size, 0.5), 0.3, dist="t", df=3)
+    grad = scatter(rng, np.full(steps.size, 0.7), 0.15)
+    at = int(np.searchsorted(steps, 309))
+    loss[at], grad[at] = 2.1, 7.0
+    epochs = np.arange(31, 640, 32, dtype=np.int64)
+    epoch_mean = scatter(rng, np.full(epochs.size, 0.5), 0.03)
+    epoch_mean[int(np.searchsorted(epochs, 319))] = 1.08
+    tags = {
+        "train_loss_step": (steps, loss),
+        "grad_2.0_norm_total": (steps, grad),
+        "train_loss_epoch": (epochs, epoch_mean),
+    }
+    spikes = [f for f in analyze_tags(tags).findings if f.kind == "loss_spike"]
+    assert len(spikes) == 1 and spikes[0].step == 309 and spikes[0].severity == "warning"
+
+
+def test_a_loss_that_climbs_x1e27_in_three_logged_points_before_nan_diverged_where_the_climb_began():
+    steps = np.arange(9, 640, 10, dtype=np.int64)
+    loss = np.full(steps.size, np.nan)
+    loss[:4] = [2.98, 6.2e8, 1.7e16, 4.1e30]
+    finding = _one(analyze_tags({"train_loss_step": (steps, loss)}), "divergence")
+    assert finding.severity == "critical" and finding.step == 19
+    assert "after a climb from 2.98 (step 9) that began at step 19" in finding.evidence["summary"]
+    assert finding.evidence["first_nonfinite_step"] == 49

@@ -9,6 +9,10 @@ its first steps and then hovers: about one halving per growth interval. Signatur
   i.e. real Inf/NaN). The onset is where the final descent begins.
 - overflow skips: the global grad norm is Inf/NaN at OVERFLOW_WARN of its logged points or more (HF Trainer
   and most loops log the pre-clip norm, which is Inf on an overflow step) while the loss stayed finite.
+  When the run logs its loss scale and the scale holds (it ends within HOLD_OCTAVES of the highest level it
+  reached after calibration), those skips are the scaler doing its job: it doubles the scale after every
+  growth interval of clean steps and the doubling that overflows is halved back. That probing is info
+  whatever its share (a short growth interval probes often); without a scale to read, the share decides.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ COLLAPSE_OCTAVES = 8.0
 MIN_SCALE = 1.0
 OVERFLOW_WARN = 0.01
 OVERFLOW_INFO = 0.002
+#: A scale that ends within this many octaves of its post-calibration maximum holds: its overflows are probes.
+HOLD_OCTAVES = 2.0
 
 
 def _collapse(data: RunData, tag: str) -> dict | None:
@@ -61,6 +67,21 @@ def _collapse(data: RunData, tag: str) -> dict | None:
         "end": int(steps[-1]),
         "points": int(values.size),
     }
+
+
+def _scale_holds(data: RunData) -> bool:
+    """A loss scale is logged and ends near the highest level it reached after its calibration."""
+    for tag in data.tags("loss_scale"):
+        steps, values = data.finite(tag)
+        values = values[values > 0]
+        if values.size < 5:
+            continue
+        octaves = np.log2(values)
+        holding = np.flatnonzero(np.diff(octaves) >= 0)
+        start = max(int(holding[0]) if holding.size else values.size - 1, int(STARTUP_FRAC * values.size))
+        if float(np.median(octaves[-3:])) >= float(octaves[start:].max()) - HOLD_OCTAVES:
+            return True
+    return False
 
 
 def _overflow_skips(data: RunData) -> dict | None:
@@ -128,7 +149,8 @@ def detect(data: RunData) -> list:
         )
     skips = _overflow_skips(data)
     if skips and not out:
-        severity = "warning" if skips["share"] >= OVERFLOW_WARN else "info"
+        probing = _scale_holds(data)
+        severity = "warning" if skips["share"] >= OVERFLOW_WARN and not probing else "info"
         summary = (
             f"{skips['tag']} Inf/NaN at {skips['count']} of {skips['points']} logged steps "
             f"({skips['share']:.1%}) from step {skips['onset']} while the loss stayed finite"
@@ -139,7 +161,16 @@ def detect(data: RunData) -> list:
             "overflow_share": skips["share"],
             "overflow_points": skips["count"],
         }
-        message = f"gradient overflow on {skips['share']:.1%} of logged steps (skipped fp16 updates)"
+        message = f"gradient overflow on {skips['share']:.1%} of logged steps (skipped fp16 updates)" + (
+            ": the loss scaler probing upward and backing off, its scale holds" if probing else ""
+        )
+        evidence["scale_holds"] = probing
+        suggestion = (
+            "Nothing to fix while the scale holds: each skipped step is a doubling of the scale that overflowed "
+            "and was halved back; a longer growth_interval makes the probes rarer"
+            if probing
+            else sentence(advice)
+        )
         out.append(
             finding(
                 data,
@@ -150,7 +181,7 @@ def detect(data: RunData) -> list:
                 skips["end"],
                 evidence,
                 message,
-                sentence(advice),
+                suggestion,
             )
         )
     return out

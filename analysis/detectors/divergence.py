@@ -9,8 +9,19 @@ Two signatures, both judged on the series' own history:
   never made progress), by more than BLOWUP_NOISE_K noise sigmas of its bucket medians, and the whole final
   stretch stays up (it "never recovers"). Metrics are judged the same way, turned so that worse is up.
   A rise that starts right where the lr schedule jumps up (a warm restart) is the schedule, not divergence.
+- blow-up from the start: a training loss that ends at INIT_RATIO × or more of its first logged value (the
+  loss of the untrained model, logged within the first INIT_FRAC of the run) and never comes back under
+  INIT_HOLD × it got worse than a model that knew nothing: the lr blew it up in the first steps, before any
+  progress the rule above could measure against.
+Loss levels are not judged where lower is not better: a surrogate that hovers around zero with both signs
+(a policy-gradient or entropy term, whose sign follows the advantages) and any loss of a reinforcement
+learning run (one that logs an episode reward or return: its losses chase a moving target as the policy
+improves); non-finite values are still judged there.
 Validation curves are judged for blow-up only when the run logs no training loss, here or in a Keras
 train sibling (otherwise a rising validation loss is `overfitting`'s business).
+
+A series that ends non-finite at the top of a climb (its finite values reached CLIMB_RATIO × their best
+first) diverged where the climb left INIT_RATIO × the best, not at the first NaN.
 
 Non-finite values are looked for in every tag but the gradient norms and the loss scale (their own detectors
 read Inf there). Two cases are told apart because their causes and fixes differ:
@@ -22,6 +33,8 @@ read Inf there). Two cases are told apart because their causes and fixes differ:
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -54,6 +67,22 @@ LR_RESTART_FACTOR = 2.0
 #: Non-finite points are "persistent" when at least this share of the points after the first one are.
 PERSISTENT_SHARE = 0.5
 
+#: A training loss ending at this multiple of its first logged value (and never back under INIT_HOLD × it)
+#: blew up from the start.
+INIT_RATIO = 2.0
+INIT_HOLD = 1.5
+#: A series that turns non-finite after its finite values climbed to this multiple of their best diverged
+#: where the climb began.
+CLIMB_RATIO = 100.0
+#: ...where the first value was logged within this share of the run (it is the untrained model's loss).
+INIT_FRAC = 0.02
+#: The recent stretch (this share of the points) of a signed surrogate hovers around zero: both signs, and a
+#: median within SIGNED_CENTRE of its interdecile spread.
+SIGNED_RECENT = 0.3
+SIGNED_CENTRE = 0.5
+#: An episode reward or return: the run is reinforcement learning.
+RL_TAG = re.compile(r"(^|[/_ .])(ep_?rew\w*|rewards?|returns?|episode_?(reward|return)s?)($|[/_ .])")
+
 _ROLES = ("train_loss", "loss_component", "val_loss", "metric")
 _LOSSES = ("train_loss", "loss_component", "val_loss")
 #: Roles whose Inf/NaN other detectors read (exploding_gradients, amp_overflow): not a divergence.
@@ -76,7 +105,61 @@ def _nonfinite(data: RunData, tag: str) -> dict | None:
     if last_good.size:
         out["last_finite_step"] = int(series.steps[last_good[-1]])
         out["last_finite_value"] = float(values[last_good[-1]])
+        if persistent:
+            # The run went non-finite at the top of a climb: the divergence began where the finite values
+            # left INIT_RATIO × the best they had reached (a loss logged every 10 steps may show only
+            # 3 → 6e8 → 2e16 → NaN).
+            good_steps, good = series.steps[last_good], values[last_good]
+            best = int(np.argmin(np.abs(good)))
+            calm = np.flatnonzero(np.abs(good[best:]) <= INIT_RATIO * abs(good[best]))
+            climb = best + int(calm[-1]) + 1
+            # ...only for a real climb towards overflow (the last finite value ×CLIMB_RATIO the best): a loss
+            # that drifted up a little long before a sudden NaN diverged at the NaN.
+            if climb < good.size and abs(good[-1]) >= CLIMB_RATIO * abs(good[best]):
+                out["climb_onset"] = int(good_steps[climb])
+                out["climb_from"] = float(good[climb - 1])
+                out["climb_from_step"] = int(good_steps[climb - 1])
     return out
+
+
+def _rl_run(data: RunData) -> bool:
+    """The run logs an episode reward or return: reinforcement learning."""
+    return any(RL_TAG.search(tag.lower()) for tag in data.run.scalars)
+
+
+def _signed_surrogate(values: np.ndarray) -> bool:
+    """The recent values hover around zero with both signs (a policy-gradient or entropy term)."""
+    recent = values[-max(3, int(SIGNED_RECENT * values.size)) :]
+    lo, mid, hi = np.percentile(recent, [10, 50, 90])
+    return bool(lo < 0 < hi and abs(mid) <= SIGNED_CENTRE * (hi - lo))
+
+
+def _from_start(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, tail: np.ndarray) -> dict | None:
+    """A training loss that ends far above its first logged value (see the module docstring)."""
+    first = float(values[0])
+    if data.features[tag].role != "train_loss" or first <= 0 or values.min() <= 0:
+        return None
+    if steps[0] - (data.first_step or 0) > INIT_FRAC * data.span:
+        return None
+    end_level = float(np.median(tail))
+    if end_level < INIT_RATIO * first or np.quantile(tail, 0.1) < INIT_HOLD * first:
+        return None
+    # The onset: the first point from which the loss stays above INIT_HOLD × its first value (a running
+    # median of 5, so one lucky batch does not end the blow-up).
+    padded = np.pad(values, 2, mode="edge")
+    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 5), axis=1)
+    below = np.flatnonzero(smooth < INIT_HOLD * first)
+    onset_index = int(below[-1]) + 1 if below.size else 0
+    onset_index = min(max(onset_index, 1), values.size - 1)
+    return {
+        "onset": int(steps[onset_index]),
+        "best": first,
+        "best_step": int(steps[0]),
+        "end": end_level,
+        "start": first,
+        "rise_vs_progress": None,
+        "from_start": True,
+    }
 
 
 def _blowup(data: RunData, tag: str) -> dict | None:
@@ -88,6 +171,8 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     steps, values = data.finite(tag)
     n = values.size
     if n < 8:
+        return None
+    if role in _LOSSES and (_rl_run(data) or _signed_surrogate(values)):
         return None
     worse_up = values * (-direction)  # turn the curve so that worse is up
     level = feats.extra["level"]
@@ -107,7 +192,7 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     needed = BLOWUP_FRACTION * progress if progress > NO_PROGRESS * scale else BLOWUP_SCALE_FRACTION * scale
     level_noise = max(scale_noise(level.medians), scale_noise(smooth)) if smooth.size > 3 else 0.0
     if rise <= max(needed, BLOWUP_NOISE_K * level_noise):
-        return None
+        return _from_start(data, tag, steps, values, tail)
     # "Never recovers": every point of the final stretch stays in the upper part of the rise.
     if np.quantile(tail, 0.1) < best_level + 0.5 * rise:
         return None
@@ -212,7 +297,7 @@ def detect(data: RunData) -> list:
         blow = _blowup(data, tag) if judge_blowup else None
         if bad_values is None and blow is None:
             continue
-        onsets = [e["onset"] for e in (bad_values, blow) if e]
+        onsets = [e.get("climb_onset", e["onset"]) for e in (bad_values, blow) if e]
         persistent = bool(blow) or bool(bad_values and bad_values["persistent"])
         events.append((min(onsets), tag, bad_values, blow, persistent))
     if not events:
@@ -235,7 +320,14 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
     feats = data.features[tag]
     evidence: dict = {"tag": tag}
     parts = []
-    if blow:
+    if blow and blow.get("from_start"):
+        parts.append(
+            f"{tag} started at {fmt(blow['start'])} (step {blow['best_step']}) and was above "
+            f"{fmt(INIT_HOLD * blow['start'])} from step {blow['onset']} on, ending at {fmt(blow['end'])} "
+            f"(×{blow['end'] / blow['start']:.1f} the untrained model's loss)"
+        )
+        evidence.update(start_level=blow["start"], end_level=blow["end"], blowup_step=blow["onset"], from_start=True)
+    elif blow:
         change = (blow["end"] - blow["best"]) / abs(blow["best"]) if blow["best"] else None
         parts.append(
             f"{tag} best {fmt(blow['best'])} at step {blow['best_step']}, rose from step {blow['onset']} "
@@ -250,6 +342,11 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
         )
     if bad_values:
         where = f"{tag} {bad_values['first_value']} from step {bad_values['onset']}"
+        if "climb_from" in bad_values:
+            where += (
+                f" after a climb from {fmt(bad_values['climb_from'])} (step {bad_values['climb_from_step']}) "
+                f"that began at step {bad_values['climb_onset']}"
+            )
         if "last_finite_step" in bad_values:
             where += f" (last finite {fmt(bad_values['last_finite_value'])} at step {bad_values['last_finite_step']})"
         if not bad_values["persistent"]:
@@ -289,7 +386,12 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
     advice = []
     if grad_rose:
         advice.append(clip_advice(data, onset))
-    if onset > (data.first_step or 0):
+    if blow and blow.get("from_start"):
+        advice.append(
+            "it never did better than at its first step, so there is no checkpoint worth resuming: restart with "
+            "the peak lr ×0.1 (then raise it while the loss still falls), with a warmup"
+        )
+    elif onset > (data.first_step or 0):
         advice.append(
             f"resume from the last checkpoint before step {onset} with the peak lr ×0.5 (and a warmup if there is none)"
         )

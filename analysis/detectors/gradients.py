@@ -7,10 +7,13 @@ exploding_gradients:
 - spikes: an excursion that recovered (features' spikes, found on log10) reaching at least SPIKE_RATIO
   times the level before it (the seed articles' "5–10× the baseline"; we take the strict end), and at least
   SPIKE_Z local sigmas and SPIKE_TAIL_MULT × the series' own 95th-percentile deviation above it;
-- growth: the level (bucket medians) climbs to SPIKE_RATIO × the calmest level it had held and stays up to
-  the end, or the norm turns Inf/NaN for good while the loss stays finite (when the loss is NaN too, that
-  is `divergence`, and the norm's NaN is its consequence). The onset is where the climb began: the last
-  point within the calm level's own scatter before it.
+- growth: the level (bucket medians) climbs to SPIKE_RATIO × the calmest level it had held (at the start of
+  a run: the median of its first buckets, so an explosion in the first steps has a baseline) and stays up to
+  the end, or comes back only after a stretch too wide for a spike having reached CRITICAL_RATIO × it;
+  or the norm turns Inf/NaN for good while the loss stays finite (when the loss is NaN too, that is
+  `divergence`, and the norm's NaN is its consequence, unless the finite norm had already climbed
+  CRITICAL_RATIO × before it: then the explosion came first). The onset is where the climb began: the
+  last point within the calm level's own scatter before it.
 An explosion is an excursion that hurts, judged against the run's own other signals: a norm that grows
 as training starts (from a tiny init, or out of a saddle, or the ordinary rise of the first few hundred
 steps) while the loss keeps falling is not one, and neither is any norm below EXPLOSION_FLOOR (1e-17 →
@@ -54,6 +57,8 @@ ONSET_NOISE_K = 3.0
 ONSET_CALM = 1.2
 #: Buckets of recent past the growth is measured against.
 BASELINE_BUCKETS = 20
+#: ...and at the start of a run, at least this many (the window grows from here to BASELINE_BUCKETS).
+CALM_FIRST = 3
 #: A gradient norm that never exceeds this moves no weight of ordinary scale: its growth is not an explosion.
 EXPLOSION_FLOOR = 1e-3
 #: The loss reacted to a norm excursion when one of its outliers lies within this many of its logged points.
@@ -69,6 +74,11 @@ STALL_FRAC = 0.3
 STALL_CHANGE = 0.01
 #: The loss counts as not converged while it is above this share of its start level.
 UNCONVERGED = 0.5
+
+
+def _times(ratio: float) -> str:
+    """×60, or ×3.9e+07 for the ratios of a norm that overflowed."""
+    return f"×{ratio:.0f}" if ratio < 1e5 else f"×{fmt(ratio)}"
 
 
 def _spike_events(data: RunData, tag: str) -> list[dict]:
@@ -114,6 +124,9 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     if feats.first_nonfinite_step is not None and not np.isfinite(series.values[-1]):
         tail = series.values[int(np.searchsorted(series.steps, feats.first_nonfinite_step)) :]
         nonfinite_tail = bool((~np.isfinite(tail)).mean() >= 0.5)
+    runaway = _runaway(data, tag, steps, values) if nonfinite_tail else None
+    if runaway is not None:
+        return runaway
     if values.size < 8:
         return None
     logs = np.log10(values)
@@ -121,16 +134,25 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     y = np.log10(np.maximum(level.medians, 1e-300))
     width = min(BASELINE_BUCKETS, max(3, y.size // 10))
     crossing = None
-    if y.size > width + 2:
-        rolling = np.median(np.lib.stride_tricks.sliding_window_view(y, width), axis=1)[:-1]
-        calm = np.minimum.accumulate(rolling)  # calm[i]: the calmest level before bucket i + width
-        above = np.flatnonzero(y[width:] - calm >= np.log10(SPIKE_RATIO))
+    return_bucket = None
+    if y.size > CALM_FIRST + 2:
+        # windows[k - CALM_FIRST]: the median of the (up to `width`) buckets just before bucket k. The first
+        # windows grow from CALM_FIRST buckets, so an explosion in the run's first few percent is measured
+        # against the run's own start rather than against a window it has already filled.
+        rolling = np.median(np.lib.stride_tricks.sliding_window_view(y, width), axis=1)[:-1] if y.size > width else []
+        growing = [float(np.median(y[:k])) for k in range(CALM_FIRST, min(width, y.size))]
+        windows = np.concatenate([growing, rolling])
+        calm = np.minimum.accumulate(windows)  # calm[i]: the calmest level before bucket i + CALM_FIRST
+        above = np.flatnonzero(y[CALM_FIRST : CALM_FIRST + calm.size] - calm >= np.log10(SPIKE_RATIO))
         if above.size:
             index = int(above[0])
             base_level = float(calm[index])
+            crossing = CALM_FIRST + index
             # Sustained: from the crossing on, the level stays above ONSET_RATIO × the calm level to the end.
-            if np.all(y[width + index :] >= base_level + np.log10(ONSET_RATIO)):
-                crossing = width + index
+            # Otherwise it is an excursion as wide as the buckets where it stays up: too wide for a spike.
+            back = np.flatnonzero(y[crossing:] < base_level + np.log10(ONSET_RATIO))
+            if back.size:
+                return_bucket = crossing + int(back[0])
     if crossing is None:
         if nonfinite_tail and feats.first_nonfinite_step is not None and not _loss_went_nonfinite(data):
             at = int(np.searchsorted(steps, feats.first_nonfinite_step))
@@ -151,18 +173,57 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     scatter = diff_noise(logs[:first_point]) if first_point >= 8 else np.log10(ONSET_RATIO)
     calm_points = np.flatnonzero(logs[:first_point] <= base_level + max(ONSET_NOISE_K * scatter, np.log10(ONSET_CALM)))
     onset_index = min(int(calm_points[-1]) + 1 if calm_points.size else 0, values.size - 1)
-    peak_index = int(np.argmax(values))
+    stop = values.size if return_bucket is None else int(level.first[return_bucket])
+    if return_bucket is not None and (
+        return_bucket - crossing < 2
+        or float(np.max(values[onset_index:stop], initial=0.0)) < CRITICAL_RATIO * 10**base_level
+    ):
+        return None  # a recovered excursion is a spike's business unless it is wide and reaches ×CRITICAL_RATIO
+    peak_index = onset_index + int(np.argmax(values[onset_index:stop])) if stop > onset_index else onset_index
     return {
         "step": int(steps[onset_index]),
         "peak_step": int(steps[peak_index]),
-        "end_step": int(steps[-1]),
+        "end_step": int(steps[-1] if return_bucket is None else steps[max(stop - 1, onset_index)]),
         "before": float(10**base_level),
         "peak": float(values[peak_index]),
         "prev_step": int(steps[max(onset_index - 1, 0)]),
         "prev_value": float(values[max(onset_index - 1, 0)]),
         "ratio": float(values[peak_index] / 10**base_level),
-        "sustained": True,
+        "sustained": return_bucket is None,
+        "wide": return_bucket is not None,
         "nonfinite": bool(nonfinite_tail),
+    }
+
+
+def _runaway(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray) -> dict | None:
+    """A norm that climbs ×CRITICAL_RATIO over its finite points and then overflows to Inf/NaN for good.
+
+    The climb came first, so it is an explosion even when the loss turns non-finite with it (a norm that is
+    NaN only because the loss already is says nothing); a run logging every 10 steps may hold only two or
+    three finite points of it.
+    """
+    first_bad = data.features[tag].first_nonfinite_step
+    finite = values[steps < first_bad] if first_bad is not None else values
+    if finite.size < 2:
+        return None
+    base = float(np.min(finite[: max(2, min(5, finite.size // 4))]))
+    last = float(finite[-1])
+    if base <= 0 or last < CRITICAL_RATIO * base or last < EXPLOSION_FLOOR:
+        return None
+    # The climb starts after the last point within ×ONSET_RATIO of the base, and never falls back there.
+    calm = np.flatnonzero(finite <= ONSET_RATIO * base)
+    onset_index = min(int(calm[-1]) + 1 if calm.size else 0, finite.size - 1)
+    return {
+        "step": int(steps[onset_index]),
+        "peak_step": int(steps[finite.size - 1]),
+        "end_step": None,
+        "before": base,
+        "peak": last,
+        "prev_step": int(steps[max(onset_index - 1, 0)]),
+        "prev_value": float(finite[max(onset_index - 1, 0)]),
+        "ratio": last / base,
+        "sustained": True,
+        "nonfinite": True,
     }
 
 
@@ -180,13 +241,22 @@ def _loss_reaction(data: RunData, event: dict) -> str | None:
     steps, values = data.finite(tag)
     if steps.size < 8:
         return None
-    if event["sustained"]:
+    if event["sustained"] or event.get("wide"):
+        # Growth (to the end, or over a stretch too wide for a spike): the loss's level must rise with it.
         at = int(np.searchsorted(steps, start))
         width = max(3, steps.size // 50)
-        before = float(np.median(values[max(0, at - width) : at + 1]))
-        after = float(feats.extra["end_level"])
+        # The loss before the norm's last calm point: a loss logged more often than the norm may already
+        # have risen between that point and the first high one.
+        calm_at = int(np.searchsorted(steps, min(event.get("prev_step", start), start), side="right"))
+        before = float(np.median(values[max(0, calm_at - width) : max(calm_at, 1)]))
+        if event["sustained"]:
+            after = float(feats.extra["end_level"])
+        else:
+            during = values[at : int(np.searchsorted(steps, stop, side="right"))]
+            after = float(np.median(during)) if during.size else before
         if before > 0 and after > (1.0 + LOSS_RISE) * before:
-            return f"{tag} rose from {fmt(before)} at step {start} to {fmt(after)}"
+            where = "" if event["sustained"] else f" until step {stop}"
+            return f"{tag} rose from {fmt(before)} at step {start} to {fmt(after)}{where}"
         return None
     lo = int(np.searchsorted(steps, start)) - REACTION_POINTS
     hi = int(np.searchsorted(steps, stop, side="right")) + REACTION_POINTS
@@ -245,7 +315,7 @@ def _exploding(data: RunData) -> list:
         prev_value = worst.get("prev_value", worst["before"])
         summary = (
             f"{lead} {fmt(prev_value)} → {fmt(worst['peak'])} between steps {worst.get('prev_step', worst['step'])} "
-            f"and {worst['peak_step']} (×{worst['ratio']:.0f} its baseline of {fmt(worst['before'])})"
+            f"and {worst['peak_step']} ({_times(worst['ratio'])} its baseline of {fmt(worst['before'])})"
         )
     else:
         summary = f"{lead} Inf/NaN from step {worst['step']}"
@@ -269,12 +339,17 @@ def _exploding(data: RunData) -> list:
     evidence.update(data.context_evidence(worst["peak_step"]))
     if worst["sustained"]:
         message = (
-            f"{lead} exploded from step {first['step']} (×{worst['ratio']:.0f})"
+            f"{lead} exploded from step {first['step']} ({_times(worst['ratio'])})"
             if np.isfinite(worst["ratio"])
             else f"{lead} became Inf/NaN at step {worst['step']}"
         )
+    elif worst.get("wide"):
+        message = (
+            f"{lead} exploded from step {worst['step']} ({_times(worst['ratio'])} at step {worst['peak_step']}) "
+            f"and stayed up until step {worst['end_step']}"
+        )
     else:
-        message = f"{lead} spiked ×{worst['ratio']:.0f} above its baseline" + (
+        message = f"{lead} spiked {_times(worst['ratio'])} above its baseline" + (
             f" {len(events)} times" if len(events) > 1 else f" at step {worst['peak_step']}"
         )
     advice = [

@@ -5,7 +5,8 @@ level before it), at several resolutions. Here they must also be big, by three b
 - at least SPIKE_Z local noise sigmas above the level before them (a Gaussian minibatch loss does not
   reach 6σ in a million points),
 - at least SPIKE_TAIL_MULT times the 95th percentile of the series' own upward deviations (a loss whose
-  noise is heavy-tailed has its own, higher bar),
+  noise is heavy-tailed has its own, higher bar), unless another signal jumped over the same steps (the
+  gradient norm, or another training loss tag such as the epoch mean): then the tail cannot explain it,
 - at least SPIKE_REL of the level before them (a 3 % blip on a very smooth curve is not a spike anyone
   would act on).
 Spikes in the first EARLY_FRAC of the run belong to `warmup_instability`; a spike right after the lr
@@ -16,6 +17,11 @@ PERIODIC_MIN_SPIKES of them, in at least PERIODIC_COVERAGE of the periods they s
 `periodic_spikes`, with the epoch length when the
 validation cadence or the epoch tag gives it: a bad shard or an unshuffled dataset shows once per epoch.
 Periodic spikes may be smaller (PERIODIC_Z, PERIODIC_REL): regularity itself is the evidence.
+
+When the run says how long an epoch is and logs its loss finely enough, the epoch profile is read as well
+(`_epoch_profile`): with the same data order every epoch (no shuffling, a bad shard, data sorted by class)
+the loss is high at the same offsets of every epoch, from the first epoch on, even where each bump is too
+small to be a spike; shuffled batches make every offset alike. That is one `periodic_spikes` finding too.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import numpy as np
 
 from ..datamodel import Finding
 from ..features import Spike, periodicity
+from ..smoothing import row_medians
 from .base import MIN_CONFIDENT_POINTS, RunData, clip_advice, confident, finding, fmt, position, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -39,6 +46,9 @@ SPIKE_REL = 0.25
 WARN_RATIO = 2.0
 WARN_COUNT = 3
 WARN_COUNT_RATIO = 1.5
+#: A spike another signal confirms (the gradient norm ×CORROBORATE_RATIO over the same steps, or another
+#: training loss tag spiking there) needs only SPIKE_Z: the series' own heavy tail cannot explain two.
+CORROBORATE_RATIO = 3.0
 #: The start of a run where instabilities are `warmup_instability`'s to report.
 EARLY_FRAC = 0.1
 #: lr rising by this factor within a few points before a spike marks a scheduled restart.
@@ -51,6 +61,21 @@ PERIODIC_MIN_SPIKES = 4
 PERIODIC_COVERAGE = 0.7
 #: A period within this share of the epoch length is "once per epoch".
 EPOCH_MATCH = 0.1
+#: Epoch profile: at least PROFILE_EPOCHS epochs logged at PROFILE_RESOLUTION points per epoch or finer, cut
+#: into at most PROFILE_BINS bins of the offset within the epoch, each holding PROFILE_MIN_COUNT points.
+PROFILE_EPOCHS = 6
+PROFILE_RESOLUTION = 4
+PROFILE_BINS = 16
+PROFILE_MIN_COUNT = 3
+#: Periods tried around the reported epoch length (at most; evenly spaced).
+PROFILE_PERIODS = 11
+#: The offsets' means differ beyond chance: a one-way ANOVA F at least PROFILE_F (p well below 1e-6 for the
+#: hundreds of points and ≤16 bins it is computed on)...
+PROFILE_F = 8.0
+#: ...and the highest offset sits at least PERIODIC_REL above the run's level (×1.1 in log units).
+#: Share of the epochs from the onset on whose highest offset sits above the trend.
+PROFILE_SIGN = 0.9
+#: The epoch length a run reports is searched within ±EPOCH_MATCH for the period that fits best.
 
 
 def _relative(spike: Spike, scale: float) -> float:
@@ -75,6 +100,87 @@ def _lr_restart(data: RunData, spike: Spike) -> bool:
     return bool(np.median(before) > 0 and during.max() >= LR_RESTART_FACTOR * np.median(before))
 
 
+def _fold(steps: np.ndarray, resid: np.ndarray, period: int, width: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """(one-way ANOVA F of `resid` grouped by offset bins of `period`, bin means, bin counts)."""
+    bins = ((steps - steps[0]) % period) // width
+    count = np.bincount(bins)
+    total = np.bincount(bins, weights=resid)
+    used = count > 0
+    means = np.zeros(count.size)
+    means[used] = total[used] / count[used]
+    groups = int(used.sum())
+    # Sums of squares from the bin totals: between = Σ n·mean² - N·grand², within = Σ r² - Σ n·mean².
+    explained = float((total[used] * means[used]).sum())
+    between = explained - resid.size * float(resid.mean()) ** 2
+    within = float((resid * resid).sum()) - explained
+    if groups < 2 or resid.size <= groups or within <= 0:
+        return 0.0, means, count
+    return (between / (groups - 1)) / (within / (resid.size - groups)), means, count
+
+
+def _epoch_profile(data: RunData, tag: str) -> dict | None:
+    """The loss repeats one profile every epoch: the same offsets in each epoch are high (an unshuffled data
+    order, a bad shard read at the same place). Shuffled batches make every offset alike on average.
+
+    The curve's trend (a running median one epoch wide) is taken out, positive losses in log units; the
+    residuals are grouped by their offset within the epoch and the groups' means must differ far beyond
+    what the scatter allows (PROFILE_F) by a margin worth reporting (PERIODIC_REL at the highest offset).
+    """
+    epoch = data.epoch_length
+    if epoch is None or epoch < PROFILE_RESOLUTION:
+        return None
+    steps, values = data.finite(tag)
+    if steps.size < PROFILE_EPOCHS * PROFILE_RESOLUTION:
+        return None
+    interval = float(np.median(np.diff(steps)))
+    if interval <= 0 or interval > epoch / PROFILE_RESOLUTION or steps[-1] - steps[0] < PROFILE_EPOCHS * epoch:
+        return None
+    positive = bool(values.min() > 0)
+    scale = max(data.features[tag].extra["scale"], 1e-12)
+    y = np.log(values) if positive else values / scale
+    # The trend: a running median one epoch wide over the level's bucket medians (≤ 1024 of them, so the cost
+    # does not grow with the points per epoch), read back at every step.
+    level = data.features[tag].extra["level"]
+    medians = np.log(np.maximum(level.medians, 1e-300)) if positive else level.medians / scale
+    per_bucket = max((level.steps[-1] - level.steps[0]) / max(len(level) - 1, 1), 1e-12)
+    window = min(int(round(epoch / per_bucket)) | 1, (len(level) - 1) | 1)
+    padded = np.pad(medians, window // 2, mode="edge")
+    running = row_medians(np.lib.stride_tricks.sliding_window_view(padded, window))[: medians.size]
+    resid = y - np.interp(steps, level.steps, running)
+    width = max(int(np.ceil(interval)), int(np.ceil(epoch / PROFILE_BINS)))
+    # The epoch the run reports, unless it fails and a period within ±EPOCH_MATCH of it fits (a reported epoch
+    # length is an estimate when it comes from the validation cadence or an epoch tag's slope).
+    best = (_fold(steps, resid, epoch, width), epoch)
+    if best[0][0] < PROFILE_F:
+        spread = max(1, int(EPOCH_MATCH * epoch))
+        periods = np.unique(np.linspace(epoch - spread, epoch + spread, min(2 * spread + 1, PROFILE_PERIODS)).round())
+        best = max(((_fold(steps, resid, int(p), width), int(p)) for p in periods), key=lambda fit: fit[0][0])
+    (f_value, means, count), period = best
+    if f_value < PROFILE_F or (count[count > 0] < PROFILE_MIN_COUNT).any():
+        return None
+    peak_bin = int(np.argmax(np.where(count > 0, means, -np.inf)))
+    excess = float(means[peak_bin] - np.median(means[count > 0]))
+    if excess < (np.log1p(PERIODIC_REL) if values.min() > 0 else PERIODIC_REL):
+        return None
+    # Onset: the first epoch from which the peak offset sits above the trend in PROFILE_SIGN of the epochs
+    # (with shuffled batches its sign would be a coin flip), its own included: early epochs, where the loss
+    # is high anyway, show the same batch with a smaller excess, but on the same side.
+    at_peak = np.flatnonzero((((steps - steps[0]) % period) // width) == peak_bin)
+    epoch_of = (steps[at_peak] - steps[0]) // period
+    firsts = np.flatnonzero(np.r_[True, np.diff(epoch_of) > 0])
+    signs = np.add.reduceat(resid[at_peak], firsts) > 0
+    share_after = np.cumsum(signs[::-1])[::-1] / np.arange(signs.size, 0, -1)
+    start = np.flatnonzero(signs & (share_after >= PROFILE_SIGN))
+    onset = int(steps[at_peak[firsts[start[0]]]]) if start.size else int(steps[at_peak[0]])
+    # Where in the epoch (epochs start at step 0, whatever is logged): the exact offset inside the peak bin
+    # whose points sit highest on average.
+    exact = steps[at_peak] % period
+    offsets = np.unique(exact)
+    into = int(offsets[np.argmax([resid[at_peak][exact == o].mean() for o in offsets])])
+    ratio = float(np.exp(excess)) if values.min() > 0 else None
+    return {"period": period, "f": f_value, "into": into, "width": width, "onset": onset, "ratio": ratio}
+
+
 def _series(data: RunData) -> list[str]:
     tags = data.tags("train_loss") + [t for t in data.tags("loss_component") if data.phases.get(t) != "val"]
     return tags + [t for t in data.tags("val_loss") if data.features[t].points >= 3 * MIN_CONFIDENT_POINTS]
@@ -85,7 +191,7 @@ def detect(data: RunData) -> list:
     for tag in _series(data):
         feats = data.features[tag]
         spikes = [s for s in feats.extra.get("spikes", ()) if not _lr_restart(data, s)]
-        if not spikes:
+        if (not spikes and data.epoch_length is None) or "scale" not in feats.extra:
             continue
         scale = feats.extra["scale"]
         periodic = [
@@ -93,9 +199,19 @@ def detect(data: RunData) -> list:
             for s in spikes
             if s.z >= PERIODIC_Z and _relative(s, scale) >= PERIODIC_REL and position(data, s.start_step) >= 0.02
         ]
+        # The epoch profile of the main training loss: a data-order pattern shows in the total loss.
+        profile = _epoch_profile(data, tag) if tag == data.primary.train_loss else None
         period = periodicity([s.peak_step for s in periodic]) if len(periodic) >= PERIODIC_MIN_SPIKES else None
         in_pattern: set[int] = set()
-        if period:
+        if profile:
+            findings.append(_profile_finding(data, tag, profile))
+            grid = profile["period"]
+            in_pattern = {
+                s.peak_step
+                for s in spikes
+                if abs(((s.peak_step - profile["onset"]) % grid + grid / 2) % grid - grid / 2) <= profile["width"] + 1
+            }
+        elif period:
             in_pattern = _pattern_members(periodic, period)
             periods = (max(in_pattern) - min(in_pattern)) / period + 1 if in_pattern else 0
             if len(in_pattern) >= PERIODIC_MIN_SPIKES and len(in_pattern) >= PERIODIC_COVERAGE * periods:
@@ -103,17 +219,39 @@ def detect(data: RunData) -> list:
             else:
                 in_pattern = set()
         tail = feats.extra.get("tail_z95", 0.0)
+        others = _other_jumps(data, tag)
         big = [
             s
             for s in spikes
             if s.peak_step not in in_pattern
-            and s.z >= max(SPIKE_Z, SPIKE_TAIL_MULT * tail)
+            and s.z >= (SPIKE_Z if _corroborated(s, others) else max(SPIKE_Z, SPIKE_TAIL_MULT * tail))
             and _relative(s, scale) >= SPIKE_REL
             and position(data, s.start_step) >= EARLY_FRAC
         ]
         if big:
             findings.append(_spike_finding(data, tag, big, scale))
     return _one_per_event(findings)
+
+
+def _other_jumps(data: RunData, tag: str) -> list[tuple[int, int]]:
+    """(first, last) steps that each spike of the run's other signals speaks for: the gradient norm jumping
+    ×CORROBORATE_RATIO, or another training loss tag spiking (an epoch mean covers the steps since its
+    previous point)."""
+    out = []
+    grad = data.primary.grad_norm
+    sources = [(grad, CORROBORATE_RATIO)] if grad else []
+    sources += [(t, 1.0) for t in data.tags("train_loss") if t != tag and data.phases.get(t) != "val"]
+    for other, ratio in sources:
+        for spike in data.features[other].extra.get("spikes", ()):
+            if spike.before > 0 and spike.peak >= ratio * spike.before:
+                out.append((min(spike.prev_step + 1, spike.start_step), spike.end_step))
+    return out
+
+
+def _corroborated(spike: Spike, others: list[tuple[int, int]]) -> bool:
+    """Another signal of the run jumped over the same steps: the spike is an event, not the loss's own tail."""
+    first = min(spike.prev_step + 1, spike.start_step)
+    return any(first <= end and start <= spike.end_step for start, end in others)
 
 
 def _pattern_members(spikes: list[Spike], period: int) -> set[int]:
@@ -157,6 +295,9 @@ def _spike_finding(data: RunData, tag: str, spikes: list[Spike], scale: float):
             for s in spikes[:10]
         ],
         "largest_ratio": ratio,
+        # The first step the first spike may stand for (a point logged every k steps, or an epoch's mean,
+        # speaks for the steps since the one before it): how a spike on two tags is told to be one event.
+        "covers_from": min(spikes[0].prev_step + 1, spikes[0].start_step),
     }
     evidence["spikes"] = [
         {k: (round(v, 4) if isinstance(v, float) and k != "sigma" else v) for k, v in d.items()}
@@ -248,6 +389,47 @@ def _periodic(data: RunData, tag: str, spikes: list[Spike], period: int):
     )
 
 
+def _profile_finding(data: RunData, tag: str, profile: dict):
+    period, into, onset = profile["period"], profile["into"], profile["onset"]
+    ratio = profile["ratio"]
+    times = f" (×{ratio:.1f} its trend there)" if ratio else ""
+    summary = (
+        f"{tag} is high at the same offset of every {period}-step epoch, about {into} steps in{times}, "
+        f"from step {onset}; grouped by offset its deviations from the trend differ far beyond chance "
+        f"(F = {profile['f']:.0f})"
+    )
+    evidence = {
+        "summary": summary,
+        "tag": tag,
+        "pattern": "epoch_profile",
+        "period": period,
+        "epoch_length": data.epoch_length,
+        "offset_in_epoch": into,
+        "typical_ratio": ratio,
+        "per_epoch": True,
+        "f_statistic": profile["f"],
+    }
+    message = (
+        f"{tag} repeats the same bump every epoch ({period} steps), {into} steps into each epoch, from step {onset}"
+    )
+    suggestion = (
+        f"The batches come in the same order every epoch: shuffle the training data each epoch (DataLoader("
+        f"shuffle=True) / set_epoch on the DistributedSampler), and look at the samples of batch {into} "
+        "of the epoch order: a corrupt shard, a block of one class (data sorted by label), or extreme examples"
+    )
+    return finding(
+        data,
+        "periodic_spikes",
+        confident("warning", data.features[tag].points),
+        [tag],
+        onset,
+        int(data.finite(tag)[0][-1]),
+        evidence,
+        message,
+        suggestion,
+    )
+
+
 def _one_per_event(findings: list[Finding]) -> list[Finding]:
     """A total loss and its components spiking at the same steps is one event: keep the first tag's finding
     of each kind and note the others in it."""
@@ -260,7 +442,7 @@ def _one_per_event(findings: list[Finding]) -> list[Finding]:
                 if g.kind == f.kind
                 and g.step is not None
                 and f.step is not None
-                and abs(g.step - f.step) <= max(1, (g.end_step or g.step) - g.step + 1)
+                and (abs(g.step - f.step) <= max(1, (g.end_step or g.step) - g.step + 1) or _same_steps(g, f))
             ),
             None,
         )
@@ -269,3 +451,11 @@ def _one_per_event(findings: list[Finding]) -> list[Finding]:
         else:
             twin.evidence.setdefault("also", []).append(f.tags[0])
     return out
+
+
+def _same_steps(a: Finding, b: Finding) -> bool:
+    """Two spike findings whose first spikes cover overlapping steps (see `covers_from`)."""
+    if "covers_from" not in a.evidence or "covers_from" not in b.evidence:
+        return False
+    start = max(a.evidence["covers_from"], b.evidence["covers_from"])
+    return start <= min(a.end_step or a.step or 0, b.end_step or b.step or 0)

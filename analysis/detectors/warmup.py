@@ -9,6 +9,17 @@ are judged linearly, relative to their scale, or when the gradient norm spikes �
 baseline. That is what large early updates from an optimizer with no second-moment statistics yet (Adam) or
 a peak lr applied to random weights do, and what a linear warmup prevents. The lr tag says which fix
 applies: add a warmup (lr starts at its peak) or lengthen it (lr was still ramping).
+
+A rise that never comes back (the loss ends at INIT_RATIO × or more of the level it rose from) is a
+divergence, reported by `divergence`, not an unstable start.
+
+Collapse: the first updates at the full lr can also knock a classifier onto a constant guess, where it then
+sits: its loss goes above the loss of a uniform guess over K classes (ln K, the untrained model's loss) in
+the early window, by COLLAPSE_REL and RISE_NOISE_K sigmas of the flat level's noise, and then sits at ln K
+for at least COLLAPSE_FRAC of the run, with the lr at its peak from the first step. A model that merely
+never learned (frozen, labels shuffled) sits at ln K without the early excursion above it. Every training
+loss tag is read for the excursion: a per-step loss logged every 10 steps can miss it where the epoch's mean
+or a running mean shows it.
 """
 
 from __future__ import annotations
@@ -17,6 +28,8 @@ import numpy as np
 
 from ..smoothing import scale_noise
 from .base import RunData, adversarial, clip_advice, confident, finding, fmt, sentence
+from .divergence import INIT_RATIO
+from .learning import LOSS_ALONE_MAX_CLASSES, chance_classes
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("warmup_instability",)
@@ -37,6 +50,11 @@ NO_WARMUP = 0.5
 #: A warmup of this share of the run is what we suggest (at least MIN_WARMUP_STEPS).
 WARMUP_SHARE = 0.03
 MIN_WARMUP_STEPS = 100
+#: Collapse: an early excursion at least this far above ln K...
+COLLAPSE_REL = 0.05
+#: ...then the level sits at ln K (within CHANCE_BAND of it) for at least this share of the run.
+COLLAPSE_FRAC = 0.3
+CHANCE_BAND = 0.03
 
 
 def _warmup_end(data: RunData, end_step: float) -> int | None:
@@ -82,13 +100,88 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     peak = first + int(np.argmax(smooth[first:]))
     at_best = int(np.flatnonzero(smooth[: first + 1] == best_so_far[first])[-1])
     back = np.exp if positive else (lambda x: x)
+    end_level = float(data.features[tag].extra["end_level"])
+    best = float(back(best_so_far[first]))
+    if best > 0 and end_level >= INIT_RATIO * best:
+        return None  # it never came back: a divergence, not an unstable start
     return {
         "tag": tag,
         "onset": int(s[first]),
-        "best": float(back(best_so_far[first])),
+        "best": best,
         "best_step": int(s[at_best]),
         "peak": float(back(smooth[peak])),
         "peak_step": int(s[peak]),
+    }
+
+
+def _no_warmup(data: RunData, end_step: float) -> bool:
+    """The lr is logged and starts at its early peak."""
+    tag = data.primary.lr
+    if tag is None:
+        return False
+    steps, lr = data.finite(tag)
+    if lr.size < 2:
+        return False
+    window = lr[steps <= max(end_step, steps[min(2, steps.size - 1)])]
+    return bool(window.max() > 0 and lr[0] >= NO_WARMUP * window.max())
+
+
+def _collapse(data: RunData, tag: str, end_step: float) -> dict | None:
+    """An early excursion above ln K, then a long sit at ln K (see the module docstring)."""
+    feats = data.features[tag]
+    steps, values = data.finite(tag)
+    if values.size < MIN_EARLY_POINTS or values.min() <= 0:
+        return None
+    level = feats.extra["level"]
+    settled = level.steps > end_step
+    if settled.sum() < 3:
+        return None
+    k = chance_classes(float(np.median(level.medians[settled])), LOSS_ALONE_MAX_CLASSES)
+    if k is None:
+        return None
+    chance = float(np.log(k))
+    # How long it sat at ln K after the early window: up to the first bucket below the band for good.
+    padded = np.pad(level.medians, 1, mode="edge")
+    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 3), axis=1)
+    away = np.flatnonzero(settled & (np.abs(smooth - chance) > CHANCE_BAND * chance))
+    sat_until = int(level.steps[away[0]]) if away.size else int(level.steps[-1])
+    if sat_until - end_step < COLLAPSE_FRAC * data.span:
+        return None
+    at_chance = values[(steps > end_step) & (steps <= sat_until)]
+    noise = scale_noise(at_chance) if at_chance.size >= 8 else 0.0
+    bar = max(COLLAPSE_REL * chance, RISE_NOISE_K * noise)
+    # The excursion: in any training loss tag (its own early window: epoch-indexed tags count epochs).
+    best = None
+    for other in data.tags("train_loss"):
+        if data.phases.get(other) == "val" or adversarial(other):
+            continue
+        o_steps, o_values = data.finite(other)
+        if o_values.size == 0:
+            continue
+        early = o_steps <= o_steps[0] + max(EARLY_FRAC * (o_steps[-1] - o_steps[0]), 0)
+        above = np.flatnonzero(early & (o_values >= chance + bar))
+        if above.size:
+            i = int(above[np.argmax(o_values[above])])
+            # A logged point speaks for the steps since the one before it (an epoch's mean, a mean of 10
+            # steps): the excursion began somewhere after that previous point.
+            j = int(above[0])
+            run_start = data.first_step if data.first_step is not None else int(o_steps[0])
+            since = int(o_steps[j - 1]) + 1 if j else min(run_start, int(o_steps[0]))
+            candidate = (since, float(o_values[i]), int(o_steps[i]), other)
+            if best is None or (other == tag, -candidate[0]) > (best[3] == tag, -best[0]):
+                best = candidate
+    if best is None:
+        return None
+    onset, peak, peak_step, where = best
+    return {
+        "tag": where,
+        "onset": onset,
+        "peak": peak,
+        "peak_step": peak_step,
+        "classes": k,
+        "chance": chance,
+        "sat_until": sat_until,
+        "loss_tag": tag,
     }
 
 
@@ -149,7 +242,10 @@ def detect(data: RunData) -> list:
     loss_event = _early_loss_rise(data, tag, end_step) if tag and not adversarial(tag) else None
     grad_event = _early_grad_spike(data, end_step)
     if loss_event is None and grad_event is None:
-        return []
+        collapse = (
+            _collapse(data, tag, end_step) if tag and not adversarial(tag) and _no_warmup(data, end_step) else None
+        )
+        return [_collapse_finding(data, collapse, end_step)] if collapse else []
     lr_text, warmup_advice = _lr_story(data, end_step)
     parts, tags, onsets = [], [], []
     evidence: dict = {}
@@ -190,3 +286,45 @@ def detect(data: RunData) -> list:
             sentence(advice),
         )
     ]
+
+
+def _collapse_finding(data: RunData, event: dict, end_step: float):
+    k, chance = event["classes"], event["chance"]
+    lr_text, warmup_advice = _lr_story(data, end_step)
+    loss_end = int(data.finite(event["loss_tag"])[0][-1])
+    until = (
+        "to the end of the run"
+        if event["sat_until"] >= loss_end - 0.02 * data.span
+        else f"until step {event['sat_until']}"
+    )
+    summary = (
+        f"{event['tag']} reached {fmt(event['peak'])} at step {event['peak_step']}, above ln({k}) = {fmt(chance)} "
+        f"(the loss of a uniform guess over {k} classes), then {event['loss_tag']} sat at ln({k}) {until}" + lr_text
+    )
+    evidence = {
+        "summary": summary,
+        "pattern": "collapse",
+        "loss_peak": event["peak"],
+        "loss_peak_step": event["peak_step"],
+        "chance_loss": chance,
+        "classes": k,
+        "at_chance_until": event["sat_until"],
+    }
+    evidence.update(data.context_evidence(event["onset"]))
+    message = (
+        f"unstable start: the first updates at the full lr pushed {event['tag']} above a uniform guess "
+        f"(ln({k}) = {fmt(chance)}) and the model collapsed onto a constant guess, at ln({k}) {until}"
+    )
+    advice = [warmup_advice, "or lower the peak lr ×0.3 (with Adam, a warmup also lets its second moments settle)"]
+    points = data.features[event["loss_tag"]].points
+    return finding(
+        data,
+        "warmup_instability",
+        confident("warning", points),
+        [event["loss_tag"], event["tag"]],
+        event["onset"],
+        event["sat_until"],
+        evidence,
+        message,
+        sentence(advice),
+    )
