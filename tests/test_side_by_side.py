@@ -5,6 +5,7 @@ Every run is written with tensorboardX and read back with `tbtriage.load`, as a 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,8 @@ import tbtriage
 from tbtriage.analysis.compare import parting_step
 from tbtriage.analysis.engine import diagnose
 from tbtriage.analysis.side_by_side import side_by_side, twin_pairs
+from tbtriage.cli.main import main
+from tests._report_contract import COMPARE, REPORT, assert_follows
 
 STEPS = 1000
 
@@ -113,3 +116,45 @@ def test_one_run_is_not_a_comparison(sweep):
     reports = diagnose(str(sweep)).runs
     with pytest.raises(ValueError, match="two or more"):
         side_by_side(reports[:1])
+
+
+# ---- tbtriage compare and the report's comparison section ----------------------------------------------
+
+
+def test_compare_prints_the_pair_as_markdown(sweep, capsys):
+    assert main(["compare", str(sweep), "gpt_lr3e-2", "gpt_lr1e-3"]) == 0
+    out = capsys.readouterr().out
+    assert "## `gpt_lr3e-2` vs `gpt_lr1e-3`" in out
+    assert "| `lr` | 0.03 | 0.001 |" in out
+    assert "part at step 600" in out
+    assert "likeliest cause: " in out
+
+
+def test_compare_json_follows_its_schema(sweep, capsys):
+    assert main(["compare", str(sweep), "base_seed0", "rises_at_400", "base_seed1", "--format", "json"]) == 0
+    doc = assert_follows(json.loads(capsys.readouterr().out), COMPARE)
+    assert [r["run"] for r in doc["runs"]] == ["base_seed0", "rises_at_400", "base_seed1"]
+    partings = {p["run"]: p["step"] for p in doc["partings"]}
+    assert partings["base_seed1"] is None and 400 <= partings["rises_at_400"] <= 440
+
+
+def test_compare_names_an_unknown_run_in_one_line_and_exits_2(sweep, capsys):
+    assert main(["compare", str(sweep), "gpt_lr3e-2", "gpt_lr9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no run named 'gpt_lr9'" in err[0] and "gpt_lr1e-3" in err[0]
+
+
+def test_compare_needs_two_different_runs(sweep, capsys):
+    assert main(["compare", str(sweep), "gpt_lr3e-2", "gpt_lr3e-2"]) == 2
+    assert "two or more different runs" in capsys.readouterr().err
+
+
+def test_the_report_has_a_comparison_section_in_markdown_and_json(sweep, capsys):
+    assert main(["report", str(sweep), "--format", "json"]) == 0
+    doc = assert_follows(json.loads(capsys.readouterr().out), REPORT)
+    (pair,) = doc["comparisons"]
+    assert [r["run"] for r in pair["runs"]] == ["gpt_lr3e-2", "gpt_lr1e-3"]
+    assert pair["explanations"][0]["cause"] == "lr_too_high"
+    assert main(["report", str(sweep)]) == 0
+    out = capsys.readouterr().out
+    assert "## Comparisons" in out and "### `gpt_lr3e-2` vs `gpt_lr1e-3`" in out
