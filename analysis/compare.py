@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,6 +189,21 @@ def _main_tag(report: RunReport) -> str | None:
     return None
 
 
+def tag_direction(roles: Mapping[str, str | None], directions: Mapping[str, int], tag: str) -> int:
+    """+1 when higher is better for `tag`, -1 when lower is (a loss, whatever its direction says), 0 unknown."""
+    return int(directions.get(tag) or (-1 if roles.get(tag) in ("val_loss", "train_loss") else 0))
+
+
+def series_best(series: Series, direction: int) -> tuple[float, int] | None:
+    """The best finite value of `series` in `direction` (+1 highest, -1 lowest) and its first step."""
+    keep = np.isfinite(series.values)
+    if not direction or not keep.any():
+        return None
+    values = series.values[keep]
+    at = int(np.argmax(values) if direction > 0 else np.argmin(values))
+    return float(values[at]), int(series.steps[keep][at])
+
+
 def best_metric(report: RunReport) -> BestMetric | None:
     """The run's best value of its main metric (or loss, when it logs no metric) and its step."""
     tag = _main_tag(report)
@@ -196,7 +211,7 @@ def best_metric(report: RunReport) -> BestMetric | None:
         return None
     features = report.features[tag]
     role = report.roles.get(tag)
-    direction = report.directions.get(tag) or features.direction or (-1 if role in ("val_loss", "train_loss") else 0)
+    direction = tag_direction(report.roles, report.directions, tag) or features.direction
     if features.best is None or features.best_step is None or not np.isfinite(features.best):
         return None
     return BestMetric(tag, role, int(direction), float(features.best), int(features.best_step))

@@ -13,9 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from .compare import Parting, hparams_table, parting_step
+from .compare import Parting, hparams_table, parting_step, series_best, tag_direction
 from .datamodel import RunReport
 from .findings import severity_rank
 from .twins import apply_twin, find_twin, name_differences, run_settings
@@ -134,13 +132,8 @@ def _best_final(report: RunReport, tag: str) -> tuple[float | None, int | None, 
     features = report.features.get(tag)
     if features is not None and features.points:
         return features.best, features.best_step, final
-    keep = np.isfinite(series.values)
-    direction = report.directions.get(tag) or (-1 if report.roles.get(tag) in ("train_loss", "val_loss") else 0)
-    if not direction or not keep.any():
-        return None, None, final
-    values, steps = series.values[keep], series.steps[keep]
-    at = int(np.argmax(values) if direction > 0 else np.argmin(values))
-    return float(values[at]), int(steps[at]), final
+    best = series_best(series, tag_direction(report.roles, report.directions, tag))
+    return (best[0], best[1], final) if best is not None else (None, None, final)
 
 
 def _metric_tags(reports: Sequence[RunReport]) -> list[str]:
@@ -158,7 +151,7 @@ def _metrics(reports: Sequence[RunReport]) -> tuple[MetricRow, ...]:
     for tag in _metric_tags(reports):
         values = [_best_final(r, tag) for r in reports]
         owner = next(r for r in reports if tag in r.roles)
-        direction = owner.directions.get(tag) or (-1 if owner.roles.get(tag) in ("train_loss", "val_loss") else 0)
+        direction = tag_direction(owner.roles, owner.directions, tag)
         rows.append(
             MetricRow(
                 tag=tag,
