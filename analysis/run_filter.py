@@ -44,8 +44,14 @@ ROLE_TAGS: dict[str, Callable[[PrimaryTags], str | None]] = {
     "lr": lambda p: p.lr,
     "grad_norm": lambda p: p.grad_norm,
 }
-#: One line of syntax, for the `?` help and the filter box's placeholder.
-SYNTAX = "regex · TAG>0.9 · best:TAG>=0.8 · final:TAG<1 · top N by TAG · bottom N by TAG"
+#: The syntax as the `?` help lists it: (example, what it keeps).
+SYNTAX = (
+    ("resnet", "runs whose name matches the regex (every word must hold)"),
+    ("val/acc>0.9", "runs whose last value of the tag passes (> >= < <= == !=)"),
+    ("best:TAG>=0.8", "the best value in the tag's direction instead (final: or last: the last value)"),
+    ("top 10 by TAG", "the 10 best runs by the tag's value, best first (bottom 5 by TAG: the worst)"),
+    ("TAG", "a tag, a unique end of one (accuracy), or a role: loss, metric, lr, grad_norm"),
+)
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
 _CONDITION = re.compile(
