@@ -158,3 +158,11 @@ def test_the_report_has_a_comparison_section_in_markdown_and_json(sweep, capsys)
     assert main(["report", str(sweep)]) == 0
     out = capsys.readouterr().out
     assert "## Comparisons" in out and "### `gpt_lr3e-2` vs `gpt_lr1e-3`" in out
+
+
+def test_report_filter_keeps_the_runs_whose_values_pass_best_first(sweep, capsys):
+    assert main(["report", str(sweep), "--format", "json", "--filter", "top 2 by best:val/accuracy gpt"]) == 0
+    doc = assert_follows(json.loads(capsys.readouterr().out), REPORT)
+    assert sorted(r["run"] for r in doc["runs"]) == ["gpt_lr1e-3", "gpt_lr3e-2"]
+    assert main(["report", str(sweep), "--filter", "loss<"]) == 2
+    assert "--filter 'loss<': loss<: expected TAG>NUMBER" in capsys.readouterr().err

@@ -26,6 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="config file (default ~/.config/tbtriage/config.toml)")
     parser.add_argument("--runs", metavar="REGEX", help="only runs whose name matches REGEX")
     parser.add_argument(
+        "--filter",
+        metavar="EXPR",
+        help="only runs whose values pass EXPR, as the app's / filter reads it: 'val/acc>0.9', "
+        "'best:eval/accuracy>=0.8 resnet', 'top 10 by train/loss' (ranked best first)",
+    )
+    parser.add_argument(
         "--group", metavar="REGEX", help="group runs by this regex (named group 'group', else the first group)"
     )
 
@@ -98,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.json_safe import dumps
     from tbtriage.analysis.logdir import LogdirError
     from tbtriage.analysis.output_guard import refuse_output
+    from tbtriage.analysis.run_filter import FilterError, RunScalars, apply_filter, parse_filter
     from tbtriage.analysis.side_by_side import twin_pairs
 
     logdir = Path(args.logdir).expanduser()
@@ -123,6 +130,13 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{exc.filename or args.logdir}: {exc.strerror or exc}")
 
+    if args.filter:
+        try:
+            flt = parse_filter(args.filter)
+            by_name = {r.name: r for r in report.runs}
+            report.runs = [by_name[n] for n in apply_filter(flt, [RunScalars.of(r) for r in report.runs])]
+        except FilterError as exc:
+            return _fail(f"--filter {args.filter!r}: {exc}")
     comparison = compare(report.runs, group_pattern)
     pairs = twin_pairs(report.runs)
     warnings = list(getattr(report.logdir, "warnings", []))
