@@ -265,8 +265,22 @@ def _best_cell(value: float | None, at: int | None) -> str:
 
 
 def side_by_side_markdown(pair: SideBySide, heading: str = "##") -> list[str]:
-    """Two or more runs side by side: differing settings, metrics, where the curves part, and why."""
+    """Two or more runs side by side: why they differ and where their curves part first, then the table of
+    differing settings and metrics."""
     lines = [f"{heading} " + " vs ".join(code(r) for r in pair.runs), ""]
+    for e in pair.explanations:
+        why = f"; likeliest cause: {prose(e.summary)} (confidence {e.confidence:.2f})" if e.summary else ""
+        lines.append(f"- {code(e.run)} has {e.finding} at step {step(e.step)}: {prose(e.sentence)}{why}.")
+    if pair.tag is not None:
+        for run, parting in pair.partings.items():
+            if parting is None:
+                where = "stay within their noise band throughout"
+            else:
+                where = (f"part at step {step(parting.step)} ({num(parting.value_a)} vs {num(parting.value_b)}, "
+                         f"noise band ±{num(parting.band)})")  # fmt: skip
+            lines.append(f"- {code(pair.tag)}: {code(run)} and {code(pair.runs[0])} {where}.")
+    if lines[-1]:
+        lines.append("")
     lines.append("| | " + " | ".join(code(r, True) for r in pair.runs) + " |")
     lines.append("|---|" + "---:|" * len(pair.runs))
     lines.append("| health | " + " | ".join(score_label(h) for h in pair.health) + " |")
@@ -277,25 +291,14 @@ def side_by_side_markdown(pair: SideBySide, heading: str = "##") -> list[str]:
             cells = " | ".join(_best_cell(b, at) for b, at in zip(m.best, m.best_step))
             lines.append(f"| best {code(m.tag, True)} ({'max' if m.direction > 0 else 'min'}) | {cells} |")
         lines.append(f"| final {code(m.tag, True)} | " + " | ".join(num(v) for v in m.final) + " |")
-    lines.append("")
+    notes = []
     if not pair.differs:
-        lines.append("No recorded setting tells these runs apart.")
+        notes.append("No recorded setting tells these runs apart.")
     elif pair.source == "name":
-        lines.append("Settings read off the run names (no hyperparameters recorded).")
+        notes.append("Settings read off the run names (no hyperparameters recorded).")
     if pair.shared:
-        lines.append(f"{pair.shared} other setting{'s' if pair.shared != 1 else ''} the same in every run.")
-    if pair.tag is not None:
-        for run, parting in pair.partings.items():
-            if parting is None:
-                where = "stay within their noise band throughout"
-            else:
-                where = (f"part at step {step(parting.step)} ({num(parting.value_a)} vs {num(parting.value_b)}, "
-                         f"noise band ±{num(parting.band)})")  # fmt: skip
-            lines.append(f"- {code(pair.tag)}: {code(run)} and {code(pair.runs[0])} {where}.")
-    for e in pair.explanations:
-        why = f"; likeliest cause: {prose(e.summary)} (confidence {e.confidence:.2f})" if e.summary else ""
-        lines.append(f"- {code(e.run)} has {e.finding} at step {step(e.step)}: {prose(e.sentence)}{why}.")
-    return lines
+        notes.append(f"{pair.shared} other setting{'s' if pair.shared != 1 else ''} the same in every run.")
+    return [*lines, "", " ".join(notes)] if notes else lines
 
 
 def _counts_line(reports: Sequence[RunReport]) -> str:
