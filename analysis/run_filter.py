@@ -187,7 +187,7 @@ def run_value(run: RunScalars, ref: str, mode: str) -> float | None:
     """The run's value of tag `ref`: its best (in the tag's direction) or its last logged value."""
     tag = resolve_tag(ref, run)
     series = run.scalars.get(tag) if tag is not None else None
-    if series is None or not len(series):
+    if tag is None or series is None or not len(series):
         return None
     if mode == "best":
         best = series_best(series, tag_direction(run.roles, run.directions, tag) or 1)

@@ -116,8 +116,8 @@ class CompareScreen(Screen):
         chart = self.query_one(PartingChart)
         tag = comparison.tag if comparison is not None else None
         requests = []
-        for name in self.runs if tag is not None else ():
-            series = app.store.runs[name].scalars.get(tag) if name in app.store.runs else None
+        for name in self.runs:
+            series = app.store.runs[name].scalars.get(tag) if tag is not None and name in app.store.runs else None
             if series is not None:
                 requests.append(SeriesRequest(name, app.store.slots.slot(name), series))
         partings = comparison.partings.values() if comparison is not None else ()
