@@ -94,6 +94,11 @@ def test_z_maximises_the_focused_pane_and_restores_it(logdir):
         assert screen.query_one("#chart-pane").outer_size.width == 160  # the whole screen's width
         await pilot.press("z")
         assert screen.maximized is None
+        screen.query_one("#diagnosis").focus()  # a scrolling pane: arrows and page keys scroll it
+        await pilot.press("z")
+        await pilot.pause()
+        assert screen.maximized is screen.query_one("#diagnosis")
+        assert screen.query_one("#rule-based").size.width <= 100  # prose wraps at a readable width
 
     drive(app, scenario)
 
@@ -128,3 +133,17 @@ def test_a_bad_filter_expression_says_why_in_the_filter_bar_and_keeps_every_run(
         assert not error.has_class("-show") and len(_names(table)) == 2
 
     drive(app, scenario)
+
+
+def test_the_help_lists_the_filter_syntax_and_the_compare_and_maximise_keys():
+    from rich.console import Console
+
+    from tbtriage.tui.screens.help import help_tables
+
+    console = Console(width=160, record=True, file=None, color_system=None)
+    with console.capture():
+        for table in help_tables({}):
+            console.print(table)
+    text = console.export_text()
+    assert "top 10 by TAG" in text and "best:TAG>=0.8" in text
+    assert "Compare the selected runs side by side" in text and "Maximise the focused pane" in text
