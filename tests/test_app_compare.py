@@ -136,14 +136,15 @@ def test_a_bad_filter_expression_says_why_in_the_filter_bar_and_keeps_every_run(
 
 
 def test_the_help_lists_the_filter_syntax_and_the_compare_and_maximise_keys():
+    import io
+
     from rich.console import Console
 
     from tbtriage.tui.screens.help import help_tables
 
-    console = Console(width=160, record=True, file=None, color_system=None)
-    with console.capture():
-        for table in help_tables({}):
-            console.print(table)
-    text = console.export_text()
+    console = Console(width=160, file=io.StringIO(), color_system=None)
+    for table in help_tables({}):
+        console.print(table)
+    text = console.file.getvalue()
     assert "top 10 by TAG" in text and "best:TAG>=0.8" in text
     assert "Compare the selected runs side by side" in text and "Maximise the focused pane" in text
