@@ -53,7 +53,7 @@ def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]
             table.add_row("tab", "", "Move to the next pane")
         if scope == "filter":  # what the runs' filter box accepts besides a regex
             for example, meaning in FILTER_SYNTAX:
-                table.add_row(Text(example), "", Text(meaning))
+                table.add_row("", Text(example), Text(meaning))
         tables.append(table)
     return tables
 
