@@ -166,3 +166,17 @@ def test_report_filter_keeps_the_runs_whose_values_pass_best_first(sweep, capsys
     assert sorted(r["run"] for r in doc["runs"]) == ["gpt_lr1e-3", "gpt_lr3e-2"]
     assert main(["report", str(sweep), "--filter", "loss<"]) == 2
     assert "--filter 'loss<': loss<: expected TAG>NUMBER" in capsys.readouterr().err
+
+
+def test_a_long_run_is_compared_every_kth_step_and_still_parts_near_the_right_step():
+    from tbtriage.analysis.compare import PART_GRID
+    from tbtriage.analysis.datamodel import Series
+
+    n = 10 * PART_GRID
+    steps = np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng(5)
+    base = 2.0 * np.exp(-steps / (n / 3)) + 0.3
+    a = Series(steps, steps * 1.0, base + 0.01 * rng.standard_normal(n))
+    b = Series(steps, steps * 1.0, base + 0.01 * rng.standard_normal(n) + np.where(steps >= 123_456, 0.5, 0.0))
+    parting = parting_step(b, a)
+    assert parting is not None and 123_456 <= parting.step <= 123_456 + 4 * (n // PART_GRID)
