@@ -7,7 +7,7 @@ difference: the same `analysis.side_by_side` comparison and Markdown that `tbtri
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -72,7 +72,8 @@ class CompareScreen(Screen):
             yield PartingChart(ascii_only=self.app.ascii_only, id="compare-chart", empty_message="No common curve.")
             yield Static(id="compare-legend")
         with VerticalScroll(id="compare-text", classes="pane"):
-            yield Markdown(id="compare-markdown")
+            # `--ascii`: the Markdown source as it is (pipes for the table), not box-drawn tables and bullets.
+            yield Static(id="compare-markdown") if self.app.ascii_only else Markdown(id="compare-markdown")
         yield Footer(show_command_palette=not self.app.ascii_only)
 
     def on_mount(self) -> None:
@@ -104,11 +105,16 @@ class CompareScreen(Screen):
         self.query_one("#compare-title", Static).update(Text(f" Compare{sep}{names}", no_wrap=True))
         if len(reports) < len(self.runs):
             self.comparison = None
-            self.query_one("#compare-markdown", Markdown).update("Waiting for the runs' analysis…")
+            text = "Waiting for the runs' analysis..."
         else:
             self.comparison = side_by_side(reports)
             lines = side_by_side_markdown(self.comparison, heading="##")[2:]  # the title bar names the runs
-            self.query_one("#compare-markdown", Markdown).update(multiline("\n".join(lines)))
+            text = multiline("\n".join(lines))
+        shown = self.query_one("#compare-markdown")
+        if isinstance(shown, Markdown):
+            shown.update(text)
+        else:
+            cast(Static, shown).update(Text(text))
         self.refresh_chart()
 
     def refresh_chart(self) -> None:
