@@ -148,3 +148,19 @@ def test_the_help_lists_the_filter_syntax_and_the_compare_and_maximise_keys():
     text = console.file.getvalue()
     assert "top 10 by TAG" in text and "best:TAG>=0.8" in text
     assert "Compare the selected runs side by side" in text and "Maximise the focused pane" in text
+
+
+def test_a_long_diagnosis_scrolls_from_the_keyboard(logdir):
+    app = make_app(logdir, follow=False, clock=fixed_clock)
+
+    async def scenario(app, pilot):
+        pane = app.screen.query_one("#diagnosis")
+        await pane.query_one("#rule-based", Markdown).update("\n\n".join(f"paragraph {i}" for i in range(200)))
+        pane.focus()
+        await pilot.pause()
+        assert pane.max_scroll_y > 0 and pane.scroll_y == 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert pane.scroll_y > 0
+
+    drive(app, scenario)
