@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .datamodel import RunReport
+from .datamodel import RunReport, Series
 from .findings import SEVERITIES
 from .run_config import run_hparams
+from .smoothing import scale_noise
 
 #: A trailing replicate marker: `_seed3`, `-seed3`, `seed3`, `_s3`, `-run2`, `_rep1`, `_trial4`, `/seed1`, `_3`.
 #: A bare number needs an underscore (`resnet18_lr1e-5` must not lose its `-5`); `resnet50` keeps its digits.
@@ -28,6 +29,16 @@ DEFAULT_GROUP_PATTERN = re.compile(
 MAX_HPARAM_COLUMNS = 12
 #: Longest hparam value kept in a table cell.
 MAX_CELL_CHARS = 40
+#: Two curves have parted when their difference stays beyond this many sigmas of their combined own noise ...
+PART_SIGMAS = 3.0
+#: ... for this many consecutive points (after a running median over as many points, so one spike is not a parting).
+PART_HOLD = 5
+#: ... and beyond this fraction of the curves' value range: noiseless curves (synthetic, or logged as means)
+#: would otherwise part at the first rounding difference.
+PART_MIN_FRACTION = 0.01
+#: Longest grid the two curves are compared on; a longer run is compared every k-th step (the parting step is then
+#: exact to within k steps: 50 on a million-point run), which keeps a comparison well under 100 ms.
+PART_GRID = 20_000
 #: Metric tags from held-out data rank above training-set metrics when a run logs both.
 _HELD_OUT = re.compile(r"(^|[/_\-.])(val|valid|validation|eval|test|dev)([/_\-.]|$)", re.I)
 
@@ -93,6 +104,81 @@ class Comparison:
     hparams: HparamsTable | None
 
 
+@dataclass(frozen=True)
+class Parting:
+    """Where two curves of one tag part: the first step their difference leaves both runs' own noise band."""
+
+    step: int
+    value_a: float  # each curve's running median at `step` (NaN where that run was non-finite)
+    value_b: float
+    band: float  # the half-width of the noise band the difference left
+
+
+# ---- where two curves part ---------------------------------------------------------------------------
+
+
+def _finite(series: Series) -> tuple[np.ndarray, np.ndarray]:
+    keep = np.isfinite(series.values)
+    return series.steps[keep], series.values[keep]
+
+
+def _running_median(values: np.ndarray, width: int) -> np.ndarray:
+    if values.size < width:
+        return values
+    padded = np.pad(values, width // 2, mode="edge")
+    return np.median(np.lib.stride_tricks.sliding_window_view(padded, width), axis=1)
+
+
+def parting_step(a: Series, b: Series) -> Parting | None:
+    """The first step where curve `a` leaves curve `b` and stays away; None while they agree within their noise.
+
+    On the steps both runs cover (the denser run's steps, the other interpolated), the difference of
+    their running medians must exceed PART_SIGMAS times the two runs' combined noise sigma (each
+    run's own `scale_noise`, which ignores trends), and PART_MIN_FRACTION of their value range, for
+    PART_HOLD points in a row. A run that turns non-finite where the other is still finite has parted there.
+    Runs longer than PART_GRID points are compared on every k-th step.
+    """
+    steps_a, values_a = _finite(a)
+    steps_b, values_b = _finite(b)
+    if steps_a.size < 2 * PART_HOLD or steps_b.size < 2 * PART_HOLD:
+        return None
+    lo, hi = max(a.steps[0], b.steps[0]), min(a.steps[-1], b.steps[-1])
+    grid_from = a if len(a) >= len(b) else b
+    grid = grid_from.steps[(grid_from.steps >= lo) & (grid_from.steps <= hi)]
+    grid = grid[:: -(-grid.size // PART_GRID)] if grid.size > PART_GRID else grid
+    if grid.size < 2 * PART_HOLD:
+        return None
+    on_a = _on_grid(a, steps_a, values_a, grid)
+    on_b = _on_grid(b, steps_b, values_b, grid)
+    noise = float(np.hypot(scale_noise(values_a), scale_noise(values_b)))
+    span = float(max(values_a.max(), values_b.max()) - min(values_a.min(), values_b.min()))
+    band = max(PART_SIGMAS * noise, PART_MIN_FRACTION * span)
+    width = PART_HOLD | 1
+    smooth_a, smooth_b = _running_median(on_a, width), _running_median(on_b, width)
+    with np.errstate(invalid="ignore"):
+        difference = np.abs(smooth_a - smooth_b)
+    # A non-finite point on one side only has parted; on both sides, the two agree that far.
+    one_sided = np.isnan(on_a) != np.isnan(on_b)
+    apart = one_sided | (np.nan_to_num(difference, nan=0.0) > band)
+    held = np.convolve(apart.astype(np.int64), np.ones(PART_HOLD, np.int64), mode="valid")
+    starts = np.flatnonzero(held == PART_HOLD)
+    if not starts.size:
+        return None
+    at = int(starts[0])
+    return Parting(int(grid[at]), float(on_a[at] if one_sided[at] else smooth_a[at]),
+                   float(on_b[at] if one_sided[at] else smooth_b[at]), band)  # fmt: skip
+
+
+def _on_grid(series: Series, steps: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """`series` at the `grid` steps: interpolated between finite points, NaN from its first non-finite point on
+    (a run that went NaN stays there as far as a comparison is concerned)."""
+    out = np.interp(grid, steps, values)
+    bad = ~np.isfinite(series.values)
+    if bad.any():
+        out[grid >= series.steps[int(np.argmax(bad))]] = np.nan
+    return out
+
+
 # ---- best metric -------------------------------------------------------------------------------------
 
 
@@ -108,6 +194,21 @@ def _main_tag(report: RunReport) -> str | None:
     return None
 
 
+def tag_direction(roles: Mapping[str, str | None], directions: Mapping[str, int], tag: str) -> int:
+    """+1 when higher is better for `tag`, -1 when lower is (a loss, whatever its direction says), 0 unknown."""
+    return int(directions.get(tag) or (-1 if roles.get(tag) in ("val_loss", "train_loss") else 0))
+
+
+def series_best(series: Series, direction: int) -> tuple[float, int] | None:
+    """The best finite value of `series` in `direction` (+1 highest, -1 lowest) and its first step."""
+    keep = np.isfinite(series.values)
+    if not direction or not keep.any():
+        return None
+    values = series.values[keep]
+    at = int(np.argmax(values) if direction > 0 else np.argmin(values))
+    return float(values[at]), int(series.steps[keep][at])
+
+
 def best_metric(report: RunReport) -> BestMetric | None:
     """The run's best value of its main metric (or loss, when it logs no metric) and its step."""
     tag = _main_tag(report)
@@ -115,7 +216,7 @@ def best_metric(report: RunReport) -> BestMetric | None:
         return None
     features = report.features[tag]
     role = report.roles.get(tag)
-    direction = report.directions.get(tag) or features.direction or (-1 if role in ("val_loss", "train_loss") else 0)
+    direction = tag_direction(report.roles, report.directions, tag) or features.direction
     if features.best is None or features.best_step is None or not np.isfinite(features.best):
         return None
     return BestMetric(tag, role, int(direction), float(features.best), int(features.best_step))

@@ -20,6 +20,7 @@ from .compare import BestMetric, Comparison, GroupSummary, HparamsTable, Stat, b
 from .datamodel import Finding, RunReport
 from .findings import BY_NAME, SEVERITIES, finding_order, timeline_order, worst
 from .health import score_label
+from .side_by_side import SideBySide
 from .text import MISSING, clean, step, step_span
 from .text import number as num
 
@@ -259,6 +260,47 @@ def _hparams_table(table: HparamsTable, order: Sequence[str]) -> list[str]:
     return lines
 
 
+def _best_cell(value: float | None, at: int | None) -> str:
+    return f"{num(value)} @ {step(at)}" if value is not None else MISSING
+
+
+def side_by_side_markdown(pair: SideBySide, heading: str = "##") -> list[str]:
+    """Two or more runs side by side: why they differ and where their curves part first, then the table of
+    differing settings and metrics."""
+    lines = [f"{heading} " + " vs ".join(code(r) for r in pair.runs), ""]
+    for e in pair.explanations:
+        why = f"; likeliest cause: {prose(e.summary)} (confidence {e.confidence:.2f})" if e.summary else ""
+        lines.append(f"- {code(e.run)} has {e.finding} at step {step(e.step)}: {prose(e.sentence)}{why}.")
+    if pair.tag is not None:
+        for run, parting in pair.partings.items():
+            if parting is None:
+                where = "stay within their noise band throughout"
+            else:
+                where = (f"part at step {step(parting.step)} ({num(parting.value_a)} vs {num(parting.value_b)}, "
+                         f"noise band ±{num(parting.band)})")  # fmt: skip
+            lines.append(f"- {code(pair.tag)}: {code(run)} and {code(pair.runs[0])} {where}.")
+    if lines[-1]:
+        lines.append("")
+    lines.append("| | " + " | ".join(code(r, True) for r in pair.runs) + " |")
+    lines.append("|---|" + "---:|" * len(pair.runs))
+    lines.append("| health | " + " | ".join(score_label(h) for h in pair.health) + " |")
+    for key, values in pair.differs.items():
+        lines.append(f"| {code(key, True)} | " + " | ".join(_cell(v) for v in values) + " |")
+    for m in pair.metrics:
+        if m.direction:
+            cells = " | ".join(_best_cell(b, at) for b, at in zip(m.best, m.best_step))
+            lines.append(f"| best {code(m.tag, True)} ({'max' if m.direction > 0 else 'min'}) | {cells} |")
+        lines.append(f"| final {code(m.tag, True)} | " + " | ".join(num(v) for v in m.final) + " |")
+    notes = []
+    if not pair.differs:
+        notes.append("No recorded setting tells these runs apart.")
+    elif pair.source == "name":
+        notes.append("Settings read off the run names (no hyperparameters recorded).")
+    if pair.shared:
+        notes.append(f"{pair.shared} other setting{'s' if pair.shared != 1 else ''} the same in every run.")
+    return [*lines, "", " ".join(notes)] if notes else lines
+
+
 def _counts_line(reports: Sequence[RunReport]) -> str:
     firsts = [worst(r.findings) for r in reports]
     critical = sum(1 for w in firsts if w is not None and w.severity == "critical")
@@ -274,8 +316,9 @@ def render_markdown(
     logdir: str,
     comparison: Comparison | None = None,
     warnings: Sequence[str] = (),
+    pairs: Sequence[SideBySide] = (),
 ) -> str:
-    """The whole morning report for runs ranked worst first."""
+    """The whole morning report for runs ranked worst first; `pairs` (`side_by_side.twin_pairs`) compared."""
     best = comparison.best if comparison is not None else {r.name: best_metric(r) for r in reports}
     lines = [f"# tbtriage report: {code(logdir)}", "", _counts_line(reports), ""]
     if not reports:
@@ -299,6 +342,10 @@ def render_markdown(
             lines += ["", f"{alone} other run{'s' if alone != 1 else ''} share no group."]
     if comparison is not None and comparison.hparams is not None:
         lines += ["", "## Hyperparameters", "", *_hparams_table(comparison.hparams, [r.name for r in reports])]
+    if pairs:
+        lines += ["", "## Comparisons", "", "Each run with a warning beside its healthy twin.", ""]
+        for pair in pairs:
+            lines += [*side_by_side_markdown(pair, heading="###"), ""]
     if warnings:
         lines += ["", "## Reading problems", ""] + [f"- {prose(w)}" for w in warnings]
     return "\n".join(lines).rstrip() + "\n"

@@ -117,6 +117,21 @@ def number(value: Any, digits: int = DIGITS) -> str:
     return f"{v:.{digits}g}"
 
 
+#: Axis-tick suffixes, largest first: thousands, millions, billions, trillions.
+_TICK_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def tick(value: Any) -> str:
+    """A number on a chart axis, short: `250`, `2k`, `1.5M`, `0.3` (3 significant digits from a thousand up)."""
+    v = _as_float(value)
+    if v is None or not math.isfinite(v):
+        return number(value)
+    for scale, suffix in _TICK_SUFFIXES:
+        if abs(v) >= scale * 0.9995:  # 999,999 is `1M`, not `1e+03k`
+            return f"{v / scale:.3g}{suffix}"
+    return number(round(v, 12))  # 0.30000000000000004 from tick arithmetic is 0.3
+
+
 def step(value: Any) -> str:
     """A training step: always whole, never rounded (a step is an address, not a measurement)."""
     if value is None:

@@ -17,9 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from .causes import HPARAM_KEYS, UNCLEAR_BELOW, Cause, as_number
+from .compare import parting_step
 from .datamodel import RunReport
 from .detectors.base import fmt
 from .run_config import run_hparams
@@ -31,9 +30,6 @@ NOT_A_SETTING = re.compile(r"(^|[._])(seed|run_?name|name|exp(eriment)?(_name)?|
                            r"uuid|time|date|version|hostname|run_?id)$", re.I)  # fmt: skip
 #: A twin counts as healthy with no warning or critical finding and at least this health.
 HEALTHY_SCORE = 90
-#: The curves have parted when their smoothed log-ratio stays beyond log(this) for PART_HOLD points.
-PART_RATIO = 1.25
-PART_HOLD = 5
 #: Weight a twin's difference adds to the cause it speaks for (a strong fact: about the clearest evidence a
 #: run can have short of re-running it).
 TWIN_WEIGHT = 1.5
@@ -43,7 +39,8 @@ _NAME_SETTING = re.compile(r"^(?P<key>lr|bs|batch|wd|warmup|clip|dropout|drop)[=
 _NAME_NEGATION = re.compile(r"^no[_-]?(?P<key>clip|warmup|wd|dropout|aug|shuffle)$", re.I)
 _NAME_KEYS = {"lr": "lr", "bs": "batch_size", "batch": "batch_size", "wd": "weight_decay", "warmup": "warmup",
               "clip": "clip", "dropout": "dropout", "drop": "dropout", "aug": "augmentation", "shuffle": "shuffle"}  # fmt: skip
-_SPLIT = re.compile(r"[/_\-\s]+")
+#: Name tokens split at `/`, `_`, `-` and spaces, except the `-` of an exponent (`lr3e-3` is one token).
+_SPLIT = re.compile(r"(?:[/_\s]|(?<![0-9][eE])-)+")
 _SEED_TOKEN = re.compile(r"^(seed|s|run|rep)?\d{1,3}$", re.I)
 
 
@@ -99,7 +96,7 @@ def _name_setting(token: str) -> tuple[str, Any] | None:
     return None
 
 
-def _name_differences(a: str, b: str) -> dict[str, tuple[Any, Any]] | None:
+def name_differences(a: str, b: str) -> dict[str, tuple[Any, Any]] | None:
     """Settings that tell two run names apart when they differ in exactly one token (None: not twins)."""
     ta, tb = _tokens(a), _tokens(b)
     if len(ta) != len(tb) or len(ta) < 2:
@@ -124,28 +121,10 @@ def _loss_tag(report: RunReport) -> str | None:
 
 
 def parted_at(report: RunReport, twin: RunReport, tag: str) -> int | None:
-    """First step where `tag`'s curve in `report` leaves the twin's and stays away (log ratio of running medians)."""
+    """First step where `tag`'s curve in `report` leaves the twin's and stays away (`compare.parting_step`)."""
     a, b = report.run.scalars.get(tag), twin.run.scalars.get(tag)
-    if a is None or b is None or len(a) < 2 * PART_HOLD or len(b) < 2 * PART_HOLD:
-        return None
-    keep_b = np.isfinite(b.values)
-    if keep_b.sum() < 2 * PART_HOLD or np.any(b.values[keep_b] <= 0):
-        return None
-    lo, hi = max(a.steps[0], b.steps[0]), min(a.steps[-1], b.steps[-1])
-    inside = (a.steps >= lo) & (a.steps <= hi)
-    if inside.sum() < 2 * PART_HOLD:
-        return None
-    steps, values = a.steps[inside], a.values[inside]
-    reference = np.interp(steps, b.steps[keep_b], b.values[keep_b])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.log(values / reference)
-    ratio = np.where(np.isfinite(ratio), ratio, np.inf)  # a NaN here where the twin is fine has parted
-    width = PART_HOLD | 1
-    smooth = np.median(np.lib.stride_tricks.sliding_window_view(np.pad(ratio, width // 2, mode="edge"), width), axis=1)
-    apart = np.abs(smooth) > math.log(PART_RATIO)
-    run_length = np.convolve(apart.astype(np.int64), np.ones(PART_HOLD, np.int64), mode="valid")
-    held = np.flatnonzero(run_length == PART_HOLD)
-    return int(steps[held[0]]) if held.size else None
+    parting = parting_step(a, b) if a is not None and b is not None else None
+    return parting.step if parting is not None else None
 
 
 def find_twin(
@@ -171,7 +150,7 @@ def find_twin(
             if not 0 < len(differs) <= MAX_DIFFERENCES:
                 continue
         else:
-            found = _name_differences(report.name, other.name)
+            found = name_differences(report.name, other.name)
             if found is None:
                 continue
             differs, source = found, "name"
@@ -276,13 +255,17 @@ def apply_twin(causes: Sequence[Cause], twin: Twin) -> tuple[Cause, ...]:
     return (replace(first, confidence=round(1 - best.confidence, 2) if best else first.confidence), *ranked)
 
 
+def run_settings(reports: Sequence[RunReport]) -> dict[str, dict[str, Any]]:
+    """Each run's settings for `find_twin`, its hparams read once (config files included), not once per sick run."""
+    return {r.name: _settings(run_hparams(r.run)[0]) for r in reports}
+
+
 def attach_twins(reports: Sequence[RunReport]) -> None:
     """Give every run with a warning or critical finding its healthy twin's evidence (in place)."""
     sick = [r for r in reports if any(f.severity in ("critical", "warning") and f.causes for f in r.findings)]
     if not sick:
         return
-    # Each run's hparams are read once (config files included), not once per sick run.
-    settings = {r.name: _settings(run_hparams(r.run)[0]) for r in reports}
+    settings = run_settings(reports)
     for report in sick:
         twin = find_twin(report, reports, settings)
         if twin is None:

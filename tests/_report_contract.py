@@ -17,7 +17,7 @@ from referencing import Registry, Resource
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 #: The schema of each machine-readable output (file stem under docs/).
-REPORT, DIAGNOSE, ALERT, EXPORT_LINE = "report", "diagnose", "alert", "export-line"
+REPORT, DIAGNOSE, ALERT, EXPORT_LINE, COMPARE = "report", "diagnose", "alert", "export-line", "compare"
 
 
 @cache

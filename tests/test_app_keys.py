@@ -176,6 +176,9 @@ _EFFECTS = {
     "pan_left": (lambda app: app.view.options.window, "changes"),
     "pan_right": (lambda app: app.view.options.window, "changes"),
     "reset_view": (lambda app: app.view.options.window is None, "true"),
+    # Nothing is selected on the main screen here: `C` says how to compare (it opens the screen in test_app_compare).
+    "compare": (lambda app: any("Select two or more runs" in n.message for n in app._notifications), "true"),
+    "maximize": (lambda app: app.screen.maximized, "changes"),
 }
 
 
@@ -188,10 +191,16 @@ def test_on_every_screen_the_palette_offers_exactly_the_actions_that_work_there(
     monkeypatch.chdir(tmp_path_factory.mktemp("out"))  # where `e` writes its CSV (never the logdir)
     monkeypatch.setattr(diagnosis, "llm_available", lambda: False)  # `d` says the model is not installed
     app = make(logdir)
-    open_screen = {"main": (), "dashboard": ("enter",), "help": ("question_mark",)}[screen]
+    open_screen = {
+        "main": (),
+        "dashboard": ("enter",),
+        "help": ("question_mark",),
+        "compare": ("space", "j", "space", "C"),
+    }[screen]
 
     async def scenario(app, pilot):
         await pilot.press(*open_screen)
+        await settle(app, pilot)
         assert app.screen.SCREEN == screen
         commands = {c.text: c for c in TriageCommands(app.screen).commands() if c.help.startswith("key: ")}
         works_here = [a for a in KEY_ACTIONS if a.palette and screen in a.screens]

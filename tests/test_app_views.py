@@ -9,7 +9,15 @@ import pytest
 
 from tbtriage.analysis.datamodel import Run, Series
 from tbtriage.analysis.smoothing import ema
-from tbtriage.tui.chart_data import ChartOptions, SeriesRequest, log_ticks, prepare_chart, wall_ticks
+from tbtriage.tui.chart_data import (
+    ChartOptions,
+    SeriesRequest,
+    labelled,
+    log_ticks,
+    nice_ticks,
+    prepare_chart,
+    wall_ticks,
+)
 from tbtriage.tui.csv_export import export_filename
 from tbtriage.tui.regex_filter import regex_filter
 from tbtriage.tui.run_rows import LIVE_SECONDS, format_age, run_row, sort_rows
@@ -141,3 +149,30 @@ def test_untrusted_text_is_shown_literally_and_file_names_are_safe():
     assert multiline("a\nb\tc\x1b") == "a\nb\tc\\x1b"
     assert literal("[bold]x").plain == "[bold]x" and not literal("[bold]x").spans
     assert export_filename("train/loss [a]", 0.0).startswith("tbtriage-train_loss_a-")
+
+
+def test_step_axes_tick_at_round_steps_with_k_and_m_suffixes():
+    assert labelled(nice_ticks(10.0, 4000.0, integer=True)) == (
+        (1000.0, 2000.0, 3000.0, 4000.0),
+        ("1k", "2k", "3k", "4k"),
+    )
+    assert labelled(nice_ticks(0.0, 1_500_000.0, integer=True))[1] == ("0", "500k", "1M", "1.5M")
+    assert nice_ticks(0.0, 2.0, integer=True) == (0.0, 1.0, 2.0)  # never a fractional step
+    assert labelled(nice_ticks(0.0, 0.35))[1] == ("0", "0.1", "0.2", "0.3")
+    chart = prepare_chart([SeriesRequest("run", 0, _series(np.ones(601)))], ChartOptions(), 80, _smoother)
+    assert chart.x_ticks == ((0.0, 1000.0, 2000.0, 3000.0), ("0", "1k", "2k", "3k"))  # steps 0 to 3000
+
+
+def test_wall_time_ticks_fall_on_round_clock_times():
+    assert wall_ticks(100.0, 130.0, tz=time.gmtime)[1] == ("00:01:40", "00:01:50", "00:02:00", "00:02:10")
+    assert wall_ticks(1000.0, 3 * 86400.0, tz=time.gmtime)[1] == ("01-02 00:00", "01-03 00:00", "01-04 00:00")
+
+
+def test_a_non_negative_series_gets_no_axis_below_zero():
+    lr = np.concatenate([np.linspace(0.0, 3e-3, 100), np.full(100, 3e-3)])  # warmup from zero
+    chart = prepare_chart([SeriesRequest("run", 0, _series(lr))], ChartOptions(smoothing=0.0), 80, _smoother)
+    assert chart.y_range[0] == 0.0 and chart.y_range[1] > 3e-3
+    flat = prepare_chart([SeriesRequest("run", 0, _series(np.zeros(50)))], ChartOptions(), 80, _smoother)
+    assert flat.y_range[0] == 0.0 < flat.y_range[1]
+    signed = prepare_chart([SeriesRequest("run", 0, _series(np.linspace(-1, 1, 50)))], ChartOptions(), 80, _smoother)
+    assert signed.y_range[0] < -1.0  # a series that goes negative keeps its margin

@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from tbtriage.analysis.causes import CAUSES
 from tbtriage.analysis.datamodel import FINDING_KINDS, ROLES, SEVERITIES
 from tbtriage.analysis.llm_answer import CONFIDENCES
-from tests._report_contract import ALERT, DIAGNOSE, DOCS, EXPORT_LINE, REPORT, _registry, contract_problems
+from tests._report_contract import ALERT, COMPARE, DIAGNOSE, DOCS, EXPORT_LINE, REPORT, _registry, contract_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = sorted(DOCS.glob("*.schema.json"))
@@ -45,7 +45,7 @@ def test_each_schema_is_valid_and_every_reference_resolves(path):
 
 
 def test_every_machine_output_has_a_schema():
-    assert {p.name.removesuffix(".schema.json") for p in SCHEMAS} == {REPORT, DIAGNOSE, ALERT, EXPORT_LINE}
+    assert {p.name.removesuffix(".schema.json") for p in SCHEMAS} == {REPORT, DIAGNOSE, ALERT, EXPORT_LINE, COMPARE}
 
 
 def test_the_schema_vocabularies_are_the_codes():

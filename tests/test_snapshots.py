@@ -1,4 +1,4 @@
-"""Snapshots of the main screen and the run dashboard at 80x24 and 160x48.
+"""Snapshots of the main screen, the run dashboard and the compare screen at 80x24 and 160x48.
 
 Deterministic: the runs are built in memory from fixed numbers, reports are planted by hand,
 the clock is fixed (so liveness ages never change) and live follow is off. Update them with
@@ -125,3 +125,14 @@ def test_main_screen(snap_compare, size):
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_run_dashboard(snap_compare, size):
     assert snap_compare(_app(), terminal_size=size, run_before=_dashboard)
+
+
+async def _compare(pilot) -> None:
+    await _loaded(pilot)
+    await pilot.press("space", "j", "j", "space", "C")  # the worst run and the healthiest, side by side
+    await settle(pilot.app, pilot)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_compare_screen(snap_compare, size):
+    assert snap_compare(_app(), terminal_size=size, run_before=_compare)

@@ -25,7 +25,7 @@ from tbtriage.analysis import prompt as prompt_mod
 from tbtriage.analysis.detectors.base import fmt
 from tbtriage.analysis.llm import strip_control
 from tbtriage.analysis.render_markdown import num
-from tbtriage.analysis.text import UNSAFE, clean, number, one_line, step, step_span, strip
+from tbtriage.analysis.text import UNSAFE, clean, number, one_line, step, step_span, strip, tick
 from tbtriage.cli.main import main
 from tbtriage.tui.app import make_app
 from tbtriage.tui.widgets.tag_tree import TagTree
@@ -204,3 +204,10 @@ def test_the_app_shows_a_right_to_left_override_as_an_escape(hostile_logdir):
         assert "\\u202egnp.exe" in screen
 
     drive(app, scenario)
+
+
+def test_axis_ticks_are_short_with_k_m_g_suffixes():
+    assert [tick(v) for v in (0, 250, 2000, 12500, 1_500_000, 999_999, -3000, 2e9)] == [
+        "0", "250", "2k", "12.5k", "1.5M", "1M", "-3k", "2G",
+    ]  # fmt: skip
+    assert tick(0.1 + 0.2) == "0.3" and tick(float("nan")) == "NaN"

@@ -23,6 +23,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
+from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
 import tbtriage
@@ -49,6 +50,7 @@ from tbtriage.tui.messages import (
     Throttle,
 )
 from tbtriage.tui.safe_text import plain
+from tbtriage.tui.screens.compare import CompareScreen
 from tbtriage.tui.screens.dashboard import RunDashboard
 from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.screens.main import MainScreen
@@ -382,6 +384,26 @@ class TriageApp(App[int]):
 
     def action_reset_view(self) -> None:
         self._set_options(replace(self.view.options, window=None))
+
+    def action_compare(self) -> None:
+        names = tuple(name for name in self.view.selected if name in self.store.runs)
+        if len(names) < 2:
+            self.notify("Select two or more runs with space, then press C to compare them.", markup=False)
+            return
+        self.push_screen(CompareScreen(names))
+
+    def action_toggle_maximize(self) -> None:
+        """Maximise the pane holding the focus (the first pane when none does), or restore the layout."""
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+            return
+        focused = screen.focused
+        holders = [focused, *focused.ancestors] if focused is not None else []
+        pane = next((w for w in holders if isinstance(w, Widget) and w.has_class("pane")), None)
+        pane = pane or next(iter(screen.query(".pane")), None)
+        if pane is not None and not screen.maximize(pane, container=False):
+            screen.maximized = pane  # a pane that cannot take focus itself (a chart panel) all the same
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow

@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 #: Which widget or screen holds an action's binding. "app" bindings are the app's own (they work
 #: on the screens in the action's `screens`); "lists" is every list pane (runs, tags, findings);
 #: the others are one pane or screen each.
-SCOPES = ("app", "lists", "runs", "findings", "chart", "filter", "dashboard")
+SCOPES = ("app", "lists", "runs", "findings", "chart", "filter", "dashboard", "compare")
 
 SCOPE_TITLES = {
     "app": "App (every screen unless noted)",
@@ -24,14 +24,17 @@ SCOPE_TITLES = {
     "chart": "Chart",
     "filter": "Filter box",
     "dashboard": "Run dashboard",
+    "compare": "Compare screen",
 }
 
 #: The screens an "app" action can work on (each screen class names itself in `SCREEN`). The help
 #: screen is modal over the others: keys that change the chart or theme still reach what is below it.
-SCREENS = ("main", "dashboard", "help")
+SCREENS = ("main", "dashboard", "help", "compare")
 EVERYWHERE = frozenset(SCREENS)
 #: Actions on the main screen's chart, lists, filter boxes or diagnosis pane: nowhere else to act on.
 MAIN_ONLY = frozenset({"main"})
+#: Screens made of panes (not the modal help).
+WITH_PANES = frozenset({"main", "dashboard", "compare"})
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class KeyAction:
 KEY_ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("help", "question_mark", "help", "Help", "Show every key and what it does", "app"),
     KeyAction(
-        "filter", "slash", "filter", "Filter", "Filter the runs (or the tags, when they have focus) by regex", "app",
+        "filter", "slash", "filter", "Filter", "Filter the runs by name or value (or the tags, when they have focus, by regex)", "app",
         screens=MAIN_ONLY,
     ),
     KeyAction("smoothing", "s", "cycle_smoothing", "Smooth", "Cycle the chart's EMA smoothing weight", "app"),
@@ -84,6 +87,15 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
     KeyAction(
         "copy_report", "c", "copy_report", "Copy", "Copy the run's report (Markdown) to the clipboard", "app",
         footer=False,
+    ),
+    KeyAction(
+        "compare", "C", "compare", "Compare",
+        "Compare the selected runs side by side: differing settings, metrics, where the curves part, why",
+        "app", footer=False, screens=MAIN_ONLY,
+    ),
+    KeyAction(
+        "maximize", "z", "toggle_maximize", "Maximise", "Maximise the focused pane to the whole screen, or restore it",
+        "app", footer=False, screens=WITH_PANES,
     ),
     KeyAction("refresh", "r", "refresh", "Reload", "Read newly appended events now", "app", footer=False),
     KeyAction("theme", "t", "cycle_theme", "Theme", "Cycle the colour theme", "app", footer=False),
@@ -112,7 +124,7 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("first", "g", "first", "Top", "Go to the first row", "lists", footer=False, palette=False),
     KeyAction("last", "G", "last", "Bottom", "Go to the last row", "lists", footer=False, palette=False),
     KeyAction(
-        "select_run", "space", "toggle_select", "Select", "Select the run to overlay it on the chart", "runs",
+        "select_run", "space", "toggle_select", "Select", "Select the run to overlay it on the chart (and compare it: C)", "runs",
         palette=False,
     ),
     KeyAction("open_run", "enter", "open_dashboard", "Dashboard", "Open the run's dashboard", "runs", palette=False),
@@ -126,6 +138,7 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
         "close_filter", "escape", "close_filter", "Clear", "Clear the filter and close it", "filter", palette=False
     ),
     KeyAction("close_dashboard", "escape", "close", "Back", "Back to the main screen", "dashboard", palette=False),
+    KeyAction("close_compare", "escape", "close", "Back", "Back to the main screen", "compare", palette=False),
 )  # fmt: skip
 
 BY_ID = {action.id: action for action in KEY_ACTIONS}

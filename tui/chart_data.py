@@ -21,6 +21,7 @@ import numpy as np
 
 from tbtriage.analysis.datamodel import Finding, Series
 from tbtriage.analysis.downsample import Downsampled, minmax_downsample
+from tbtriage.analysis.text import tick
 
 X_AXES = ("step", "relative", "wall")
 X_AXIS_TITLES = {"step": "step", "relative": "relative time", "wall": "wall time"}
@@ -192,7 +193,9 @@ def finish_chart(bucketed: BucketedLines, options: ChartOptions) -> PreparedChar
     onsets, x_range = list(bucketed.onsets), bucketed.x_range
     outliers = bucketed.percentile_range(options.log_y) if options.ignore_outliers else None
     extent = (_clip(outliers[0]), _clip(outliers[1])) if outliers is not None else _extent(lines)
-    y_range = _padded(extent)
+    # A series that never goes below zero (a learning rate, a loss) gets no axis below zero either.
+    floor = 0.0 if not options.log_y and extent is not None and extent[0] >= 0 else None
+    y_range = _padded(extent, floor)
     x_label, divisor, x_ticks = _x_presentation(x_range, options.x_axis)
     if divisor != 1.0 and x_range is not None:
         lines = [_rescale_x(line, divisor) for line in lines]
@@ -264,16 +267,14 @@ def _extent(lines: list[ChartLine]) -> tuple[float, float] | None:
     return min(float(y.min()) for y in ys), max(float(y.max()) for y in ys)
 
 
-def _padded(extent: tuple[float, float] | None) -> tuple[float, float] | None:
-    """`extent` with Y_MARGIN on each side (a flat line gets a band around it)."""
+def _padded(extent: tuple[float, float] | None, floor: float | None = None) -> tuple[float, float] | None:
+    """`extent` with Y_MARGIN on each side (a flat line gets a band around it), never below `floor`."""
     if extent is None:
         return None
     lo, hi = extent
-    if hi <= lo:
-        pad = abs(lo) * 0.1 or 0.5
-        return lo - pad, hi + pad
-    pad = (hi - lo) * Y_MARGIN
-    return lo - pad, hi + pad
+    pad = (abs(lo) * 0.1 or 0.5) if hi <= lo else (hi - lo) * Y_MARGIN
+    low = lo - pad if floor is None else max(lo - pad, floor)
+    return low, hi + pad
 
 
 #: Mantissas tried for log-axis ticks, coarsest first: whole decades, then 1-2-5, then every digit.
@@ -309,13 +310,41 @@ def _time_unit(span: float) -> tuple[str, float]:
 
 
 def _x_presentation(x_range: tuple[float, float] | None, axis: str):
-    """Axis label, the divisor that turns seconds into the label's unit, and tick labels if any."""
-    if axis == "step" or x_range is None:
+    """Axis label, the divisor that turns seconds into the label's unit, and the ticks (in that unit)."""
+    if x_range is None:
         return X_AXIS_TITLES[axis], 1.0, None
+    if axis == "step":
+        return X_AXIS_TITLES[axis], 1.0, labelled(nice_ticks(*x_range, integer=True))
     if axis == "relative":
         label, divisor = _time_unit(x_range[1] - x_range[0])
-        return f"relative time ({label})", divisor, None
+        return f"relative time ({label})", divisor, labelled(nice_ticks(x_range[0] / divisor, x_range[1] / divisor))
     return "wall time", 1.0, wall_ticks(*x_range)
+
+
+#: Ticks a linear axis aims for: enough to read a value off, few enough that labels never collide.
+AXIS_TICKS = 5
+#: Gaps between ticks, times a power of ten: 1-2-2.5-5, as a person would rule an axis.
+_NICE_MANTISSAS = (1.0, 2.0, 2.5, 5.0, 10.0)
+
+
+def nice_ticks(lo: float, hi: float, count: int = AXIS_TICKS, integer: bool = False) -> tuple[float, ...]:
+    """Round positions covering [lo, hi], about `count` of them, 1, 2, 2.5 or 5 times a power of ten apart
+    (never less than 1 apart for an `integer` axis such as steps)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return (lo,) if math.isfinite(lo) else ()
+    raw = (hi - lo) / max(count - 1, 1)
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    gap = next(m * magnitude for m in _NICE_MANTISSAS if m * magnitude >= raw * (1 - 1e-9))
+    if integer:
+        gap = max(1.0, float(math.ceil(gap)))
+    first = math.ceil(lo / gap - 1e-9) * gap
+    n = int(math.floor((hi - first) / gap + 1e-9)) + 1
+    return tuple(first + i * gap for i in range(max(n, 0)))
+
+
+def labelled(positions: tuple[float, ...]) -> tuple[tuple[float, ...], tuple[str, ...]] | None:
+    """Tick positions with their labels (`text.tick`: `2k`, `1.5M`); None with too few to rule an axis."""
+    return (positions, tuple(tick(p) for p in positions)) if len(positions) >= 2 else None
 
 
 def _rescale_x(line: ChartLine, divisor: float) -> ChartLine:
@@ -327,12 +356,24 @@ def _rescale_x(line: ChartLine, divisor: float) -> ChartLine:
     return ChartLine(line.run, line.slot, scale(line.raw), None if line.smooth is None else scale(line.smooth))
 
 
-#: Wall-time ticks on a chart: this many, evenly spaced.
+#: Wall-time ticks on a chart: about this many.
 WALL_TICKS = 4
+#: Gaps between wall-clock ticks, in seconds: the round clock intervals a person reads a clock in.
+CLOCK_GAPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+              172800, 604800)  # fmt: skip
 
 
 def wall_ticks(lo: float, hi: float, tz: Callable[[float], time.struct_time] = time.localtime):
-    """Evenly spaced wall-clock ticks, as HH:MM (with the date when the range spans days)."""
-    positions = tuple(float(v) for v in np.linspace(lo, hi, WALL_TICKS))
-    fmt = "%m-%d %H:%M" if hi - lo > 86400 else "%H:%M"
+    """Wall-clock ticks at round clock times (every 20 min on the hour, every 6 h from midnight ...), as HH:MM
+    (HH:MM:SS under a minute apart, with the date when the range spans days)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        if not math.isfinite(lo):
+            return (), ()
+        return (lo,), (time.strftime("%H:%M", tz(lo)),)
+    want = (hi - lo) / (WALL_TICKS - 1)
+    gap = next((g for g in CLOCK_GAPS if g >= want), math.ceil(want / CLOCK_GAPS[-1]) * CLOCK_GAPS[-1])
+    offset = tz(lo).tm_gmtoff or 0  # round in local clock time: ticks fall on the hour where the user lives
+    first = math.ceil((lo + offset) / gap) * gap - offset
+    positions = tuple(float(p) for p in np.arange(first, hi + 1e-6, gap))
+    fmt = "%m-%d %H:%M" if hi - lo > 86400 else "%H:%M:%S" if gap < 60 else "%H:%M"
     return positions, tuple(time.strftime(fmt, tz(p)) for p in positions)

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
 from tbtriage.analysis.roles import assign_roles, primary_tags
+from tbtriage.analysis.run_filter import RunScalars
 from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
-from tbtriage.tui.regex_filter import regex_filter
+from tbtriage.tui.regex_filter import value_filter
 from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows
 from tbtriage.tui.widgets.series_style import SlotBook
 
@@ -70,10 +71,26 @@ class RunStore:
         return {tag: role for tag, (role, _) in assign_roles(list(run.scalars), self.config, run_name=name).items()}
 
     def rows(self, view: ViewState, now: float) -> tuple[list[RunRow], str | None]:
-        """The runs table's rows as the view filters and sorts them, and the filter's error (None: valid)."""
+        """The runs table's rows as the view filters and sorts them (a `top N by` filter's rank wins over the
+        sort), and the filter's error (None: valid)."""
         rows = [run_row(run, self.reports.get(name), now) for name, run in self.runs.items()]
-        rows, error = regex_filter(rows, view.run_filter, lambda row: row.name)
-        return sort_rows(rows, view.sort_key), error
+        rows, error, ranked = value_filter(rows, view.run_filter, lambda row: row.name, self.scalars_of)
+        return (rows if ranked else sort_rows(rows, view.sort_key)), error
+
+    def scalars_of(self, name: str) -> RunScalars:
+        """What a value filter reads of run `name`: its analysis, or until then what has been read so far."""
+        report = self.reports.get(name)
+        if report is not None:
+            return RunScalars.of(report)
+        run = self.runs[name]
+        roles = assign_roles(list(run.scalars), self.config, run_name=name)
+        return RunScalars(
+            name,
+            run.scalars,
+            {tag: role for tag, (role, _) in roles.items()},
+            {tag: direction for tag, (_, direction) in roles.items()},
+            self.primary_of(name),
+        )
 
     def charted_runs(self, view: ViewState) -> list[str]:
         """The selected runs, or the run under the cursor when none is selected."""

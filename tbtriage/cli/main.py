@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("tbtriage.cli.diagnose", "explain one run's findings with an offline llama.cpp model"),
     "watch": ("tbtriage.cli.watch", "follow live runs and alert on each new finding"),
     "export": ("tbtriage.cli.export", "stream scalars as CSV or JSON lines"),
+    "compare": ("tbtriage.cli.compare", "two or more runs side by side: differing settings, metrics, where they part"),
 }
 
 #: 1 is reserved for "findings at or above --fail-on": a cron job must tell a failing run from a failing tool.

@@ -26,6 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="config file (default ~/.config/tbtriage/config.toml)")
     parser.add_argument("--runs", metavar="REGEX", help="only runs whose name matches REGEX")
     parser.add_argument(
+        "--filter",
+        metavar="EXPR",
+        help="only runs whose values pass EXPR, as the app's / filter reads it: 'val/acc>0.9', "
+        "'best:eval/accuracy>=0.8 resnet', 'top 10 by train/loss' (ranked best first)",
+    )
+    parser.add_argument(
         "--group", metavar="REGEX", help="group runs by this regex (named group 'group', else the first group)"
     )
 
@@ -63,8 +69,9 @@ def fails(reports, threshold: str | None) -> bool:
     return any(severity_rank(f.severity) <= severity_rank(threshold) for r in reports for f in r.findings)
 
 
-def report_dict(report, comparison) -> dict:
-    """The engine's JSON contract plus, per run, its best metric, and the groups (fields added, none renamed)."""
+def report_dict(report, comparison, pairs=()) -> dict:
+    """The engine's JSON contract plus, per run, its best metric, the groups, and each sick run beside its
+    healthy twin (fields added, none renamed)."""
     data = report.to_dict()
     for run in data.get("runs", []):
         best = comparison.best.get(run.get("run"))
@@ -86,6 +93,7 @@ def report_dict(report, comparison) -> dict:
     ]
     if comparison.hparams is not None:
         data["hparams"] = comparison.hparams.rows
+    data["comparisons"] = [pair.to_dict() for pair in pairs]
     return data
 
 
@@ -96,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.json_safe import dumps
     from tbtriage.analysis.logdir import LogdirError
     from tbtriage.analysis.output_guard import refuse_output
+    from tbtriage.analysis.run_filter import FilterError, RunScalars, apply_filter, parse_filter
+    from tbtriage.analysis.side_by_side import twin_pairs
 
     logdir = Path(args.logdir).expanduser()
     if not logdir.exists():
@@ -120,10 +130,18 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{exc.filename or args.logdir}: {exc.strerror or exc}")
 
+    if args.filter:
+        try:
+            flt = parse_filter(args.filter)
+            by_name = {r.name: r for r in report.runs}
+            report.runs = [by_name[n] for n in apply_filter(flt, [RunScalars.of(r) for r in report.runs])]
+        except FilterError as exc:
+            return _fail(f"--filter {args.filter!r}: {exc}")
     comparison = compare(report.runs, group_pattern)
+    pairs = twin_pairs(report.runs)
     warnings = list(getattr(report.logdir, "warnings", []))
     if args.format == "json":
-        data = report_dict(report, comparison)
+        data = report_dict(report, comparison, pairs)
         data["warnings"] = warnings  # folders skipped (unreadable, not UTF-8...): md and html say it too
         text = dumps(data, indent=1) + "\n"
     elif args.format == "html":
@@ -133,7 +151,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         from tbtriage.analysis.render_markdown import render_markdown
 
-        text = render_markdown(report.runs, logdir=str(args.logdir), comparison=comparison, warnings=warnings)
+        text = render_markdown(
+            report.runs, logdir=str(args.logdir), comparison=comparison, warnings=warnings, pairs=pairs
+        )
 
     if args.out:
         try:

@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tbtriage.analysis.run_filter import SYNTAX as FILTER_SYNTAX
 from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import (
     EVERYWHERE,
@@ -50,6 +51,9 @@ def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]
         if scope == "app":
             table.add_row(key_caption(keymap.get(PALETTE_ID, PALETTE_KEY)), PALETTE_ID, "Open the command palette")
             table.add_row("tab", "", "Move to the next pane")
+        if scope == "filter":  # what the runs' filter box accepts besides a regex
+            for example, meaning in FILTER_SYNTAX:
+                table.add_row("", Text(example), Text(meaning))
         tables.append(table)
     return tables
 

@@ -55,6 +55,12 @@ class FilterInput(Input):
         cast("MainScreen", self.screen).close_filter(self)
 
 
+class ChartPane(Vertical, can_focus=True):
+    """The chart's pane takes the focus (`tab` reaches it), so `z` can maximise it like any other pane."""
+
+    ALLOW_MAXIMIZE = True
+
+
 class MainScreen(Screen):
     """Redraws each pane when the view state or data it shows changes; pane events become new view states."""
 
@@ -69,13 +75,18 @@ class MainScreen(Screen):
         with Horizontal(id="panes"):
             with Vertical(id="left"):
                 with Vertical(id="runs-pane", classes="pane"):
-                    yield FilterInput(placeholder="filter runs (regex)", id="run-filter", classes="filter")
+                    yield FilterInput(
+                        placeholder="filter runs: regex, val/acc>0.9, top 5 by loss (? for more)",
+                        id="run-filter",
+                        classes="filter",
+                    )
+                    yield Static(id="run-filter-error")
                     yield RunTable(ascii_only=ascii_only, id="runs")
                 with Vertical(id="tags-pane", classes="pane"):
                     yield FilterInput(placeholder="filter tags (regex)", id="tag-filter", classes="filter")
                     yield TagTree(ascii_only=ascii_only, id="tags")
             with Vertical(id="right"):
-                with Vertical(id="chart-pane", classes="pane"):
+                with ChartPane(id="chart-pane", classes="pane"):
                     yield TagChart(ascii_only=ascii_only, id="chart")
                     yield Static(id="legend")
                 with Horizontal(id="bottom"):
@@ -141,6 +152,9 @@ class MainScreen(Screen):
         app, view = self.app, self.app.view
         rows, error = app.store.rows(view, app.clock())
         self.query_one("#run-filter").set_class(error is not None, "-invalid")
+        shown_error = self.query_one("#run-filter-error", Static)
+        shown_error.update(Text(plain(error or "")))
+        shown_error.set_class(error is not None, "-show")
         swatches = {
             name: series_style(app.store.slots.slot(name), app.theme_variables, app.ascii_only).swatch
             for name in view.selected
