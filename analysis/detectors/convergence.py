@@ -1,14 +1,13 @@
 """slow_convergence and plateau: a training loss that does not move, crawls, or stalls for a long stretch.
 
-slow_convergence (judged on the main training loss, else the main validation loss): a crawl. A loss that
-never moved at all is `no_learning` (learning.py), not slow.
-- the loss fell less than SLOW_DROP of its start, the second half fell about as much as the first
-  (least-squares lines through each half: at least LINEAR_RATIO as much, or MIN_RATIO as much when the
-  slowdown is within DECELERATION_K standard errors; a healthy curve decelerates, a crawl keeps the same
-  slow pace), and that second-half fall is real (above CRAWL_NOISE_K noise sigmas of the edge medians):
-  the run is still far from converged.
-Runs resumed from a checkpoint (first step beyond RESUMED_FRAC of the last) and runs still in their lr
-warmup are not judged: their curves are supposed to look like that.
+slow_convergence (judged on the main training loss and its validation loss): a crawl, the shape of an lr far
+too small. A healthy loss falls fast at first and levels off: an exponential-like approach that covers several
+of its own time constants in a run. A crawl is nearly a straight line: the first quarter of the run fell at
+most FAST_START × the run's average pace (no fast early phase) and the last quarter still falls at END_PACE of
+the first quarter's pace (least-squares lines through the bucket medians of each quarter, both falling beyond
+SLOPE_K standard errors). Any judged curve that clearly levelled off (its last quarter under LEVELLED_PACE of
+its early pace) or ended worse than it began (a validation loss past its best) vetoes it. A loss that never moved at all is `no_learning` (learning.py), not slow. Runs
+resumed from a checkpoint are not judged; the pace is measured from the end of an lr warmup.
 
 plateau: a flat stretch of at least PLATEAU_MIN_FRAC of the run (features.find_plateaus) that is followed
 by a real drop (PLATEAU_DROP of the level) that is *faster* than the curve moved during the stretch
@@ -26,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from ..features import EDGE_FRAC
 from ..smoothing import mad_sigma
 from .base import (
     MIN_CONFIDENT_POINTS,
@@ -35,7 +33,6 @@ from .base import (
     confident,
     finding,
     fmt,
-    level_at,
     pct,
     position,
     smoothed_level,
@@ -44,12 +41,20 @@ from .learning import LEARNED, NO_DROP, chance_classes, judgeable
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("slow_convergence", "plateau")
-SLOW_DROP = 0.12
-LINEAR_RATIO = 0.75
-MIN_RATIO = 0.5
-#: The slowdown between the halves is real beyond this many standard errors of the slope difference.
-DECELERATION_K = 2.0
-CRAWL_NOISE_K = 3.0
+#: Pace is measured on least-squares lines through the bucket medians of the first and last QUARTER of the run.
+QUARTER = 0.25
+#: Fewer bucket medians than this give no pace: a line through fewer than 5 points per quarter proves nothing.
+MIN_PACE_POINTS = 20
+#: Slopes count beyond this many standard errors.
+SLOPE_K = 2.0
+#: A crawl: the last quarter still falls at END_PACE of the first quarter's pace and the first quarter fell at
+#: most FAST_START × the average pace. An exponential approach covers that in under one time constant; a healthy
+#: run covers several (its last quarter keeps under LEVELLED_PACE of its early pace).
+END_PACE = 0.5
+FAST_START = 2.0
+LEVELLED_PACE = 0.25
+#: The pace is judged from the step at which a warming-up lr reaches this share of its peak.
+WARMED_UP = 0.9
 PLATEAU_MIN_FRAC = 0.1
 PLATEAU_DROP = 0.1
 PLATEAU_ACCEL = 3.0
@@ -78,70 +83,138 @@ def detect(data: RunData) -> list:
     return out
 
 
+def _pace(steps: np.ndarray, medians: np.ndarray) -> dict[str, float] | None:
+    """How fast a curve fell in its first and last quarter and on average (level units per step, positive when
+    falling), with the slopes' standard errors; None for too few points."""
+    if medians.size < MIN_PACE_POINTS or steps[-1] <= steps[0]:
+        return None
+    span = float(steps[-1] - steps[0])
+    quarter = QUARTER * span
+    first, first_error = _slope(steps, medians, steps <= steps[0] + quarter)
+    last, last_error = _slope(steps, medians, steps >= steps[-1] - quarter)
+    edge = max(2, medians.size // 20)
+    start, end = float(np.median(medians[:edge])), float(np.median(medians[-edge:]))
+    return {
+        "first": -first,
+        "first_error": first_error,
+        "last": -last,
+        "last_error": last_error,
+        "mean": (start - end) / span,
+        "start": start,
+        "end": end,
+    }
+
+
+def _crawls(pace: dict[str, float]) -> bool:
+    """A straight, slow fall: falling in both quarters (beyond SLOPE_K standard errors), the last quarter still at
+    END_PACE of the first's pace, and no fast early phase (the first quarter at most FAST_START × the average)."""
+    first, last = pace["first"], pace["last"]
+    return (
+        pace["mean"] > 0
+        and first > SLOPE_K * pace["first_error"]
+        and last > SLOPE_K * pace["last_error"]
+        and last >= END_PACE * first
+        and first <= FAST_START * pace["mean"]
+    )
+
+
+def _levelled_off(pace: dict[str, float]) -> bool:
+    """The healthy shape: a clear early fall whose pace the last quarter has mostly lost."""
+    first, last = pace["first"], pace["last"]
+    return (
+        first > SLOPE_K * pace["first_error"]
+        and last < LEVELLED_PACE * first
+        and first - last > SLOPE_K * math.hypot(pace["first_error"], pace["last_error"])
+    )
+
+
+def _after_warmup(data: RunData) -> int | None:
+    """The first step at which a rising lr reached WARMED_UP of its peak (None when the lr does not rise first):
+    during a warmup the loss is meant to fall slowly, so the pace is judged from there."""
+    if data.primary.lr is None:
+        return None
+    steps, lr = data.finite(data.primary.lr)
+    if lr.size < 3 or lr.max() <= 0 or lr[0] >= WARMED_UP * lr.max():
+        return None
+    return int(steps[int(np.argmax(lr >= WARMED_UP * lr.max()))])
+
+
+def _slow_curves(data: RunData, tag: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(label, bucket steps, bucket medians) of the curves judged for pace: the main loss and its validation
+    loss (this run's, or a Keras validation sibling's), from the end of any lr warmup."""
+    out = [(tag, data.features[tag].extra["level"])]
+    val = data.primary.val_loss
+    if val and val != tag and not adversarial(val) and "level" in data.features[val].extra:
+        out.append((val, data.features[val].extra["level"]))
+    elif tag in data.sibling_val and "level" in data.sibling_val[tag].features.extra:
+        external = data.sibling_val[tag]
+        out.append((f"{external.run}:{external.tag}", external.features.extra["level"]))
+    begin = _after_warmup(data)
+    curves = []
+    for label, level in out:
+        keep = level.steps >= begin if begin is not None else np.ones(level.steps.size, dtype=bool)
+        curves.append((label, level.steps[keep].astype(np.float64), level.medians[keep]))
+    return curves
+
+
 def _slow(data: RunData, tag: str):
-    found = judgeable(data, tag)
+    found = judgeable(data, tag, MIN_PACE_POINTS)
     if found is None:
         return None
     steps, values = found
-    n = values.size
     feats = data.features[tag]
-    edge = max(3, int(math.ceil(EDGE_FRAC * n)))
-    start, end = float(np.median(values[:edge])), float(np.median(values[-edge:]))
-    middle_step = 0.5 * (steps[0] + steps[-1])
-    middle = level_at(steps, values, middle_step, 2 * edge)
+    start, end = feats.extra["start_level"], feats.extra["end_level"]
     scale = abs(start) if start > 0 else feats.extra["scale"]
     drop = (start - end) / scale
-    lowest = float(np.min(smoothed_level(feats)[1]))
-    dipped = (start - lowest) / scale
-    edge_noise = (feats.noise or 0.0) * 1.2533 / math.sqrt(edge)
-    # How far each half fell, from least-squares lines through the bucket medians of each half: far less
-    # noisy than differences of three local medians.
-    level = feats.extra["level"]
-    half_span = 0.5 * (steps[-1] - steps[0])
-    slope1, error1 = _slope(level.steps, level.medians, level.steps <= middle_step)
-    slope2, error2 = _slope(level.steps, level.medians, level.steps >= middle_step)
-    first_half, second_half = -slope1 * half_span, -slope2 * half_span
-    slowed_down = (first_half - second_half) > DECELERATION_K * half_span * math.hypot(error1, error2)
+    dipped = (start - float(np.min(smoothed_level(feats)[1]))) / scale
+    if abs(drop) < NO_DROP and dipped < LEARNED:
+        return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
+    paces = [(label, pace) for label, s, m in _slow_curves(data, tag) if (pace := _pace(s, m)) is not None]
+    # Any judged curve that levelled off, or ended worse than it began (a validation loss past its best), says
+    # the run is not merely slow: raising the lr is not the answer there.
+    if not paces or any(_levelled_off(pace) or pace["mean"] <= 0 for _, pace in paces):
+        return None
+    crawling = [(label, pace) for label, pace in paces if _crawls(pace)]
+    if not crawling:
+        return None
+    label, pace = crawling[0]
+    kept = pace["last"] / pace["first"]
     evidence: dict[str, Any] = {
         "tag": tag,
+        "judged": label,
         "start_level": start,
-        "middle_level": middle,
         "end_level": end,
         "relative_drop": drop,
+        "end_pace": kept,
         "steps": int(steps[-1] - steps[0]),
     }
+    lr_max = None
     if data.primary.lr:
         lr = data.finite(data.primary.lr)[1]
         if lr.size:
-            evidence["lr_max"] = float(lr.max())
-    lr_text = f" at lr {fmt(evidence['lr_max'])}" if "lr_max" in evidence else ""
+            lr_max = evidence["lr_max"] = float(lr.max())
+    lr_text = f" at lr {fmt(lr_max)}" if lr_max is not None else ""
     span = int(steps[-1] - steps[0])
-    if abs(drop) < NO_DROP and dipped < LEARNED:
-        return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
-    # Same pace in both halves: the second fell at least LINEAR_RATIO as much as the first, or at least
-    # MIN_RATIO as much with the difference within noise (a short, noisy crawl gives a ragged ratio).
-    same_pace = second_half >= LINEAR_RATIO * first_half or (second_half >= MIN_RATIO * first_half and not slowed_down)
-    crawling = 0 < drop < SLOW_DROP and first_half > 0 and same_pace and second_half > CRAWL_NOISE_K * edge_noise
-    if not crawling:
-        return None
     evidence["summary"] = (
-        f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}: "
-        f"{pct(-first_half / scale)} in the first half, {pct(-second_half / scale)} in the "
-        "second, no sign of levelling off"
+        f"{label} {fmt(pace['start'])} → {fmt(pace['end'])} over {span} steps{lr_text}, nearly a straight line: "
+        f"its last quarter still fell at {kept:.0%} of its first quarter's pace, and it never had the fast early "
+        "fall of a well-tuned run"
     )
-    message = f"{tag} fell only {drop:.0%} in {span} steps and keeps crawling at the same pace"
-    factor_text = ""
-    if "lr_max" in evidence:
-        factor_text = f" (e.g. {fmt(evidence['lr_max'])} → {fmt(evidence['lr_max'] * 10)})"
+    message = (
+        f"{label} is still falling at {kept:.0%} of its early pace when the run ends ({pct(-drop)} in {span} "
+        "steps): slow, steady progress far from where the curve would level off"
+    )
+    factor_text = f" (e.g. {fmt(lr_max)} → {fmt(lr_max * 10)})" if lr_max is not None else ""
     suggestion = (
-        f"Raise the learning rate ×3–10{factor_text}, ideally after an lr range test; check "
-        "weight initialisation (Kaiming/Xavier), input normalisation and Adam's eps (1e-8, not 1e-3)"
+        f"Raise the learning rate ×3–10{factor_text}, ideally after an lr range test; if the lr is already "
+        "ordinary, check weight initialisation (Kaiming/Xavier), input normalisation and Adam's eps (1e-8, not "
+        "1e-3), or simply train longer: the curve has not started to level off"
     )
     return finding(
         data,
         "slow_convergence",
-        confident("warning", n, 2 * MIN_CONFIDENT_POINTS),
-        [tag],
+        confident("warning", values.size, MIN_CONFIDENT_POINTS),
+        [tag] if label == tag else [tag, label] if label in data.features else [tag],
         int(steps[0]),
         int(steps[-1]),
         evidence,

@@ -180,11 +180,13 @@ def _identical(data: RunData) -> list[tuple[str, float, int]]:
     return out
 
 
-def judgeable(data: RunData, tag: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The finite (steps, values) of a loss that can be judged for how far it fell: long enough, not resumed
-    from a checkpoint midway, and past its lr warmup; None otherwise."""
+def judgeable(
+    data: RunData, tag: str, min_points: int = 2 * MIN_CONFIDENT_POINTS
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The finite (steps, values) of a loss that can be judged for how far it fell: at least `min_points`, not
+    resumed from a checkpoint midway, and past its lr warmup; None otherwise."""
     steps, values = data.finite(tag)
-    if values.size < 2 * MIN_CONFIDENT_POINTS or steps[-1] <= steps[0]:
+    if values.size < min_points or steps[-1] <= steps[0]:
         return None
     if steps[0] > RESUMED_FRAC * steps[-1] or still_warming_up(data):
         return None
