@@ -20,12 +20,10 @@ init, normalisation, lr); elsewhere, or shorter, it is info (a saddle the optimi
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from ..smoothing import mad_sigma
 from .base import (
     MIN_CONFIDENT_POINTS,
     RunData,
@@ -37,24 +35,20 @@ from .base import (
     position,
     smoothed_level,
 )
-from .learning import LEARNED, NO_DROP, chance_classes, judgeable
+from .learning import (
+    LEARNED,
+    MIN_PACE_POINTS,
+    NO_DROP,
+    chance_classes,
+    crawls,
+    judgeable,
+    levelled_off,
+    pace,
+    paced_curves,
+)
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("slow_convergence", "plateau")
-#: Pace is measured on least-squares lines through the bucket medians of the first and last QUARTER of the run.
-QUARTER = 0.25
-#: Fewer bucket medians than this give no pace: a line through fewer than 5 points per quarter proves nothing.
-MIN_PACE_POINTS = 20
-#: Slopes count beyond this many standard errors.
-SLOPE_K = 2.0
-#: A crawl: the last quarter still falls at END_PACE of the first quarter's pace and the first quarter fell at
-#: most FAST_START × the average pace. An exponential approach covers that in under one time constant; a healthy
-#: run covers several (its last quarter keeps under LEVELLED_PACE of its early pace).
-END_PACE = 0.5
-FAST_START = 2.0
-LEVELLED_PACE = 0.25
-#: The pace is judged from the step at which a warming-up lr reaches this share of its peak.
-WARMED_UP = 0.9
 PLATEAU_MIN_FRAC = 0.1
 PLATEAU_DROP = 0.1
 PLATEAU_ACCEL = 3.0
@@ -83,80 +77,6 @@ def detect(data: RunData) -> list:
     return out
 
 
-def _pace(steps: np.ndarray, medians: np.ndarray) -> dict[str, float] | None:
-    """How fast a curve fell in its first and last quarter and on average (level units per step, positive when
-    falling), with the slopes' standard errors; None for too few points."""
-    if medians.size < MIN_PACE_POINTS or steps[-1] <= steps[0]:
-        return None
-    span = float(steps[-1] - steps[0])
-    quarter = QUARTER * span
-    first, first_error = _slope(steps, medians, steps <= steps[0] + quarter)
-    last, last_error = _slope(steps, medians, steps >= steps[-1] - quarter)
-    edge = max(2, medians.size // 20)
-    start, end = float(np.median(medians[:edge])), float(np.median(medians[-edge:]))
-    return {
-        "first": -first,
-        "first_error": first_error,
-        "last": -last,
-        "last_error": last_error,
-        "mean": (start - end) / span,
-        "start": start,
-        "end": end,
-    }
-
-
-def _crawls(pace: dict[str, float]) -> bool:
-    """A straight, slow fall: falling in both quarters (beyond SLOPE_K standard errors), the last quarter still at
-    END_PACE of the first's pace, and no fast early phase (the first quarter at most FAST_START × the average)."""
-    first, last = pace["first"], pace["last"]
-    return (
-        pace["mean"] > 0
-        and first > SLOPE_K * pace["first_error"]
-        and last > SLOPE_K * pace["last_error"]
-        and last >= END_PACE * first
-        and first <= FAST_START * pace["mean"]
-    )
-
-
-def _levelled_off(pace: dict[str, float]) -> bool:
-    """The healthy shape: a clear early fall whose pace the last quarter has mostly lost."""
-    first, last = pace["first"], pace["last"]
-    return (
-        first > SLOPE_K * pace["first_error"]
-        and last < LEVELLED_PACE * first
-        and first - last > SLOPE_K * math.hypot(pace["first_error"], pace["last_error"])
-    )
-
-
-def _after_warmup(data: RunData) -> int | None:
-    """The first step at which a rising lr reached WARMED_UP of its peak (None when the lr does not rise first):
-    during a warmup the loss is meant to fall slowly, so the pace is judged from there."""
-    if data.primary.lr is None:
-        return None
-    steps, lr = data.finite(data.primary.lr)
-    if lr.size < 3 or lr.max() <= 0 or lr[0] >= WARMED_UP * lr.max():
-        return None
-    return int(steps[int(np.argmax(lr >= WARMED_UP * lr.max()))])
-
-
-def _slow_curves(data: RunData, tag: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(label, bucket steps, bucket medians) of the curves judged for pace: the main loss and its validation
-    loss (this run's, or a Keras validation sibling's), from the end of any lr warmup."""
-    out = [(tag, data.features[tag].extra["level"])]
-    val = data.primary.val_loss
-    if val and val != tag and not adversarial(val) and "level" in data.features[val].extra:
-        out.append((val, data.features[val].extra["level"]))
-    elif tag in data.sibling_val and "level" in data.sibling_val[tag].features.extra:
-        external = data.sibling_val[tag]
-        out.append((f"{external.run}:{external.tag}", external.features.extra["level"]))
-    begin = _after_warmup(data)
-    curves = []
-    for label, level in out:
-        keep = level.steps >= begin if begin is not None else np.ones(level.steps.size, dtype=bool)
-        curves.append((label, level.steps[keep].astype(np.float64), level.medians[keep]))
-    return curves
-
-
 def _slow(data: RunData, tag: str):
     found = judgeable(data, tag, MIN_PACE_POINTS)
     if found is None:
@@ -169,16 +89,16 @@ def _slow(data: RunData, tag: str):
     dipped = (start - float(np.min(smoothed_level(feats)[1]))) / scale
     if abs(drop) < NO_DROP and dipped < LEARNED:
         return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
-    paces = [(label, pace) for label, s, m in _slow_curves(data, tag) if (pace := _pace(s, m)) is not None]
+    paces = [(label, found) for label, s, m in paced_curves(data, tag) if (found := pace(s, m)) is not None]
     # Any judged curve that levelled off, or ended worse than it began (a validation loss past its best), says
     # the run is not merely slow: raising the lr is not the answer there.
-    if not paces or any(_levelled_off(pace) or pace["mean"] <= 0 for _, pace in paces):
+    if not paces or any(levelled_off(p) or p["mean"] <= 0 for _, p in paces):
         return None
-    crawling = [(label, pace) for label, pace in paces if _crawls(pace)]
+    crawling = [(label, p) for label, p in paces if crawls(p)]
     if not crawling:
         return None
-    label, pace = crawling[0]
-    kept = pace["last"] / pace["first"]
+    label, judged = crawling[0]
+    kept = judged["last"] / judged["first"]
     evidence: dict[str, Any] = {
         "tag": tag,
         "judged": label,
@@ -196,7 +116,7 @@ def _slow(data: RunData, tag: str):
     lr_text = f" at lr {fmt(lr_max)}" if lr_max is not None else ""
     span = int(steps[-1] - steps[0])
     evidence["summary"] = (
-        f"{label} {fmt(pace['start'])} → {fmt(pace['end'])} over {span} steps{lr_text}, nearly a straight line: "
+        f"{label} {fmt(judged['start'])} → {fmt(judged['end'])} over {span} steps{lr_text}, nearly a straight line: "
         f"its last quarter still fell at {kept:.0%} of its first quarter's pace, and it never had the fast early "
         "fall of a well-tuned run"
     )
@@ -221,20 +141,6 @@ def _slow(data: RunData, tag: str):
         message,
         suggestion,
     )
-
-
-def _slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    """Least-squares slope of y on x over `mask`, and its standard error (from the residuals' MAD)."""
-    x, y = x[mask].astype(np.float64), y[mask]
-    if x.size < 3:
-        return 0.0, float("inf")
-    x = x - x.mean()
-    denominator = float((x * x).sum())
-    if denominator <= 0:
-        return 0.0, float("inf")
-    slope = float((x * (y - y.mean())).sum()) / denominator
-    residual = y - y.mean() - slope * x
-    return slope, mad_sigma(residual) / np.sqrt(denominator)
 
 
 def _lr_explains(data: RunData, start: int, end: int) -> bool:
