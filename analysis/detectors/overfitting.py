@@ -11,6 +11,8 @@ the training loss:
 - the deterioration is sustained: the last evaluation is still in the upper half of the rise and the
   points after the best trend worse (positive least-squares slope),
 - meanwhile the training side kept improving by at least TRAIN_IMPROVE since the validation best.
+Losses lead: when a validation loss was judged and did not turn, a validation metric that sags on its own (an
+accuracy at chance wandering by a few points) is not overfitting; a model overfits its loss first.
 The onset is the validation best: the checkpoint to keep. Few evaluations (< CONFIDENT_EVALS) give info.
 """
 
@@ -140,7 +142,11 @@ def _candidates(data: RunData) -> list[tuple[str, str, np.ndarray, np.ndarray, i
 
 def detect(data: RunData) -> list:
     events = []
+    loss_judged = False
     for train_tag, val_tag, steps, values, direction, is_metric, val_run in _candidates(data):
+        if is_metric and loss_judged and not events:
+            break  # a validation loss was judged and did not turn: a metric that sags alone is noise, not overfitting
+        loss_judged = loss_judged or (not is_metric and values.size >= MIN_EVALS)
         turn = _val_turn(steps, values, direction, is_metric)
         if turn is None:
             continue
