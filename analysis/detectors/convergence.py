@@ -20,10 +20,14 @@ init, normalisation, lr); elsewhere, or shorter, it is info (a saddle the optimi
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from ..datamodel import SeriesFeatures
+from ..features import PLATEAU_NOISE_K, PLATEAU_RANGE_FRAC
+from ..smoothing import mad_sigma
 from .base import (
     MIN_CONFIDENT_POINTS,
     RunData,
@@ -58,6 +62,8 @@ LR_EXPLAINS = 1.5
 #: lasts at least START_WARN_FRAC of the run (a shorter wait at the start is info, like any other plateau).
 START_FRAC = 0.03
 START_WARN_FRAC = 0.15
+#: An initial stretch found against its own noise must be at most this noisy relative to the rest of the run.
+QUIET = 0.5
 
 
 def _judged_tag(data: RunData) -> str | None:
@@ -161,14 +167,48 @@ def _lr_explains(data: RunData, start: int, end: int) -> bool:
     return warming or before <= 0 or after <= before / LR_EXPLAINS or ramp >= before * LR_EXPLAINS
 
 
+def _initial_stretch(feats: SeriesFeatures) -> tuple[int, int] | None:
+    """(first, last step) of the stretch at the start where the level stays at its initial value, within the noise
+    of that early stretch itself (or PLATEAU_RANGE_FRAC of the run's range), when that stretch is at most QUIET
+    times as noisy as the rest: a loss sitting exactly at ln K for a quarter of the run and noisy afterwards is
+    flat there, though the later noise would hide it from a band measured on the whole run."""
+    level = feats.extra["level"]
+    y = level.medians
+    if y.size < 2 * MIN_CONFIDENT_POINTS:
+        return None
+    head = max(3, y.size // 20)
+    start = float(np.median(y[:head]))
+    noise = mad_sigma(np.diff(y[: max(head, y.size // 10)])) / math.sqrt(2.0)
+    lo, hi = np.percentile(y, [5, 95])
+    band = max(PLATEAU_NOISE_K * noise, PLATEAU_RANGE_FRAC * (hi - lo))
+    padded = np.pad(y, 1, mode="edge")
+    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 3), axis=1)
+    away = np.flatnonzero(np.abs(smooth - start) > band)
+    if away.size == 0 or away[0] < 2:
+        return None
+    end = int(away[0])
+    # The stretch must be quieter than what follows: otherwise the whole-run band (features.find_plateaus) is
+    # the right judge, and a few lucky points at the start of a noisy loss are not a plateau.
+    inside, rest = np.diff(y[:end]), np.diff(y[end:])
+    if rest.size < 3 or mad_sigma(inside) > QUIET * mad_sigma(rest):
+        return None
+    return int(level.steps[0]), int(level.steps[end - 1])
+
+
 def _plateaus(data: RunData, tag: str) -> list:
     feats = data.features[tag]
     steps, values = data.finite(tag)
     if values.size < 2 * MIN_CONFIDENT_POINTS:
         return []
     level_steps, medians = smoothed_level(feats)
+    stretches = list(feats.plateaus)
+    initial = _initial_stretch(feats)
+    if initial and not any(
+        position(data, start) <= START_FRAC and position(data, end) <= 0.95 for start, end in stretches
+    ):
+        stretches = [initial] + [(start, end) for start, end in stretches if start > initial[1]]
     out = []
-    for start, end in feats.plateaus:
+    for start, end in stretches:
         if (end - start) < PLATEAU_MIN_FRAC * data.span or position(data, end) > 0.95:
             continue
         flat = values[(steps >= start) & (steps <= end)]
