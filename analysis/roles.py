@@ -133,6 +133,11 @@ _GRAD_CONTEXT_WORDS = frozenset(
         "network",
         "ratio",
         "raw",
+        # Keras logs the global norm per epoch and per batch: `epoch_grad_norm` names no layer.
+        "epoch",
+        "batch",
+        "step",
+        "iter",
     }
     | TRAIN_WORDS
     | VAL_WORDS

@@ -30,6 +30,7 @@ CONVENTIONS = {
     "epoch_loss": ("train_loss", -1),
     "epoch_accuracy": ("metric", 1),
     "epoch_learning_rate": ("lr", 0),
+    "epoch_grad_norm": ("grad_norm", 0),  # the global norm per epoch, not a layer called "epoch"
     # timm
     "eval_top1": ("metric", 1),
     "eval_top5": ("metric", 1),
