@@ -196,3 +196,9 @@ def test_an_rl_run_reads_its_return_as_the_metric_and_no_objective_term_as_its_l
     assert run.roles["loss/value"] == "loss_component" and run.roles["episode/Return"] == "metric"
     assert run.primary_tags.train_loss is None and run.primary_tags.val_metric == "episode/Return"
     assert [f for f in run.findings if f.severity in ("warning", "critical")] == []
+
+
+def test_a_slow_loader_logged_every_20_iterations_is_a_warning_on_few_but_unanimous_points():
+    findings, _ = _verdict(_first("slow_loader", "detectron2"))
+    bottleneck = [f for f in findings if f.kind == "input_bottleneck"]
+    assert bottleneck and bottleneck[0].severity == "warning"
