@@ -343,6 +343,8 @@ _CONTEXT_WORDS = frozenset({"eta", "runtime", "elapsed", "remaining", "timestamp
 def _context_role(t: _Tag) -> str | None:
     if set(t.tokens) & _CONTEXT_WORDS and not _loss_like(t):
         return "context"
+    if t.tokens == ("hp", "metric"):
+        return "context"  # Lightning's hparams placeholder, -1 until a user sets it
     return None
 
 

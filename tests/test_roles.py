@@ -86,6 +86,7 @@ CONVENTIONS = {
     "train/train_runtime": ("context", 0),
     "eta_seconds": ("context", 0),
     "policy/entropy": ("context", 0),
+    "hp_metric": ("context", 0),
 }
 
 
