@@ -141,7 +141,7 @@ def _candidates(data: RunData) -> list[tuple[str, str, np.ndarray, np.ndarray, i
 
 
 def detect(data: RunData) -> list:
-    events = []
+    events: list[tuple[str, str, dict, float, bool, str | None]] = []
     loss_judged = False
     for train_tag, val_tag, steps, values, direction, is_metric, val_run in _candidates(data):
         if is_metric and loss_judged and not events:
