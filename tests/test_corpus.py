@@ -202,3 +202,8 @@ def test_a_slow_loader_logged_every_20_iterations_is_a_warning_on_few_but_unanim
     findings, _ = _verdict(_first("slow_loader", "detectron2"))
     bottleneck = [f for f in findings if f.kind == "input_bottleneck"]
     assert bottleneck and bottleneck[0].severity == "warning"
+
+
+def test_an_rl_objectives_total_loss_is_not_judged_for_plateaus_or_progress():
+    findings, _ = _verdict(_first("healthy_rl_gridworld", "sb3"))
+    assert not {"plateau", "slow_convergence", "no_learning"} & {f.kind for f in findings}

@@ -49,6 +49,7 @@ from .learning import (
     levelled_off,
     pace,
     paced_curves,
+    rl_objective,
 )
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -68,7 +69,7 @@ QUIET = 0.5
 
 def _judged_tag(data: RunData) -> str | None:
     tag = data.primary.train_loss or data.primary.val_loss
-    return None if tag is None or adversarial(tag) else tag
+    return None if tag is None or adversarial(tag) or rl_objective(data) else tag
 
 
 def detect(data: RunData) -> list:

@@ -25,6 +25,7 @@ import re
 import numpy as np
 
 from ..datamodel import SeriesFeatures
+from ..roles import rl_term
 from ..smoothing import mad_sigma
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, pct, smoothed_level
 
@@ -85,11 +86,18 @@ WARMED_UP = 0.9
 _ACCURACY = re.compile(r"acc|top1|top-1|top_1")
 
 
+def rl_objective(data: RunData) -> bool:
+    """The run's losses are the terms of a reinforcement-learning objective (a policy loss among them): its total
+    rises and falls as the policy and its data change, so its shape does not say whether the agent learns (the
+    return does)."""
+    return any(rl_term(t) for t in data.tags("loss_component"))
+
+
 def _main_loss(data: RunData) -> str | None:
     """The training loss, else a validation loss when no training loss exists here or in a Keras train
     sibling (a regularised model's validation loss may sit still while its training loss does the learning)."""
     tag = data.primary.train_loss or (None if data.has_train_sibling else data.primary.val_loss)
-    return None if tag is None or adversarial(tag) else tag
+    return None if tag is None or adversarial(tag) or rl_objective(data) else tag
 
 
 def still_warming_up(data: RunData) -> bool:
