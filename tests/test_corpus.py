@@ -207,3 +207,11 @@ def test_a_slow_loader_logged_every_20_iterations_is_a_warning_on_few_but_unanim
 def test_an_rl_objectives_total_loss_is_not_judged_for_plateaus_or_progress():
     findings, _ = _verdict(_first("healthy_rl_gridworld", "sb3"))
     assert not {"plateau", "slow_convergence", "no_learning"} & {f.kind for f in findings}
+
+
+def test_a_keras_run_logging_per_batch_states_overfitting_in_global_steps_and_says_the_epoch():
+    findings, _ = _verdict(_first("healthy_sgd", "keras_batch"))
+    overfitting = [f for f in findings if f.kind == "overfitting"]
+    # batch_loss (global steps) is paired with evaluation_loss_vs_iterations, not with the per-epoch epoch_loss
+    assert overfitting and overfitting[0].step > 20 and "epoch" in overfitting[0].message
+    assert overfitting[0].evidence["best_epoch"] == round(overfitting[0].step / 32)

@@ -31,7 +31,6 @@ from ..smoothing import mad_sigma
 from .base import (
     MIN_CONFIDENT_POINTS,
     RunData,
-    adversarial,
     confident,
     finding,
     fmt,
@@ -47,9 +46,9 @@ from .learning import (
     crawls,
     judgeable,
     levelled_off,
+    main_loss,
     pace,
     paced_curves,
-    rl_objective,
 )
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -68,8 +67,9 @@ QUIET = 0.5
 
 
 def _judged_tag(data: RunData) -> str | None:
-    tag = data.primary.train_loss or data.primary.val_loss
-    return None if tag is None or adversarial(tag) or rl_objective(data) else tag
+    """The loss judged: learning.main_loss (a Keras validation sibling leaves it to its train run, which judges
+    the validation curve beside its own)."""
+    return main_loss(data)
 
 
 def detect(data: RunData) -> list:

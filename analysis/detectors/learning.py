@@ -93,7 +93,7 @@ def rl_objective(data: RunData) -> bool:
     return any(rl_term(t) for t in data.tags("loss_component"))
 
 
-def _main_loss(data: RunData) -> str | None:
+def main_loss(data: RunData) -> str | None:
     """The training loss, else a validation loss when no training loss exists here or in a Keras train
     sibling (a regularised model's validation loss may sit still while its training loss does the learning)."""
     tag = data.primary.train_loss or (None if data.has_train_sibling else data.primary.val_loss)
@@ -301,7 +301,7 @@ def _lr_max(data: RunData) -> float | None:
 def detect(data: RunData) -> list:
     if any(data.features[t].first_nonfinite_step is not None for t in data.tags("train_loss", "val_loss")):
         return []  # a loss that is NaN/Inf is divergence's story; a metric frozen by it is a consequence
-    loss = _main_loss(data)
+    loss = main_loss(data)
     chance = _chance(data, loss) if loss else None
     identical = _identical(data)
     if chance is None and loss is not None and data.features[loss].role == "train_loss":
