@@ -570,6 +570,8 @@ JUMP_POINTS = 5
 #: A peak lr at or above this is high for any optimizer (SGD on ImageNet peaks at ~0.1-0.4 per 256 samples;
 #: only layer-wise schemes like LARS go above 1).
 HIGH_LR = 1.0
+#: A no_learning loss that settled at least this share below ln K learned the class frequencies: its weights move.
+PRIOR_LEARNED = 0.02
 #: SGD learning rates at or below this are small (SGD trains at 0.01-0.5).
 SGD_SMALL_LR = 1e-3
 #: Adam-family learning rates above this are high for most models (transformers train at 1e-4-1e-3).
@@ -662,6 +664,19 @@ def _score_signals(
                     f"{grad_tag} is nonzero (median {fmt(float(np.median(values)))}) and lr {fmt(lr.peak_before)} "
                     "is ordinary, yet nothing is learned")  # fmt: skip
                 add("lr_zero_or_frozen", -1.0, "gradients flow and the lr is not zero")
+    if finding.kind == "slow_convergence" and isinstance(pace := finding.evidence.get("end_pace"), (int, float)):
+        add("lr_too_low", 1.0, f"the loss fell along a nearly straight line, its last quarter still at {pace:.0%} of "
+            "its first quarter's pace: progress limited by the step size, not by what is left to learn")  # fmt: skip
+    signals = finding.evidence.get("signals") or ()
+    if finding.kind == "no_learning" and "prior" in signals and not (lr is not None and lr.peak_before <= SMALL_LR):
+        gain = finding.evidence.get("prior_gain")
+        learned = isinstance(gain, (int, float)) and gain >= PRIOR_LEARNED
+        add("labels_or_loss_bug", 1.5 if learned else 0.5,
+            "the loss settled just under ln(K) and stayed there at an ordinary lr: what a model learns from labels "
+            "that do not match its inputs (their frequencies, nothing else)")  # fmt: skip
+        add("lr_too_low", -1.0, "the loss stopped falling instead of crawling on, as a small lr would make it")
+        if learned and "identical" not in signals:
+            add("lr_zero_or_frozen", -1.0, f"the loss fell {gain:.0%} below ln(K): the weights do move")
     if finding.kind in ("loss_spike", "periodic_spikes"):
         _score_spikes(cases, finding, data)
     if finding.kind == "exploding_gradients" and "no_grad_clipping" in cases:

@@ -34,6 +34,7 @@ ROLES = (
     "gpu_util",
     "gpu_mem",
     "epoch",
+    "context",
 )
 
 

@@ -13,6 +13,7 @@ analysed on its own (divergence, health), so nothing it shows is lost.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -85,7 +86,23 @@ def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
         steps, values = series.steps[finite], series.values[finite]
         if values.size >= 2 and values[-1] - values[0] >= 1.0:
             epoch_length = int(round((steps[-1] - steps[0]) / (values[-1] - values[0])))
-    return epoch_length or eval_interval, eval_interval
+    return epoch_length or _keras_epoch_length(run) or eval_interval, eval_interval
+
+
+def _keras_epoch_length(run: Run) -> int | None:
+    """Steps per epoch of a Keras run that logs one quantity on both axes: `epoch_loss` per epoch beside
+    `batch_loss` (or `evaluation_loss_vs_iterations`) per global step. None when it does not."""
+    for tag, series in run.scalars.items():
+        if not tag.startswith("epoch_") or not len(series):
+            continue
+        quantity = tag[len("epoch_") :]
+        for twin in (f"batch_{quantity}", f"evaluation_{quantity}_vs_iterations"):
+            other = run.scalars.get(twin)
+            if other is not None and len(other):
+                per_epoch = round((int(other.steps[-1]) + 1) / (int(series.steps[-1]) + 1))
+                if per_epoch > 1:
+                    return per_epoch
+    return None
 
 
 def _sibling(run: Run, context: LogdirContext | None) -> tuple[str, Run] | None:
@@ -126,14 +143,23 @@ def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Conf
         if role not in ("train_loss", "loss_component", "metric") or tag_phase(tag, run.name) == "val":
             continue
         key = quantity_key(tag)
+        matches = []
         for other, (other_role, other_direction) in sibling_roles.items():
-            if quantity_key(other) != key or other not in sibling.scalars:
+            if quantity_key(other) != key or other not in sibling.scalars or not len(sibling.scalars[other]):
                 continue
             if (role == "metric") != (other_role == "metric") or (role == "metric" and direction != other_direction):
                 continue
-            series = sibling.scalars[other]
-            out[tag] = ExternalSeries(name, other, series, series_features(other, series, other_role, other_direction))
-            break
+            matches.append((other, other_role, other_direction))
+        if not matches or not len(run.scalars[tag]):
+            continue
+        # Keras logs a validation quantity per epoch (`epoch_loss`) and per global step
+        # (`evaluation_loss_vs_iterations`): pair each training series with the one on its own step axis.
+        last = float(run.scalars[tag].steps[-1])
+        other, other_role, other_direction = min(
+            matches, key=lambda m: abs(math.log((float(sibling.scalars[m[0]].steps[-1]) + 1) / (last + 1)))
+        )
+        series = sibling.scalars[other]
+        out[tag] = ExternalSeries(name, other, series, series_features(other, series, other_role, other_direction))
     return out
 
 

@@ -133,6 +133,11 @@ _GRAD_CONTEXT_WORDS = frozenset(
         "network",
         "ratio",
         "raw",
+        # Keras logs the global norm per epoch and per batch: `epoch_grad_norm` names no layer.
+        "epoch",
+        "batch",
+        "step",
+        "iter",
     }
     | TRAIN_WORDS
     | VAL_WORDS
@@ -142,7 +147,8 @@ _HIGHER_IS_BETTER = re.compile(
     r"^(acc|accs|accuracy|accuracies|acc\d+|top\d+|top_\d+|f1|fscore|f1score|f\d|bleu|sacrebleu|chrf|rouge\w*|"
     r"meteor|cider|spice|map|map\d+|ap|ap\d+|aps|apm|apl|ar|ar\d+|auc|auroc|auprc|rocauc|precision|recall|"
     r"prec|rec|iou|miou|dice|psnr|ssim|msssim|r2|ndcg|mrr|hits?|hit\d+|em|exact|kappa|mcc|spearman|pearson|"
-    r"corr|correlation|reward|rewards|return|returns|success|fitness|bertscore|jaccard|specificity|sensitivity)$"
+    r"corr|correlation|reward|rewards|rew|return|returns|success|fitness|bertscore|jaccard|specificity|sensitivity|"
+    r"explained)$"
 )
 _LOWER_IS_BETTER = re.compile(
     r"^(ppl|perplexity|error|errors|err|wer|cer|ter|mae|mse|rmse|rmsle|mape|smape|fid|kid|lpips|bpd|bpc|eer|ece|"
@@ -266,6 +272,8 @@ def _timing_role(t: _Tag) -> str | None:
     leaf = [w for w in t.components[-1] if w not in TRAIN_WORDS and w not in ("s", "sec", "seconds")]
     if leaf == ["time"]:
         return "step_time"  # mmengine and detectron2 log the iteration time as plain `time`
+    if re.fullmatch(r"(step|iter|iteration|batch)_(s|sec|ms)", "_".join(t.components[-1])):
+        return "step_time"  # a unit suffix: `perf/iter_s` is seconds per iteration (`it/s` is a throughput)
     if re.search(
         r"samples?_?(per_?s(ec(ond)?)?|/s)|(imgs?|images?|tokens?|toks?|seqs?|sequences?|examples?|items?)"
         r"_?(/|per_?)_?s(ec(ond)?)?\b|throughput|it/s|its?_?per_?sec|iters?_?per_?sec|steps?_?per_?s(ec(ond)?)?\b",
@@ -325,6 +333,36 @@ def _activation_role(t: _Tag) -> str | None:
     ) and not re.search(r"weight|param|prun", t.text):
         return "activation_zero_frac"
     return None
+
+
+#: Words of series that describe a run without judging it: when it will end, how long an evaluation took, how
+#: random a policy still is. They get the `context` role: known, shown, and never judged as a loss or metric.
+_CONTEXT_WORDS = frozenset({"eta", "runtime", "elapsed", "remaining", "timestamp", "duration", "entropy"})
+
+
+def _context_role(t: _Tag) -> str | None:
+    if set(t.tokens) & _CONTEXT_WORDS and not _loss_like(t):
+        return "context"
+    if t.tokens == ("hp", "metric"):
+        return "context"  # Lightning's hparams placeholder, -1 until a user sets it
+    return None
+
+
+#: Loss terms of a reinforcement-learning objective: policy gradient, value function, entropy bonus. None of them
+#: is a training loss whose shape says whether the run learns (the return says that).
+_POLICY_WORDS = frozenset({"policy", "actor", "pg"})
+_RL_TERM_WORDS = _POLICY_WORDS | {"value", "critic", "vf", "entropy", "gradient", "q"}
+
+
+def rl_term(tag: str) -> bool:
+    """A loss term of an RL objective (`train/policy_gradient_loss`, `loss/value`, `train/entropy_loss`)."""
+    qualifiers = _loss_qualifiers(_split(tag)) or tuple(w for w in _split(tag).tokens if w == "value")
+    return bool(qualifiers) and set(qualifiers) <= _RL_TERM_WORDS
+
+
+#: RL episode lengths: a performance measure whose better direction depends on the task (reach a goal: shorter;
+#: balance a pole: longer).
+_EPISODE_LENGTH = re.compile(r"(^|_)(ep|episode)_?(len|length)(_|$)")
 
 
 def _loss_like(t: _Tag) -> bool:
@@ -404,9 +442,17 @@ def assign_roles(
             losses[tag] = (phase, _loss_qualifiers(t))
             continue
         direction = _metric_direction(t)
-        out[tag] = ("metric", direction) if direction else (None, 0)
+        if not direction and _EPISODE_LENGTH.search("_".join(t.tokens)):
+            out[tag] = ("metric", 0)
+            continue
+        role = None if direction else _context_role(t)
+        out[tag] = ("metric", direction) if direction else ((role, 0) if role else (None, 0))
     for phase in ("train", "val"):
         in_phase = {tag: q for tag, (p, q) in losses.items() if p == phase}
+        if any(set(q) & _POLICY_WORDS for q in in_phase.values()):
+            # Beside a policy loss, `value` names the value function's loss (`train/value_loss`, `loss/value`),
+            # one term of an RL objective, not the loss's value.
+            in_phase = {tag: q or (("value",) if "value" in _split(tag).tokens else q) for tag, q in in_phase.items()}
         has_total = any(not q for q in in_phase.values())
         qualified = [tag for tag, q in in_phase.items() if q]
         for tag, qualifiers in in_phase.items():
@@ -477,7 +523,8 @@ def primary_tags(
     def with_role(role: str) -> list[str]:
         return [t for t, (r, _) in roles.items() if r == role]
 
-    components = with_role("loss_component")
+    # An RL objective's terms are never promoted to the run's loss: their shapes do not say whether it learns.
+    components = [t for t in with_role("loss_component") if not rl_term(t)]
     train_components = [t for t in components if tag_phase(t, run_name) != "val"]
     val_components = [t for t in components if tag_phase(t, run_name) == "val"]
     metrics = [t for t, (r, d) in roles.items() if r == "metric" and d != 0]

@@ -12,6 +12,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import tbtriage
 from tbtriage.analysis.datamodel import FINDING_KINDS
 
@@ -162,3 +164,83 @@ def test_healthy_rl_and_amp_runs_get_no_warning():
         for folder in (n for n, label in LABELS.items() if label["case"] == case):
             findings, _ = _verdict(folder)
             assert not [f for f in findings if f.severity in ("warning", "critical")], folder
+
+
+def _top_cause(finding) -> str:
+    return finding.causes[0].cause if finding.causes else "unclear"
+
+
+@pytest.mark.parametrize(
+    "case,convention", [("lr_too_low", "hf"), ("lr_too_low", "ultralytics"), ("lr_too_low_sgd", "timm")]
+)
+def test_an_lr_far_too_small_crawls_and_is_slow_convergence_caused_by_the_lr(case, convention):
+    findings, _ = _verdict(_first(case, convention))
+    slow = [f for f in findings if f.kind == "slow_convergence"]
+    assert slow and slow[0].severity == "warning" and _top_cause(slow[0]) == "lr_too_low"
+    assert "still falling" in slow[0].message and "no_learning" not in {f.kind for f in findings}
+
+
+@pytest.mark.parametrize("case", ["healthy_adam", "healthy_sgd", "healthy_small_batch", "healthy_transformer_warmup"])
+def test_healthy_twins_that_level_off_are_not_slow(case):
+    for folder in [n for n, label in LABELS.items() if label["case"] == case]:
+        findings, _ = _verdict(folder)
+        assert "slow_convergence" not in {f.kind for f in findings}, folder
+
+
+@pytest.mark.parametrize("convention", ["pytorch", "keras", "detectron2"])
+def test_labels_shuffled_against_inputs_settle_just_under_ln_k_and_are_no_learning_from_a_label_bug(convention):
+    findings, _ = _verdict(_first("shuffled_labels", convention))
+    stuck = [f for f in findings if f.kind == "no_learning"]
+    assert stuck and stuck[0].severity == "warning" and "prior" in stuck[0].evidence["signals"]
+    assert stuck[0].evidence["chance_classes"] == 4 and _top_cause(stuck[0]) == "labels_or_loss_bug"
+
+
+@pytest.mark.parametrize("convention", ["detectron2", "ultralytics", "keras", "pytorch"])
+def test_an_unweighted_regression_term_that_owns_the_total_while_the_class_head_stalls_is_task_imbalance(convention):
+    findings, _ = _verdict(_first("unweighted_multitask", convention))
+    imbalance = [f for f in findings if f.kind == "task_imbalance"]
+    assert imbalance and imbalance[0].severity == "warning" and "dominates" in imbalance[0].message
+
+
+def test_a_balanced_multi_task_run_is_not_imbalanced():
+    for folder in [n for n, label in LABELS.items() if label["case"] == "healthy_multitask"]:
+        findings, _ = _verdict(folder)
+        assert "task_imbalance" not in {f.kind for f in findings}, folder
+
+
+def test_a_saddle_sitting_exactly_at_ln4_then_noisy_is_a_plateau_from_the_start():
+    findings, _ = _verdict(_first("saddle_tiny_init", "lightning"))
+    plateau = [f for f in findings if f.kind == "plateau"]
+    assert plateau and plateau[0].severity == "warning" and plateau[0].step <= 20
+
+
+def test_a_validation_accuracy_wandering_at_chance_beside_a_flat_validation_loss_is_not_overfitting():
+    findings, _ = _verdict(_first("no_warmup_transformer", "keras_batch"))
+    assert "overfitting" not in {f.kind for f in findings}
+
+
+def test_an_rl_run_reads_its_return_as_the_metric_and_no_objective_term_as_its_loss():
+    report = tbtriage.diagnose(CORPUS / _first("healthy_rl_gridworld", "rl_tensorboardx"))
+    run = report.runs[0]
+    assert run.roles["loss/value"] == "loss_component" and run.roles["episode/Return"] == "metric"
+    assert run.primary_tags.train_loss is None and run.primary_tags.val_metric == "episode/Return"
+    assert [f for f in run.findings if f.severity in ("warning", "critical")] == []
+
+
+def test_a_slow_loader_logged_every_20_iterations_is_a_warning_on_few_but_unanimous_points():
+    findings, _ = _verdict(_first("slow_loader", "detectron2"))
+    bottleneck = [f for f in findings if f.kind == "input_bottleneck"]
+    assert bottleneck and bottleneck[0].severity == "warning"
+
+
+def test_an_rl_objectives_total_loss_is_not_judged_for_plateaus_or_progress():
+    findings, _ = _verdict(_first("healthy_rl_gridworld", "sb3"))
+    assert not {"plateau", "slow_convergence", "no_learning"} & {f.kind for f in findings}
+
+
+def test_a_keras_run_logging_per_batch_states_overfitting_in_global_steps_and_says_the_epoch():
+    findings, _ = _verdict(_first("healthy_sgd", "keras_batch"))
+    overfitting = [f for f in findings if f.kind == "overfitting"]
+    # batch_loss (global steps) is paired with evaluation_loss_vs_iterations, not with the per-epoch epoch_loss
+    assert overfitting and overfitting[0].step > 20 and "epoch" in overfitting[0].message
+    assert overfitting[0].evidence["best_epoch"] == round(overfitting[0].step / 32)

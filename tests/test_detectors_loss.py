@@ -304,3 +304,30 @@ def test_a_loss_that_climbs_x1e27_in_three_logged_points_before_nan_diverged_whe
     assert finding.severity == "critical" and finding.step == 19
     assert "after a climb from 2.98 (step 9) that began at step 19" in finding.evidence["summary"]
     assert finding.evidence["first_nonfinite_step"] == 49
+
+
+def test_a_training_loss_falling_in_a_straight_line_while_validation_gets_worse_is_not_slow():
+    # A YOLO-style run: the training loss keeps falling linearly under a linear lr decay while the validation
+    # loss has turned: more lr would not help, so it is not slow convergence.
+    steps = np.arange(1, 121)
+    rng = np.random.default_rng(8)
+    train = scatter(rng, 1.2 - 0.0025 * steps, 0.01)
+    val = scatter(rng, 1.45 + 0.0027 * steps, 0.02)
+    found = kinds(analyze_tags({"train/dfl_loss": (steps, train), "val/dfl_loss": (steps, val)}), ("warning", "info"))
+    assert "slow_convergence" not in found
+
+
+def test_a_loss_sitting_exactly_at_chance_then_falling_noisily_is_a_plateau_from_the_start():
+    # A net on a saddle: the loss is ln 4 to the last digit for a quarter of the run, then falls and stays noisy.
+    steps = np.arange(0, 640, 10)
+    rng = np.random.default_rng(9)
+    loss = np.where(steps < 160, np.log(4.0), scatter(rng, 1.0 + 0.4 * np.exp(-(steps - 160) / 30.0), 0.08))
+    plateau = _one(analyze_tags({"train_loss_step": (steps, loss)}), "plateau")
+    assert plateau.severity == "warning" and plateau.step == 0 and 120 <= plateau.end_step <= 170
+
+
+def test_a_noisy_loss_whose_first_points_happen_to_agree_is_not_a_plateau():
+    steps = np.arange(0, 400, 10)
+    rng = np.random.default_rng(10)
+    loss = scatter(rng, 0.6 + 1.0 * np.exp(-steps / 120.0), 0.3)
+    assert "plateau" not in kinds(analyze_tags({"train_loss_step": (steps, loss)}), ("warning",))

@@ -30,6 +30,7 @@ CONVENTIONS = {
     "epoch_loss": ("train_loss", -1),
     "epoch_accuracy": ("metric", 1),
     "epoch_learning_rate": ("lr", 0),
+    "epoch_grad_norm": ("grad_norm", 0),  # the global norm per epoch, not a layer called "epoch"
     # timm
     "eval_top1": ("metric", 1),
     "eval_top5": ("metric", 1),
@@ -73,6 +74,19 @@ CONVENTIONS = {
     "perf/data_time": ("data_time", -1),
     "gpu/util": ("gpu_util", 1),
     "DeviceStatsMonitor.on_train_batch_start/allocated_bytes.all.current": ("gpu_mem", 0),
+    "perf/iter_s": ("step_time", -1),  # a unit suffix: seconds per iteration
+    # stable-baselines3 and plain RL loops
+    "rollout/ep_rew_mean": ("metric", 1),
+    "episode/Return": ("metric", 1),
+    "train/explained_variance": ("metric", 1),
+    "rollout/ep_len_mean": ("metric", 0),  # shorter or longer is better depending on the task
+    "episode/Length": ("metric", 0),
+    # series that describe a run without judging it
+    "eval/runtime": ("context", 0),
+    "train/train_runtime": ("context", 0),
+    "eta_seconds": ("context", 0),
+    "policy/entropy": ("context", 0),
+    "hp_metric": ("context", 0),
 }
 
 
@@ -87,13 +101,11 @@ def test_every_framework_convention_gets_its_role(tag, expected):
         "resources/host/cpu_percent (%)/mean",  # host, not the accelerator
         "resources/gpu:0/power_usage (W)/mean",  # power is not utilisation
         "resources/gpu:0/memory_free (MiB)/mean",  # capacity, not usage
-        "train/train_runtime",
-        "eval/runtime",
         "weight_decay",
         "loss_weight/cls",
         "train/grad_penalty",
         "my_custom_counter",
-        "eta_seconds",
+        "theta",  # not an ETA
     ],
 )
 def test_tags_that_are_not_what_their_words_suggest_stay_unknown(tag):
@@ -111,6 +123,20 @@ def test_a_single_qualified_loss_is_the_total_but_two_without_a_total_are_terms(
     ultralytics = assign_roles(["train/box_loss", "train/cls_loss", "val/box_loss", "val/cls_loss"])
     assert {r for r, _ in ultralytics.values()} == {"loss_component"}
     assert primary_tags(ultralytics).train_loss in ("train/box_loss", "train/cls_loss")
+
+
+def test_an_rl_objectives_value_loss_is_one_of_its_terms_never_the_training_loss():
+    sb3 = assign_roles(["train/loss", "train/value_loss", "train/policy_gradient_loss", "train/entropy_loss"])
+    assert sb3["train/loss"] == ("train_loss", -1)
+    assert {sb3[t] for t in ("train/value_loss", "train/policy_gradient_loss", "train/entropy_loss")} == {
+        ("loss_component", -1)
+    }
+    # Without a total, the terms of an RL objective are not promoted to the run's loss either.
+    plain = assign_roles(["loss/policy", "loss/value", "episode/Return"])
+    assert plain["loss/value"] == ("loss_component", -1)
+    assert primary_tags(plain).train_loss is None and primary_tags(plain).val_metric == "episode/Return"
+    # Alone, `loss/value` is still the value of the loss.
+    assert assign_roles(["loss/value"])["loss/value"] == ("train_loss", -1)
 
 
 def test_keras_validation_sibling_run_makes_its_epoch_loss_a_validation_loss():

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..datamodel import Finding, Run, Series, SeriesFeatures
 from ..features import context_tags, context_windows, finite_view
-from ..roles import PrimaryTags
+from ..roles import PrimaryTags, rl_term
 from ..text import number
 
 #: Adversarial loss terms (GAN generator/discriminator/critic): they rise and fall against each other by
@@ -131,8 +131,9 @@ class RunData:
 
 
 def adversarial(tag: str) -> bool:
-    """A GAN-style term (`loss_G`, `disc_loss`, `critic/loss`)."""
-    return ADVERSARIAL.search(tag.lower()) is not None
+    """A term that rises and falls against the others by design: a GAN's (`loss_G`, `disc_loss`, `critic/loss`),
+    or an RL objective's policy, value or entropy term (`train/value_loss`, `loss/policy`; roles.rl_term)."""
+    return ADVERSARIAL.search(tag.lower()) is not None or rl_term(tag)
 
 
 def num(value: float | None, digits: int = 4) -> float | None:

@@ -1,14 +1,13 @@
 """slow_convergence and plateau: a training loss that does not move, crawls, or stalls for a long stretch.
 
-slow_convergence (judged on the main training loss, else the main validation loss): a crawl. A loss that
-never moved at all is `no_learning` (learning.py), not slow.
-- the loss fell less than SLOW_DROP of its start, the second half fell about as much as the first
-  (least-squares lines through each half: at least LINEAR_RATIO as much, or MIN_RATIO as much when the
-  slowdown is within DECELERATION_K standard errors; a healthy curve decelerates, a crawl keeps the same
-  slow pace), and that second-half fall is real (above CRAWL_NOISE_K noise sigmas of the edge medians):
-  the run is still far from converged.
-Runs resumed from a checkpoint (first step beyond RESUMED_FRAC of the last) and runs still in their lr
-warmup are not judged: their curves are supposed to look like that.
+slow_convergence (judged on the main training loss and its validation loss): a crawl, the shape of an lr far
+too small. A healthy loss falls fast at first and levels off: an exponential-like approach that covers several
+of its own time constants in a run. A crawl is nearly a straight line: the first quarter of the run fell at
+most FAST_START × the run's average pace (no fast early phase) and the last quarter still falls at END_PACE of
+the first quarter's pace (least-squares lines through the bucket medians of each quarter, both falling beyond
+SLOPE_K standard errors). Any judged curve that clearly levelled off (its last quarter under LEVELLED_PACE of
+its early pace) or ended worse than it began (a validation loss past its best) vetoes it. A loss that never moved at all is `no_learning` (learning.py), not slow. Runs
+resumed from a checkpoint are not judged; the pace is measured from the end of an lr warmup.
 
 plateau: a flat stretch of at least PLATEAU_MIN_FRAC of the run (features.find_plateaus) that is followed
 by a real drop (PLATEAU_DROP of the level) that is *faster* than the curve moved during the stretch
@@ -26,30 +25,34 @@ from typing import Any
 
 import numpy as np
 
-from ..features import EDGE_FRAC
+from ..datamodel import SeriesFeatures
+from ..features import PLATEAU_NOISE_K, PLATEAU_RANGE_FRAC
 from ..smoothing import mad_sigma
 from .base import (
     MIN_CONFIDENT_POINTS,
     RunData,
-    adversarial,
     confident,
     finding,
     fmt,
-    level_at,
     pct,
     position,
     smoothed_level,
 )
-from .learning import LEARNED, NO_DROP, chance_classes, judgeable
+from .learning import (
+    LEARNED,
+    MIN_PACE_POINTS,
+    NO_DROP,
+    chance_classes,
+    crawls,
+    judgeable,
+    levelled_off,
+    main_loss,
+    pace,
+    paced_curves,
+)
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("slow_convergence", "plateau")
-SLOW_DROP = 0.12
-LINEAR_RATIO = 0.75
-MIN_RATIO = 0.5
-#: The slowdown between the halves is real beyond this many standard errors of the slope difference.
-DECELERATION_K = 2.0
-CRAWL_NOISE_K = 3.0
 PLATEAU_MIN_FRAC = 0.1
 PLATEAU_DROP = 0.1
 PLATEAU_ACCEL = 3.0
@@ -59,11 +62,14 @@ LR_EXPLAINS = 1.5
 #: lasts at least START_WARN_FRAC of the run (a shorter wait at the start is info, like any other plateau).
 START_FRAC = 0.03
 START_WARN_FRAC = 0.15
+#: An initial stretch found against its own noise must be at most this noisy relative to the rest of the run.
+QUIET = 0.5
 
 
 def _judged_tag(data: RunData) -> str | None:
-    tag = data.primary.train_loss or data.primary.val_loss
-    return None if tag is None or adversarial(tag) else tag
+    """The loss judged: learning.main_loss (a Keras validation sibling leaves it to its train run, which judges
+    the validation curve beside its own)."""
+    return main_loss(data)
 
 
 def detect(data: RunData) -> list:
@@ -79,89 +85,69 @@ def detect(data: RunData) -> list:
 
 
 def _slow(data: RunData, tag: str):
-    found = judgeable(data, tag)
+    found = judgeable(data, tag, MIN_PACE_POINTS)
     if found is None:
         return None
     steps, values = found
-    n = values.size
     feats = data.features[tag]
-    edge = max(3, int(math.ceil(EDGE_FRAC * n)))
-    start, end = float(np.median(values[:edge])), float(np.median(values[-edge:]))
-    middle_step = 0.5 * (steps[0] + steps[-1])
-    middle = level_at(steps, values, middle_step, 2 * edge)
+    start, end = feats.extra["start_level"], feats.extra["end_level"]
     scale = abs(start) if start > 0 else feats.extra["scale"]
     drop = (start - end) / scale
-    lowest = float(np.min(smoothed_level(feats)[1]))
-    dipped = (start - lowest) / scale
-    edge_noise = (feats.noise or 0.0) * 1.2533 / math.sqrt(edge)
-    # How far each half fell, from least-squares lines through the bucket medians of each half: far less
-    # noisy than differences of three local medians.
-    level = feats.extra["level"]
-    half_span = 0.5 * (steps[-1] - steps[0])
-    slope1, error1 = _slope(level.steps, level.medians, level.steps <= middle_step)
-    slope2, error2 = _slope(level.steps, level.medians, level.steps >= middle_step)
-    first_half, second_half = -slope1 * half_span, -slope2 * half_span
-    slowed_down = (first_half - second_half) > DECELERATION_K * half_span * math.hypot(error1, error2)
+    dipped = (start - float(np.min(smoothed_level(feats)[1]))) / scale
+    if abs(drop) < NO_DROP and dipped < LEARNED:
+        return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
+    paces = [(label, measured) for label, s, m in paced_curves(data, tag) if (measured := pace(s, m)) is not None]
+    # Any judged curve that levelled off, or ended worse than it began (a validation loss past its best), says
+    # the run is not merely slow: raising the lr is not the answer there.
+    if not paces or any(levelled_off(p) or p["mean"] <= 0 for _, p in paces):
+        return None
+    crawling = [(label, p) for label, p in paces if crawls(p)]
+    if not crawling:
+        return None
+    label, judged = crawling[0]
+    kept = judged["last"] / judged["first"]
     evidence: dict[str, Any] = {
         "tag": tag,
+        "judged": label,
         "start_level": start,
-        "middle_level": middle,
         "end_level": end,
         "relative_drop": drop,
+        "end_pace": kept,
         "steps": int(steps[-1] - steps[0]),
     }
+    lr_max = None
     if data.primary.lr:
         lr = data.finite(data.primary.lr)[1]
         if lr.size:
-            evidence["lr_max"] = float(lr.max())
-    lr_text = f" at lr {fmt(evidence['lr_max'])}" if "lr_max" in evidence else ""
+            lr_max = evidence["lr_max"] = float(lr.max())
+    lr_text = f" at lr {fmt(lr_max)}" if lr_max is not None else ""
     span = int(steps[-1] - steps[0])
-    if abs(drop) < NO_DROP and dipped < LEARNED:
-        return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
-    # Same pace in both halves: the second fell at least LINEAR_RATIO as much as the first, or at least
-    # MIN_RATIO as much with the difference within noise (a short, noisy crawl gives a ragged ratio).
-    same_pace = second_half >= LINEAR_RATIO * first_half or (second_half >= MIN_RATIO * first_half and not slowed_down)
-    crawling = 0 < drop < SLOW_DROP and first_half > 0 and same_pace and second_half > CRAWL_NOISE_K * edge_noise
-    if not crawling:
-        return None
     evidence["summary"] = (
-        f"{tag} {fmt(start)} → {fmt(end)} ({pct(-drop)}) over {span} steps{lr_text}: "
-        f"{pct(-first_half / scale)} in the first half, {pct(-second_half / scale)} in the "
-        "second, no sign of levelling off"
+        f"{label} {fmt(judged['start'])} → {fmt(judged['end'])} over {span} steps{lr_text}, nearly a straight line: "
+        f"its last quarter still fell at {kept:.0%} of its first quarter's pace, and it never had the fast early "
+        "fall of a well-tuned run"
     )
-    message = f"{tag} fell only {drop:.0%} in {span} steps and keeps crawling at the same pace"
-    factor_text = ""
-    if "lr_max" in evidence:
-        factor_text = f" (e.g. {fmt(evidence['lr_max'])} → {fmt(evidence['lr_max'] * 10)})"
+    message = (
+        f"{label} is still falling at {kept:.0%} of its early pace when the run ends ({pct(-drop)} in {span} "
+        "steps): slow, steady progress far from where the curve would level off"
+    )
+    factor_text = f" (e.g. {fmt(lr_max)} → {fmt(lr_max * 10)})" if lr_max is not None else ""
     suggestion = (
-        f"Raise the learning rate ×3–10{factor_text}, ideally after an lr range test; check "
-        "weight initialisation (Kaiming/Xavier), input normalisation and Adam's eps (1e-8, not 1e-3)"
+        f"Raise the learning rate ×3–10{factor_text}, ideally after an lr range test; if the lr is already "
+        "ordinary, check weight initialisation (Kaiming/Xavier), input normalisation and Adam's eps (1e-8, not "
+        "1e-3), or simply train longer: the curve has not started to level off"
     )
     return finding(
         data,
         "slow_convergence",
-        confident("warning", n, 2 * MIN_CONFIDENT_POINTS),
-        [tag],
+        confident("warning", values.size, MIN_CONFIDENT_POINTS),
+        [tag] if label == tag else [tag, label] if label in data.features else [tag],
         int(steps[0]),
         int(steps[-1]),
         evidence,
         message,
         suggestion,
     )
-
-
-def _slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    """Least-squares slope of y on x over `mask`, and its standard error (from the residuals' MAD)."""
-    x, y = x[mask].astype(np.float64), y[mask]
-    if x.size < 3:
-        return 0.0, float("inf")
-    x = x - x.mean()
-    denominator = float((x * x).sum())
-    if denominator <= 0:
-        return 0.0, float("inf")
-    slope = float((x * (y - y.mean())).sum()) / denominator
-    residual = y - y.mean() - slope * x
-    return slope, mad_sigma(residual) / np.sqrt(denominator)
 
 
 def _lr_explains(data: RunData, start: int, end: int) -> bool:
@@ -182,14 +168,48 @@ def _lr_explains(data: RunData, start: int, end: int) -> bool:
     return warming or before <= 0 or after <= before / LR_EXPLAINS or ramp >= before * LR_EXPLAINS
 
 
+def _initial_stretch(feats: SeriesFeatures) -> tuple[int, int] | None:
+    """(first, last step) of the stretch at the start where the level stays at its initial value, within the noise
+    of that early stretch itself (or PLATEAU_RANGE_FRAC of the run's range), when that stretch is at most QUIET
+    times as noisy as the rest: a loss sitting exactly at ln K for a quarter of the run and noisy afterwards is
+    flat there, though the later noise would hide it from a band measured on the whole run."""
+    level = feats.extra["level"]
+    y = level.medians
+    if y.size < 2 * MIN_CONFIDENT_POINTS:
+        return None
+    head = max(3, y.size // 20)
+    start = float(np.median(y[:head]))
+    noise = mad_sigma(np.diff(y[: max(head, y.size // 10)])) / math.sqrt(2.0)
+    lo, hi = np.percentile(y, [5, 95])
+    band = max(PLATEAU_NOISE_K * noise, PLATEAU_RANGE_FRAC * (hi - lo))
+    padded = np.pad(y, 1, mode="edge")
+    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 3), axis=1)
+    away = np.flatnonzero(np.abs(smooth - start) > band)
+    if away.size == 0 or away[0] < 2:
+        return None
+    end = int(away[0])
+    # The stretch must be quieter than what follows: otherwise the whole-run band (features.find_plateaus) is
+    # the right judge, and a few lucky points at the start of a noisy loss are not a plateau.
+    inside, rest = np.diff(y[:end]), np.diff(y[end:])
+    if rest.size < 3 or mad_sigma(inside) > QUIET * mad_sigma(rest):
+        return None
+    return int(level.steps[0]), int(level.steps[end - 1])
+
+
 def _plateaus(data: RunData, tag: str) -> list:
     feats = data.features[tag]
     steps, values = data.finite(tag)
     if values.size < 2 * MIN_CONFIDENT_POINTS:
         return []
     level_steps, medians = smoothed_level(feats)
+    stretches = list(feats.plateaus)
+    initial = _initial_stretch(feats)
+    if initial and not any(
+        position(data, start) <= START_FRAC and position(data, end) <= 0.95 for start, end in stretches
+    ):
+        stretches = [initial] + [(start, end) for start, end in stretches if start > initial[1]]
     out = []
-    for start, end in feats.plateaus:
+    for start, end in stretches:
         if (end - start) < PLATEAU_MIN_FRAC * data.span or position(data, end) > 0.95:
             continue
         flat = values[(steps >= start) & (steps <= end)]

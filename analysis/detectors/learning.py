@@ -24,6 +24,9 @@ import re
 
 import numpy as np
 
+from ..datamodel import SeriesFeatures
+from ..roles import rl_term
+from ..smoothing import mad_sigma
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, pct, smoothed_level
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -47,6 +50,13 @@ CHANCE_ACC_SHARE = 0.25
 LOSS_ALONE_MAX_CLASSES = 20
 #: With chance accuracy, the loss within this share of ln K (a training loss memorising noise dips ~10 %).
 CHANCE_MEMORISED = 0.15
+#: Knowing only how often each class occurs lowers the cross-entropy below ln K by at most PRIOR_GAIN on a set that
+#: is not heavily unbalanced (40/30/20/10 % gains 8 %); a model that learns anything from its inputs goes far lower.
+#: A loss that started at ln K, never fell further than that and is not still falling steadily learned the prior
+#: at most; an accuracy confirms it when its typical level stays under PRIOR_ACC_CLASSES/K (the largest class's
+#: share on such a set).
+PRIOR_GAIN = 0.1
+PRIOR_ACC_CLASSES = 2.0
 #: A curve "identical at every evaluation" needs this many evaluations; 5 equal floats by chance never happen.
 MIN_EVALS = 5
 #: Within float32 rounding: values written as float32 agree to ~1e-7 relative.
@@ -59,14 +69,35 @@ RESUMED_FRAC = 0.2
 #: An lr at or below this never moves weights of ordinary scale in a run's length.
 LR_ZERO = 1e-8
 
+#: Pace is measured on least-squares lines through the bucket medians of the first and last QUARTER of the run.
+QUARTER = 0.25
+#: Fewer bucket medians than this give no pace: a line through fewer than 5 points per quarter proves nothing.
+MIN_PACE_POINTS = 20
+#: Slopes count beyond this many standard errors.
+SLOPE_K = 2.0
+#: A crawl: the last quarter still falls at END_PACE of the first quarter's pace and the first quarter fell at
+#: most FAST_START × the average pace. An exponential approach covers that in under one time constant; a healthy
+#: run covers several (its last quarter keeps under LEVELLED_PACE of its early pace).
+END_PACE = 0.5
+FAST_START = 2.0
+LEVELLED_PACE = 0.25
+#: The pace is judged from the step at which a warming-up lr reaches this share of its peak.
+WARMED_UP = 0.9
 _ACCURACY = re.compile(r"acc|top1|top-1|top_1")
 
 
-def _main_loss(data: RunData) -> str | None:
+def rl_objective(data: RunData) -> bool:
+    """The run's losses are the terms of a reinforcement-learning objective (a policy loss among them): its total
+    rises and falls as the policy and its data change, so its shape does not say whether the agent learns (the
+    return does)."""
+    return any(rl_term(t) for t in data.tags("loss_component"))
+
+
+def main_loss(data: RunData) -> str | None:
     """The training loss, else a validation loss when no training loss exists here or in a Keras train
     sibling (a regularised model's validation loss may sit still while its training loss does the learning)."""
     tag = data.primary.train_loss or (None if data.has_train_sibling else data.primary.val_loss)
-    return None if tag is None or adversarial(tag) else tag
+    return None if tag is None or adversarial(tag) or rl_objective(data) else tag
 
 
 def still_warming_up(data: RunData) -> bool:
@@ -157,6 +188,57 @@ def _chance(data: RunData, tag: str) -> dict | None:
     return out
 
 
+def _loss_curves(data: RunData, tag: str) -> list[tuple[str, SeriesFeatures]]:
+    """(label, features) of the main loss and its validation loss (this run's, or a Keras validation sibling's)."""
+    out = [(tag, data.features[tag])]
+    val = data.primary.val_loss
+    if val and val != tag and not adversarial(val):
+        out.append((val, data.features[val]))
+    elif tag in data.sibling_val:
+        external = data.sibling_val[tag]
+        out.append((f"{external.run}:{external.tag}", external.features))
+    return [(label, feats) for label, feats in out if "level" in feats.extra]
+
+
+def _prior(data: RunData, tag: str) -> dict | None:
+    """The loss started at ln K and no loss curve of the run fell more than PRIOR_GAIN below it or is still falling
+    steadily, and no accuracy typically beats PRIOR_ACC_CLASSES/K: the model learned at most the class frequencies."""
+    feats = data.features[tag]
+    start = feats.extra.get("start_level")
+    if start is None or feats.points < MIN_CONFIDENT_POINTS or judgeable(data, tag, MIN_CONFIDENT_POINTS) is None:
+        return None
+    k = chance_classes(start, LOSS_ALONE_MAX_CLASSES)
+    if k is None:
+        return None
+    chance_loss = math.log(k)
+    judged, gain = None, 0.0
+    for label, curve in _loss_curves(data, tag):
+        lowest = float(np.min(smoothed_level(curve)[1]))
+        level = curve.extra["level"]
+        found = pace(level.steps.astype(np.float64), level.medians)
+        if lowest < (1.0 - PRIOR_GAIN) * chance_loss or (found is not None and crawls(found)):
+            return None
+        judged = (label, curve, lowest)  # the validation curve, when there is one, is the one quoted
+        gain = max(gain, 1.0 - lowest / chance_loss)
+    for accuracy in _accuracies(data):
+        values = data.finite(accuracy)[1]
+        fractions = values / 100.0 if values.size and values.max() > 1.0 else values
+        if fractions.size and float(np.median(fractions[fractions.size // 2 :])) >= PRIOR_ACC_CLASSES / k:
+            return None
+    assert judged is not None  # the main loss itself is always a judged curve
+    label, curve, lowest = judged
+    return {
+        "tag": label,
+        "classes": k,
+        "chance_loss": chance_loss,
+        "start": start,
+        "end": curve.extra["end_level"],
+        "lowest": lowest,
+        "prior": True,
+        "gain": gain,
+    }
+
+
 def _identical(data: RunData) -> list[tuple[str, float, int]]:
     """(tag, value, evaluations) of validation losses and metrics that never changed."""
     out = []
@@ -180,11 +262,13 @@ def _identical(data: RunData) -> list[tuple[str, float, int]]:
     return out
 
 
-def judgeable(data: RunData, tag: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The finite (steps, values) of a loss that can be judged for how far it fell: long enough, not resumed
-    from a checkpoint midway, and past its lr warmup; None otherwise."""
+def judgeable(
+    data: RunData, tag: str, min_points: int = 2 * MIN_CONFIDENT_POINTS
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The finite (steps, values) of a loss that can be judged for how far it fell: at least `min_points`, not
+    resumed from a checkpoint midway, and past its lr warmup; None otherwise."""
     steps, values = data.finite(tag)
-    if values.size < 2 * MIN_CONFIDENT_POINTS or steps[-1] <= steps[0]:
+    if values.size < min_points or steps[-1] <= steps[0]:
         return None
     if steps[0] > RESUMED_FRAC * steps[-1] or still_warming_up(data):
         return None
@@ -192,7 +276,7 @@ def judgeable(data: RunData, tag: str) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _flat(data: RunData, tag: str) -> dict | None:
-    found = judgeable(data, tag)
+    found = judgeable(data, tag, MIN_CONFIDENT_POINTS)
     if found is None:
         return None
     steps, values = found
@@ -217,12 +301,14 @@ def _lr_max(data: RunData) -> float | None:
 def detect(data: RunData) -> list:
     if any(data.features[t].first_nonfinite_step is not None for t in data.tags("train_loss", "val_loss")):
         return []  # a loss that is NaN/Inf is divergence's story; a metric frozen by it is a consequence
-    loss = _main_loss(data)
+    loss = main_loss(data)
     chance = _chance(data, loss) if loss else None
     identical = _identical(data)
     if chance is None and loss is not None and data.features[loss].role == "train_loss":
         val = data.primary.val_loss
         chance = _chance(data, val) if val and not adversarial(val) else None
+    if chance is None and loss is not None:
+        chance = _prior(data, loss)
     flat = _flat(data, loss) if loss else None
     if not (chance or identical or flat):
         return []
@@ -230,7 +316,18 @@ def detect(data: RunData) -> list:
     lr_text = f" (lr never above {fmt(lr_max)})" if lr_max is not None and lr_max <= LR_ZERO else ""
     parts, tags = [], []
     evidence: dict = {}
-    if chance:
+    if chance and chance.get("prior"):
+        k = chance["classes"]
+        parts.append(
+            f"{chance['tag']} started at ln({k}) = {fmt(chance['chance_loss'])}, the loss of a uniform guess over {k} "
+            f"classes, never fell more than {PRIOR_GAIN:.0%} below it (lowest {fmt(chance['lowest'])}, ended at "
+            f"{fmt(chance['end'])}) and stopped falling"
+        )
+        tags.append(chance["tag"] if chance["tag"] in data.features else loss)
+        evidence.update(
+            chance_classes=k, chance_loss=chance["chance_loss"], level=chance["end"], prior_gain=chance["gain"]
+        )
+    elif chance:
         k = chance["classes"]
         text = (
             f"{chance['tag']} stayed near ln({k}) = {fmt(chance['chance_loss'])}, the loss of a uniform guess over "
@@ -258,9 +355,26 @@ def detect(data: RunData) -> list:
         evidence.update(start_level=flat["start"], end_level=flat["end"], relative_drop=flat["drop"])
     if lr_max is not None:
         evidence["lr_max"] = lr_max
-    evidence["signals"] = [name for name, hit in (("chance", chance), ("identical", identical), ("flat", flat)) if hit]
+    signals = (
+        ("prior" if chance and chance.get("prior") else "chance", chance),
+        ("identical", identical),
+        ("flat", flat),
+    )
+    evidence["signals"] = [name for name, hit in signals if hit]
     evidence["summary"] = "; ".join(parts) + lr_text
-    if chance:
+    if chance and chance.get("prior") and not flat:
+        k = chance["classes"]
+        message = (
+            f"{chance['tag']} stayed within {PRIOR_GAIN:.0%} of chance level ln({k}) = {fmt(chance['chance_loss'])} "
+            "and stopped falling: the model learned at most how often each class occurs, nothing from its inputs"
+        )
+        suggestion = (
+            "A loss that settles just under ln(K) while the weights move usually means the labels do not match the "
+            "inputs (shuffled or indexed separately, the wrong label column, augmentations applied to inputs only "
+            "out of step with labels) or the loss is computed on the wrong tensor: check one batch's inputs against "
+            "its labels, then overfit a single batch to prove the model can learn"
+        )
+    elif chance and not chance.get("prior"):
         k = chance["classes"]
         message = (
             f"{chance['tag']} never left chance level ln({k}) = {fmt(chance['chance_loss'])}: the model learned nothing"
@@ -298,6 +412,88 @@ def detect(data: RunData) -> list:
     message += lr_text
     first, last = data.first_step, data.last_step
     points = max([data.features[t].points for t in tags if t] or [0])
-    needed = MIN_EVALS if identical and not (chance or flat) else 2 * MIN_CONFIDENT_POINTS
+    needed = MIN_EVALS if identical and not (chance or flat) else MIN_CONFIDENT_POINTS
     severity = confident("warning", points, needed)
     return [finding(data, "no_learning", severity, [t for t in tags if t], first, last, evidence, message, suggestion)]
+
+
+def slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of y on x over `mask`, and its standard error (from the residuals' MAD)."""
+    x, y = x[mask].astype(np.float64), y[mask]
+    if x.size < 3:
+        return 0.0, float("inf")
+    x = x - x.mean()
+    denominator = float((x * x).sum())
+    if denominator <= 0:
+        return 0.0, float("inf")
+    rate = float((x * (y - y.mean())).sum()) / denominator
+    residual = y - y.mean() - rate * x
+    return rate, mad_sigma(residual) / np.sqrt(denominator)
+
+
+def pace(steps: np.ndarray, medians: np.ndarray) -> dict[str, float] | None:
+    """How fast a curve fell in its first and last quarter and on average (level units per step, positive when
+    falling), with the slopes' standard errors; None for too few points."""
+    if medians.size < MIN_PACE_POINTS or steps[-1] <= steps[0]:
+        return None
+    span = float(steps[-1] - steps[0])
+    quarter = QUARTER * span
+    first, first_error = slope(steps, medians, steps <= steps[0] + quarter)
+    last, last_error = slope(steps, medians, steps >= steps[-1] - quarter)
+    edge = max(2, medians.size // 20)
+    start, end = float(np.median(medians[:edge])), float(np.median(medians[-edge:]))
+    return {
+        "first": -first,
+        "first_error": first_error,
+        "last": -last,
+        "last_error": last_error,
+        "mean": (start - end) / span,
+        "start": start,
+        "end": end,
+    }
+
+
+def crawls(curve: dict[str, float]) -> bool:
+    """A straight, slow fall: falling in both quarters (beyond SLOPE_K standard errors), the last quarter still at
+    END_PACE of the first's pace, and no fast early phase (the first quarter at most FAST_START × the average)."""
+    first, last = curve["first"], curve["last"]
+    return (
+        curve["mean"] > 0
+        and first > SLOPE_K * curve["first_error"]
+        and last > SLOPE_K * curve["last_error"]
+        and last >= END_PACE * first
+        and first <= FAST_START * curve["mean"]
+    )
+
+
+def levelled_off(curve: dict[str, float]) -> bool:
+    """The healthy shape: a clear early fall whose pace the last quarter has mostly lost."""
+    first, last = curve["first"], curve["last"]
+    return (
+        first > SLOPE_K * curve["first_error"]
+        and last < LEVELLED_PACE * first
+        and first - last > SLOPE_K * math.hypot(curve["first_error"], curve["last_error"])
+    )
+
+
+def after_warmup(data: RunData) -> int | None:
+    """The first step at which a rising lr reached WARMED_UP of its peak (None when the lr does not rise first):
+    during a warmup the loss is meant to fall slowly, so the pace is judged from there."""
+    if data.primary.lr is None:
+        return None
+    steps, lr = data.finite(data.primary.lr)
+    if lr.size < 3 or lr.max() <= 0 or lr[0] >= WARMED_UP * lr.max():
+        return None
+    return int(steps[int(np.argmax(lr >= WARMED_UP * lr.max()))])
+
+
+def paced_curves(data: RunData, tag: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(label, bucket steps, bucket medians) of the curves judged for pace: the main loss and its validation
+    loss (this run's, or a Keras validation sibling's), from the end of any lr warmup."""
+    begin = after_warmup(data)
+    curves = []
+    for label, feats in _loss_curves(data, tag):
+        level = feats.extra["level"]
+        keep = level.steps >= begin if begin is not None else np.ones(level.steps.size, dtype=bool)
+        curves.append((label, level.steps[keep].astype(np.float64), level.medians[keep]))
+    return curves

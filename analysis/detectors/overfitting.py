@@ -11,6 +11,8 @@ the training loss:
 - the deterioration is sustained: the last evaluation is still in the upper half of the rise and the
   points after the best trend worse (positive least-squares slope),
 - meanwhile the training side kept improving by at least TRAIN_IMPROVE since the validation best.
+Losses lead: when a validation loss was judged and did not turn, a validation metric that sags on its own (an
+accuracy at chance wandering by a few points) is not overfitting; a model overfits its loss first.
 The onset is the validation best: the checkpoint to keep. Few evaluations (< CONFIDENT_EVALS) give info.
 """
 
@@ -134,13 +136,19 @@ def _candidates(data: RunData) -> list[tuple[str, str, np.ndarray, np.ndarray, i
     if metric and metric not in paired_val and data.primary.train_loss and data.features[metric].direction:
         steps, values = data.finite(metric)
         out.append((data.primary.train_loss, metric, steps, values, data.features[metric].direction, True, None))
-    out.sort(key=lambda c: c[5])  # losses first: they lead the finding
+    # Losses first: they lead the finding; then the finest step axis (a Keras run's global-step pair before its
+    # per-epoch one), so the onset is stated in global steps.
+    out.sort(key=lambda c: (c[5], -(int(c[2][-1]) if c[2].size else 0)))
     return out
 
 
 def detect(data: RunData) -> list:
-    events = []
+    events: list[tuple[str, str, dict, float, bool, str | None]] = []
+    loss_judged = False
     for train_tag, val_tag, steps, values, direction, is_metric, val_run in _candidates(data):
+        if is_metric and loss_judged and not events:
+            break  # a validation loss was judged and did not turn: a metric that sags alone is noise, not overfitting
+        loss_judged = loss_judged or (not is_metric and values.size >= MIN_EVALS)
         turn = _val_turn(steps, values, direction, is_metric)
         if turn is None:
             continue
@@ -176,13 +184,17 @@ def detect(data: RunData) -> list:
         evidence["also"] = [f"{e[5]}:{e[1]}" if e[5] else e[1] for e in others]
     warn_rel = WARN_REL_METRIC if is_metric else WARN_REL_LOSS
     severity = "warning" if turn["rel"] >= warn_rel and turn["evals"] >= CONFIDENT_EVALS else "info"
+    epochs = at_epoch = ""
+    if data.epoch_length and data.epoch_length > 1:
+        count = max(1, round((turn["best_step"] - (data.first_step or 0)) / data.epoch_length))
+        epochs, at_epoch = f" (~{count} epochs)", f" (~epoch {count})"
+        evidence["best_epoch"] = count
+    # A Keras run logged per epoch only counts its steps in epochs.
+    unit = "epoch" if train_tag.startswith("epoch_") and not data.epoch_length else "step"
     message = (
-        f"overfitting: {val_label} is {turn['rel']:.0%} worse than its best at step {turn['best_step']} "
+        f"overfitting: {val_label} is {turn['rel']:.0%} worse than its best at {unit} {turn['best_step']}{at_epoch} "
         f"while {train_tag} keeps improving"
     )
-    epochs = ""
-    if data.epoch_length:
-        epochs = f" (~{max(1, round((turn['best_step'] - (data.first_step or 0)) / data.epoch_length))} epochs)"
     hp_wd = _hparam(data, "weight_decay", "wd", "weight-decay")
     advice = [
         f"keep the checkpoint from step {turn['best_step']}{epochs} and early-stop there",

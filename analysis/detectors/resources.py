@@ -10,6 +10,8 @@
   device is idle more than half the time; below UTIL_INFO it is worth knowing (the seed's 60 % rule sits in
   between).
 The onset is where the bad share starts and stays (per bucket of the aligned series), often the first step.
+Fewer than MIN_CONFIDENT_POINTS points give info, unless the share is at DATA_WARN at STEADY_SHARE of at least
+STEADY_POINTS points: a ratio that bad at every point is not a fluke.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..smoothing import bucket_medians
-from .base import RunData, confident, finding, fmt, sentence
+from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("input_bottleneck",)
@@ -29,6 +31,10 @@ DATA_INFO = 0.3
 UTIL_WARN = 50.0
 UTIL_INFO = 70.0
 ONSET_BUCKETS = 50
+#: With at least STEADY_POINTS aligned points of which STEADY_SHARE wait for data at DATA_WARN or more, the
+#: warning stands on fewer than MIN_CONFIDENT_POINTS points.
+STEADY_POINTS = 8
+STEADY_SHARE = 0.9
 
 
 def _after_startup(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,6 +94,9 @@ def _data_share(data: RunData) -> dict | None:
         return None
     onset = _onset(steps, share >= DATA_INFO, int(common[0]))
     from_onset = steps >= onset
+    # A share that is bad at (nearly) every logged point proves itself with fewer points than a median does:
+    # detectron2 logs every 20 iterations, so a short run has 16 points that all say 96 %.
+    steady = share.size >= STEADY_POINTS and float(np.mean(share >= DATA_WARN)) >= STEADY_SHARE
     return {
         "tags": [data_tag, step_tag],
         "share": typical_share,
@@ -96,6 +105,7 @@ def _data_share(data: RunData) -> dict | None:
         "onset": onset,
         "end": int(steps[-1]),
         "points": int(common.size),
+        "steady": steady,
     }
 
 
@@ -134,6 +144,7 @@ def detect(data: RunData) -> list:
     severe = False
     evidence: dict = {}
     onsets, ends, points = [], [], []
+    steady = False
     if share:
         parts.append(
             f"{share['tags'][0]} {fmt(share['data_time'])} of {fmt(share['step_time'])} per step "
@@ -145,6 +156,7 @@ def detect(data: RunData) -> list:
         onsets.append(share["onset"])
         ends.append(share["end"])
         points.append(share["points"])
+        steady = share["steady"]
     if util:
         parts.append(f"{util['tags'][0]} median {util['util']:.0f}%")
         tags += util["tags"][:4]
@@ -179,7 +191,9 @@ def detect(data: RunData) -> list:
         "move decoding/augmentation to the GPU (DALI, torchvision.transforms.v2 on tensors) or cache preprocessed data",
         "check storage read throughput; a larger batch raises utilisation when the model itself is small",
     ]
-    severity = confident("warning" if severe else "info", max(points))
+    severity = confident(
+        "warning" if severe else "info", max(points), STEADY_POINTS if steady else MIN_CONFIDENT_POINTS
+    )
     return [
         finding(data, "input_bottleneck", severity, tags, min(onsets), max(ends), evidence, message, sentence(advice))
     ]

@@ -1,10 +1,13 @@
 """task_imbalance: one term of a multi-task loss dominates the total while the others stall.
 
 Over the training-side loss components (at least two): each term's share of their recent sum and its own
-progress (start level vs recent level). A term has stalled when it fell less than STALL_REL of its start and
-less than STALL_NOISE_K noise sigmas of its medians, while some other term fell at least MOVED_REL. The
-seed's rule: one term at DOMINANT_SHARE (90 %) or more of the total with another stalled is a warning; a
-stalled term without such dominance is info (an auxiliary term can legitimately stay flat).
+progress (start level vs recent level). An unweighted sum of terms of very different scales lets the largest
+one own the gradient: it learns while the others barely move. So one term at DOMINANT_SHARE or more of the
+total that fell at least MOVED_REL, while another fell less than DOMINATED_STALL of its start (a head that
+learned anything at all falls far more: a classification head left at ~ln K falls ~10 %, a trained one
+50 % or more), is a warning. Without such dominance, a term that fell less than STALL_REL of its start and
+less than STALL_NOISE_K noise sigmas while another term learned is info (an auxiliary term can legitimately
+stay flat).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt, pct
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("task_imbalance",)
 
-DOMINANT_SHARE = 0.9
+DOMINANT_SHARE = 0.8
+DOMINATED_STALL = 0.15
 STALL_REL = 0.05
 STALL_NOISE_K = 3.0
 MOVED_REL = 0.2
@@ -35,7 +39,7 @@ def detect(data: RunData) -> list:
     if total <= 0:
         return []
     share = {t: v / total for t, v in recent.items()}
-    progress, stalled = {}, []
+    progress, flat = {}, []
     for tag in components:
         feats = data.features[tag]
         start = feats.extra["start_level"]
@@ -45,13 +49,16 @@ def detect(data: RunData) -> list:
         if abs(change) < STALL_REL and abs(start - feats.extra["recent_median"]) < STALL_NOISE_K * max(
             edge_noise, 1e-12
         ):
-            stalled.append(tag)
+            flat.append(tag)
     moving = [t for t in components if progress[t] >= MOVED_REL]
-    stalled = [t for t in stalled if t not in moving]
-    if not stalled or not moving:
+    if not moving:
         return []
     dominant = max(components, key=lambda t: share[t])
-    dominates = share[dominant] >= DOMINANT_SHARE and dominant not in stalled
+    dominated = [t for t in components if t != dominant and progress[t] < DOMINATED_STALL]
+    dominates = share[dominant] >= DOMINANT_SHARE and dominant in moving and bool(dominated)
+    stalled = dominated if dominates else [t for t in flat if t not in moving]
+    if not stalled:
+        return []
     points = min(data.features[t].points for t in components)
     severity = confident("warning" if dominates else "info", points, MIN_CONFIDENT_POINTS)
     stalled_text = ", ".join(f"{t} stayed at {fmt(recent[t])} ({pct(-progress[t])})" for t in stalled[:3])

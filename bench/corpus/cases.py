@@ -333,7 +333,9 @@ def cases() -> list[Case]:
             ("pytorch", "hf", "keras", "lightning"),
             twin="healthy_sgd",
             expect=whole_run("oscillation"),
-            also_ok=("loss_spike",),
+            # lr 0.3 memorises the 10 % noisy labels: the validation loss climbs steadily (0.6 -> 1.1-1.7) while
+            # the training loss falls to ~0.1, the shape of overfitting; fair to name it too.
+            also_ok=("loss_spike", "overfitting"),
             note="SGD lr 0.3 (15x the twin): the loss bounces at several times the healthy level",
         ),
         Case(
