@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .axes import keras_steps_per_epoch, restate, step_axes
 from .causes import rank_causes
 from .config import Config
 from .datamodel import Finding, Run, RunReport, SeriesFeatures
@@ -86,23 +87,7 @@ def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
         steps, values = series.steps[finite], series.values[finite]
         if values.size >= 2 and values[-1] - values[0] >= 1.0:
             epoch_length = int(round((steps[-1] - steps[0]) / (values[-1] - values[0])))
-    return epoch_length or _keras_epoch_length(run) or eval_interval, eval_interval
-
-
-def _keras_epoch_length(run: Run) -> int | None:
-    """Steps per epoch of a Keras run that logs one quantity on both axes: `epoch_loss` per epoch beside
-    `batch_loss` (or `evaluation_loss_vs_iterations`) per global step. None when it does not."""
-    for tag, series in run.scalars.items():
-        if not tag.startswith("epoch_") or not len(series):
-            continue
-        quantity = tag[len("epoch_") :]
-        for twin in (f"batch_{quantity}", f"evaluation_{quantity}_vs_iterations"):
-            other = run.scalars.get(twin)
-            if other is not None and len(other):
-                per_epoch = round((int(other.steps[-1]) + 1) / (int(series.steps[-1]) + 1))
-                if per_epoch > 1:
-                    return per_epoch
-    return None
+    return epoch_length or keras_steps_per_epoch(run) or eval_interval, eval_interval
 
 
 def _sibling(run: Run, context: LogdirContext | None) -> tuple[str, Run] | None:
@@ -185,6 +170,7 @@ def run_data(run: Run, config: Config | None = None, context: LogdirContext | No
         context=context or LogdirContext(),
         sibling_val=_sibling_series(run, roles, context, config),
         has_train_sibling=_has_train_sibling(run, context),
+        axes=step_axes(run),
     )
 
 
@@ -203,7 +189,8 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
 def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None) -> RunReport:
     data = run_data(run, config, context)
     hparams = run_hparams(run)[0]
-    findings = [replace(f, causes=rank_causes(f, data, hparams)) for f in run_detectors(data)]
+    # Causes read the series on the detectors' axes; the finding is then stated on the run's axes.
+    findings = [restate(replace(f, causes=rank_causes(f, data, hparams)), data.axes) for f in run_detectors(data)]
     return RunReport(
         name=run.name,
         run=run,

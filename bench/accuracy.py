@@ -8,8 +8,9 @@ corpus (`bench/corpus/runs/`), the false alarms on healthy runs, and what it say
 
 Scoring, per labelled run folder (a Keras case's `train/` and `validation/` siblings count as one run):
 - recall of kind K: labelled K expectations with at least one K finding (any severity) on the run;
-- onset: of those found, the share with a K finding whose step is within the label's tolerance of its onset
-  (in the run's own axis: global steps, or epochs for epoch-only conventions);
+- onset: of those found, the share with a K finding whose step is within the label's tolerance of its onset,
+  on the axis the finding states: global steps (against `onset_step`), or epochs when the finding says so
+  (`evidence["axis"] == "epoch"`: a run logged per epoch only);
 - precision of kind K: runs flagged K that are labelled K, over those plus runs flagged K whose label neither
   expects K nor lists it as fair (`also_ok`);
 - false alarms: every warning or critical finding on a run labelled healthy.
@@ -76,10 +77,20 @@ def _names(expect: dict) -> set[str]:
     return {expect["kind"], *expect.get("or", ())}
 
 
-def _within(finding, expect: dict) -> bool:
+def _within(finding, expect: dict, label: dict) -> bool:
+    """Whether the finding's onset is within the label's tolerance, on the axis the finding states: global steps
+    (scored against `onset_step`) or epoch indices (`evidence["axis"] == "epoch"`, scored against the epoch)."""
     if expect["onset"] is None:
         return True  # no step to be right about (a torn file, a run without data)
-    return finding.step is not None and abs(finding.step - expect["onset"]) <= expect["tolerance"]
+    if finding.step is None:
+        return False
+    per_epoch = label["steps_per_epoch"]
+    on_epochs = finding.evidence.get("axis") == "epoch"
+    if on_epochs == (label["axis"] == "epoch"):
+        return abs(finding.step - expect["onset"]) <= expect["tolerance"]
+    if on_epochs:  # an epoch index against a label in global steps
+        return abs(finding.step - expect["onset_step"] // per_epoch) <= -(-expect["tolerance"] // per_epoch)
+    return abs(finding.step - expect["onset_step"]) <= expect["tolerance"] * per_epoch
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ def kind_table(results: list[Scored]) -> list[KindRow]:
             same = [f for _, f in r.findings if f.kind in _names(e)]
             if same:
                 row[1] += 1
-                row[2] += any(_within(f, e) for f in same)
+                row[2] += any(_within(f, e, r.label) for f in same)
         for alarms_only, offset in ((False, 3), (True, 5)):
             flagged = {f.kind for _, f in r.findings if not alarms_only or f.severity in ALARM}
             for kind in flagged:
@@ -167,7 +178,7 @@ def print_runs(results: list[Scored]) -> None:
         marks = []
         for e in r.label["expect"]:
             same = [f for _, f in r.findings if f.kind in _names(e)]
-            mark = "✓" if any(_within(f, e) for f in same) else ("~" if same else "✗")
+            mark = "✓" if any(_within(f, e, r.label) for f in same) else ("~" if same else "✗")
             marks.append(f"{mark}{e['kind']}@{e['onset']}±{e['tolerance']}")
         scores = [s for _, s in r.health]
         health = "/".join("null" if s is None else str(s) for s in scores)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..axes import StepAxes
 from ..datamodel import Finding, Run, Series, SeriesFeatures
 from ..features import context_tags, context_windows, finite_view
 from ..roles import PrimaryTags, rl_term
@@ -67,6 +68,7 @@ class RunData:
     context: LogdirContext = field(default_factory=LogdirContext)
     sibling_val: dict[str, ExternalSeries] = field(default_factory=dict)  # train tag -> validation series
     has_train_sibling: bool = False  # this is a Keras `X/validation` run whose `X/train` sibling exists
+    axes: StepAxes = field(default_factory=lambda: StepAxes(frozenset(), frozenset(), None))  # global steps vs epochs
 
     # ---- access ---------------------------------------------------------------------------------------
 

@@ -185,14 +185,14 @@ def detect(data: RunData) -> list:
     warn_rel = WARN_REL_METRIC if is_metric else WARN_REL_LOSS
     severity = "warning" if turn["rel"] >= warn_rel and turn["evals"] >= CONFIDENT_EVALS else "info"
     epochs = at_epoch = ""
-    if data.epoch_length and data.epoch_length > 1:
+    # A run that counts both epochs and steps gets "epoch N (step S)" from the engine (`axes.restate`); a run
+    # logged per epoch only, "epoch N". Else an epoch tag or the evaluation cadence tells roughly which epoch.
+    if data.epoch_length and data.epoch_length > 1 and not data.axes.steps_per_epoch:
         count = max(1, round((turn["best_step"] - (data.first_step or 0)) / data.epoch_length))
         epochs, at_epoch = f" (~{count} epochs)", f" (~epoch {count})"
         evidence["best_epoch"] = count
-    # A Keras run logged per epoch only counts its steps in epochs.
-    unit = "epoch" if train_tag.startswith("epoch_") and not data.epoch_length else "step"
     message = (
-        f"overfitting: {val_label} is {turn['rel']:.0%} worse than its best at {unit} {turn['best_step']}{at_epoch} "
+        f"overfitting: {val_label} is {turn['rel']:.0%} worse than its best at step {turn['best_step']}{at_epoch} "
         f"while {train_tag} keeps improving"
     )
     hp_wd = _hparam(data, "weight_decay", "wd", "weight-decay")

@@ -1,0 +1,179 @@
+"""Step axes: which of a run's tags count global (optimizer) steps and which count epochs, and how many steps an
+epoch holds when the run says so.
+
+Keras's TensorBoard callback writes `epoch_*` at step = epoch index and, with `update_freq=N`, `batch_*` (train
+run) or `evaluation_*_vs_iterations` (validation run) at the global step; ultralytics, YOLOv5 and timm's summary
+write every tag once per epoch at step = epoch. A finding is stated on one axis:
+
+- in global steps whenever the run has them: a finding on an `epoch_*` tag of a run that also counts global steps
+  has its epoch index turned into the epoch's first global step, and `evidence["epoch"]` (the epoch the step falls
+  in, 0-based like the chart's axis) is added to every finding of such a run; the message says "epoch N (step S)";
+- in epochs when the run has no global step at all: `evidence["axis"] == "epoch"` and the message says "epoch N".
+
+Only the run's own tags decide (a validation run has its own `evaluation_*_vs_iterations`), so a finding's onset
+never depends on which other runs were loaded with it. A chart of an epoch-indexed series places a finding at
+`series_step` (its epoch), any other series at its global step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .datamodel import Finding, Run
+
+#: A Keras per-epoch tag.
+KERAS_EPOCH_PREFIX = "epoch_"
+#: Tags that only frameworks logging once per epoch at step = epoch write: ultralytics's optimizer param-group
+#: lrs (`lr/pg0`), YOLOv5's (`x/lr0`) and timm's summary top-k accuracy (`eval_top1`).
+_PER_EPOCH_SIGNATURE = re.compile(r"^(lr/pg\d+|x/lr\d+|eval_top[15])$")
+
+
+@dataclass(frozen=True)
+class StepAxes:
+    """One run's step axes."""
+
+    tags: frozenset[str]  # every tag of the run with a point
+    epoch_tags: frozenset[str]  # ... of those, the ones whose step is an epoch index
+    steps_per_epoch: int | None  # known when the run logs one quantity per epoch and per global step
+
+    def on_epochs(self, tags) -> bool:
+        """Whether every one of `tags` that this run logs is indexed by epoch (a finding on them counts epochs);
+        a sibling's tag a finding also names does not decide."""
+        own = [t for t in tags if t in self.tags]
+        return bool(own) and all(t in self.epoch_tags for t in own)
+
+
+def keras_epoch_tag(tag: str, steps: np.ndarray) -> bool:
+    """An `epoch_*` tag at consecutive epoch indices (Keras; `initial_epoch` may start it above 0)."""
+    if not tag.startswith(KERAS_EPOCH_PREFIX) or not steps.size:
+        return False
+    return bool(steps[0] >= 0 and np.all(np.diff(steps) == 1))
+
+
+def keras_steps_per_epoch(run: Run) -> int | None:
+    """Steps per epoch of a Keras run that logs one quantity on both axes: `epoch_loss` per epoch beside
+    `batch_loss` (or `evaluation_loss_vs_iterations`) per global step. None when it does not."""
+    for tag, series in run.scalars.items():
+        if not tag.startswith(KERAS_EPOCH_PREFIX) or not len(series):
+            continue
+        quantity = tag[len(KERAS_EPOCH_PREFIX) :]
+        for twin in (f"batch_{quantity}", f"evaluation_{quantity}_vs_iterations"):
+            other = run.scalars.get(twin)
+            if other is not None and len(other):
+                per_epoch = round((int(other.steps[-1]) + 1) / (int(series.steps[-1]) + 1))
+                if per_epoch > 1:
+                    return per_epoch
+    return None
+
+
+def step_axes(run: Run) -> StepAxes:
+    """The step axis of each of `run`'s tags, from the run alone."""
+    tags = frozenset(t for t, s in run.scalars.items() if len(s))
+    if any(_PER_EPOCH_SIGNATURE.match(t) for t in tags):
+        return StepAxes(tags, tags, None)
+    keras = frozenset(t for t in tags if keras_epoch_tag(t, run.scalars[t].steps))
+    if keras == tags:
+        return StepAxes(tags, keras, None)  # Keras with update_freq="epoch": no global step anywhere
+    return StepAxes(tags, keras, keras_steps_per_epoch(run) if keras else None)
+
+
+# ---- stating a finding on its run's axes -----------------------------------------------------------------
+
+_STEP_WORD = re.compile(r"\b(steps?) (\d+)((?:(?:, | and | to |–)\d+)*)")
+_COUNT = re.compile(r"(?<![~\d.])\b(\d+) steps?\b")
+_NUMBER = re.compile(r"\d+")
+
+
+def _epochs(count: str) -> str:
+    return f"{count} epoch" if count == "1" else f"{count} epochs"
+
+
+def _in_epochs(text: str) -> str:
+    """`text` of a finding on epoch indices of a run without global steps: step N is epoch N."""
+    text = _STEP_WORD.sub(lambda m: ("epochs " if m[1] == "steps" else "epoch ") + m[2] + m[3], text)
+    # "~100 steps" is advice in optimizer steps (a warmup length), not a span of this run: left alone.
+    return _COUNT.sub(lambda m: _epochs(m[1]), text)
+
+
+def _with_epochs(text: str, epoch_of, step_of) -> str:
+    """`text` with each "step N" said as "epoch E (step S)"; spans of epoch indices said in epochs."""
+
+    def phrase(m: re.Match) -> str:
+        numbers = [int(n) for n in _NUMBER.findall(m[2] + m[3])]
+        if len(numbers) == 1:
+            return f"epoch {epoch_of(numbers[0])} (step {step_of(numbers[0])})"
+        joins = re.findall(r", | and | to |–", m[3])
+        epochs = str(epoch_of(numbers[0])) + "".join(j + str(epoch_of(n)) for j, n in zip(joins, numbers[1:]))
+        steps = str(step_of(numbers[0])) + "".join(j + str(step_of(n)) for j, n in zip(joins, numbers[1:]))
+        return f"epochs {epochs} (steps {steps})"
+
+    return _STEP_WORD.sub(phrase, text)
+
+
+def restate(finding: Finding, axes: StepAxes) -> Finding:
+    """`finding` stated on its run's axes (see the module docstring); unchanged where there is nothing to say."""
+    if finding.step is None:
+        return finding
+    spe = axes.steps_per_epoch
+    on_epochs = axes.on_epochs(finding.tags)
+    evidence = dict(finding.evidence)
+    if on_epochs and not spe:
+        evidence["axis"] = "epoch"
+        return replace(
+            finding, evidence=evidence, message=_in_epochs(finding.message), suggestion=_in_epochs(finding.suggestion)
+        )
+    if not spe:
+        return finding
+    if on_epochs:
+        # Epoch indices of a run that counts global steps too: each epoch starts at its first global step.
+        def epoch_of(n: int) -> int:
+            return n
+
+        def step_of(n: int) -> int:
+            return n * spe
+
+        message, suggestion = (_COUNT.sub(lambda m: _epochs(m[1]), t) for t in (finding.message, finding.suggestion))
+        step = finding.step * spe
+        end = None if finding.end_step is None else (finding.end_step + 1) * spe - 1
+        evidence["epoch"] = finding.step
+        if finding.end_step is not None:
+            evidence["end_epoch"] = finding.end_step
+    else:
+
+        def epoch_of(n: int) -> int:
+            return n // spe
+
+        def step_of(n: int) -> int:
+            return n
+
+        message, suggestion = finding.message, finding.suggestion
+        step, end = finding.step, finding.end_step
+        evidence["epoch"] = finding.step // spe
+        if end is not None:
+            evidence["end_epoch"] = end // spe
+    evidence["steps_per_epoch"] = spe
+    return replace(
+        finding,
+        step=step,
+        end_step=end,
+        evidence=evidence,
+        message=_with_epochs(message, epoch_of, step_of),
+        suggestion=_with_epochs(suggestion, epoch_of, step_of),
+    )
+
+
+def series_step(finding: Finding, tag: str, steps: np.ndarray, end: bool = False) -> int | None:
+    """Where `finding` (its step, or its end step) falls on the series `tag` (logged at `steps`): its epoch on a
+    Keras epoch-indexed series when the finding states global steps, else its step."""
+    step = finding.end_step if end else finding.step
+    if step is None:
+        return None
+    epoch = finding.evidence.get("end_epoch" if end else "epoch")
+    if isinstance(epoch, int) and keras_epoch_tag(tag, steps):
+        return epoch
+    return step
