@@ -40,12 +40,13 @@ class StepAxes:
     tags: frozenset[str]  # every tag of the run with a point
     epoch_tags: frozenset[str]  # ... of those, the ones whose step is an epoch index
     steps_per_epoch: int | None  # known when the run logs one quantity per epoch and per global step
+    last_epoch: int = 0  # the highest epoch index an epoch tag reaches
 
-    def on_epochs(self, tags) -> bool:
-        """Whether every one of `tags` that this run logs is indexed by epoch (a finding on them counts epochs);
-        a sibling's tag a finding also names does not decide."""
-        own = [t for t in tags if t in self.tags]
-        return bool(own) and all(t in self.epoch_tags for t in own)
+    def lead_on_epochs(self, tags) -> bool:
+        """Whether a finding on `tags` counts epochs: its lead tag (the first this run logs; a sibling's tag a
+        finding also names does not decide) is indexed by epoch."""
+        lead = next((t for t in tags if t in self.tags), None)
+        return lead is not None and lead in self.epoch_tags
 
 
 def keras_epoch_tag(tag: str, steps: np.ndarray) -> bool:
@@ -79,7 +80,8 @@ def step_axes(run: Run) -> StepAxes:
     keras = frozenset(t for t in tags if keras_epoch_tag(t, run.scalars[t].steps))
     if keras == tags:
         return StepAxes(tags, keras, None)  # Keras with update_freq="epoch": no global step anywhere
-    return StepAxes(tags, keras, keras_steps_per_epoch(run) if keras else None)
+    spe = keras_steps_per_epoch(run) if keras else None
+    return StepAxes(tags, keras, spe, max((int(run.scalars[t].steps[-1]) for t in keras), default=0))
 
 
 # ---- stating a finding on its run's axes -----------------------------------------------------------------
@@ -101,7 +103,7 @@ def _in_epochs(text: str) -> str:
 
 
 def _with_epochs(text: str, epoch_of, step_of) -> str:
-    """`text` with each "step N" said as "epoch E (step S)"; spans of epoch indices said in epochs."""
+    """`text` with each "step N" said as "epoch E (step S)"."""
 
     def phrase(m: re.Match) -> str:
         numbers = [int(n) for n in _NUMBER.findall(m[2] + m[3])]
@@ -116,11 +118,14 @@ def _with_epochs(text: str, epoch_of, step_of) -> str:
 
 
 def restate(finding: Finding, axes: StepAxes) -> Finding:
-    """`finding` stated on its run's axes (see the module docstring); unchanged where there is nothing to say."""
+    """`finding` stated on its run's axes (see the module docstring); unchanged where there is nothing to say.
+
+    A detector states a finding on its lead tag's axis; a number beyond the last epoch index is a global step
+    already (a finding on `epoch_loss` may end at the run's last global step)."""
     if finding.step is None:
         return finding
     spe = axes.steps_per_epoch
-    on_epochs = axes.on_epochs(finding.tags)
+    on_epochs = axes.lead_on_epochs(finding.tags)
     evidence = dict(finding.evidence)
     if on_epochs and not spe:
         evidence["axis"] = "epoch"
@@ -129,41 +134,33 @@ def restate(finding: Finding, axes: StepAxes) -> Finding:
         )
     if not spe:
         return finding
-    if on_epochs:
-        # Epoch indices of a run that counts global steps too: each epoch starts at its first global step.
-        def epoch_of(n: int) -> int:
-            return n
 
-        def step_of(n: int) -> int:
-            return n * spe
+    def is_epoch(n: int) -> bool:
+        return on_epochs and n <= axes.last_epoch
 
-        message, suggestion = (_COUNT.sub(lambda m: _epochs(m[1]), t) for t in (finding.message, finding.suggestion))
-        step = finding.step * spe
-        end = None if finding.end_step is None else (finding.end_step + 1) * spe - 1
-        evidence["epoch"] = finding.step
-        if finding.end_step is not None:
-            evidence["end_epoch"] = finding.end_step
-    else:
+    def epoch_of(n: int) -> int:
+        return n if is_epoch(n) else n // spe
 
-        def epoch_of(n: int) -> int:
-            return n // spe
+    def step_of(n: int, end: bool = False) -> int:
+        # An epoch spans its steps: it starts at its first, and a span of epochs ends at the last one's last.
+        return ((n + 1) * spe - 1 if end else n * spe) if is_epoch(n) else n
 
-        def step_of(n: int) -> int:
-            return n
-
-        message, suggestion = finding.message, finding.suggestion
-        step, end = finding.step, finding.end_step
-        evidence["epoch"] = finding.step // spe
-        if end is not None:
-            evidence["end_epoch"] = end // spe
+    texts = (finding.message, finding.suggestion)
+    if on_epochs:  # a span counted on the lead tag's epoch axis ("in 19 steps") is in epochs
+        texts = tuple(_COUNT.sub(lambda m: _epochs(m[1]), t) for t in texts)
+    evidence["epoch"] = epoch_of(finding.step)
+    end = None
+    if finding.end_step is not None:
+        evidence["end_epoch"] = epoch_of(finding.end_step)
+        end = step_of(finding.end_step, end=True)
     evidence["steps_per_epoch"] = spe
     return replace(
         finding,
-        step=step,
+        step=step_of(finding.step),
         end_step=end,
         evidence=evidence,
-        message=_with_epochs(message, epoch_of, step_of),
-        suggestion=_with_epochs(suggestion, epoch_of, step_of),
+        message=_with_epochs(texts[0], epoch_of, step_of),
+        suggestion=_with_epochs(texts[1], epoch_of, step_of),
     )
 
 

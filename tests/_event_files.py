@@ -97,3 +97,60 @@ def write_tf2_run(path: Path, n: int = 200, content: bool = False) -> Path:
         w.add_event(ev)
     w.close()
     return path
+
+
+def write_keras_pair(
+    root: Path,
+    epochs: int = 20,
+    steps_per_epoch: int = 32,
+    update_freq: int | None = 10,
+    nan_from_epoch: int | None = None,
+    seed: int = 0,
+) -> Path:
+    """A Keras `TensorBoard` callback's `train/` and `validation/` runs as TF2 writes them (tensor scalars through
+    tensorboard's own writer): `epoch_loss`, `epoch_accuracy` and `epoch_learning_rate` at step = epoch index and,
+    with `update_freq=N`, `batch_loss`/`batch_accuracy` every N global steps in train/ and the validation run's
+    `evaluation_*_vs_iterations` at the global step of each epoch's end. The losses are NaN from `nan_from_epoch`."""
+    rng = np.random.default_rng(seed)
+    total = epochs * steps_per_epoch
+    step_loss = 1.4 * np.exp(-np.arange(total) / (total / 3)) + 0.2 + 0.03 * rng.standard_normal(total)
+    if nan_from_epoch is not None:
+        step_loss[nan_from_epoch * steps_per_epoch :] = np.nan
+    epoch_loss = step_loss.reshape(epochs, steps_per_epoch).mean(axis=1)
+    val_loss = epoch_loss * 1.05 + 0.02 * rng.standard_normal(epochs)
+    accuracy = np.clip(1.0 - epoch_loss / 1.6, 0.0, 1.0)
+    t0 = time.time() - 3600.0
+    for folder in ("train", "validation"):
+        points: list[tuple[str, float, int, float]] = []  # (tag, value, step, wall time) in writing order
+        for e in range(epochs):
+            end = (e + 1) * steps_per_epoch - 1
+            if folder == "train":
+                if update_freq:
+                    for s in range(e * steps_per_epoch + update_freq - 1, end + 1, update_freq):
+                        points += [("batch_loss", step_loss[s], s, t0 + s), ("batch_accuracy", accuracy[e], s, t0 + s)]
+                points += [
+                    ("epoch_loss", epoch_loss[e], e, t0 + end),
+                    ("epoch_accuracy", accuracy[e], e, t0 + end),
+                    ("epoch_learning_rate", 1e-3, e, t0 + end),
+                ]
+            else:
+                points += [
+                    ("epoch_loss", val_loss[e], e, t0 + end + 0.5),
+                    ("epoch_accuracy", accuracy[e] * 0.97, e, t0 + end + 0.5),
+                ]
+                if update_freq:
+                    points += [
+                        ("evaluation_loss_vs_iterations", val_loss[e], end, t0 + end + 0.5),
+                        ("evaluation_accuracy_vs_iterations", accuracy[e] * 0.97, end, t0 + end + 0.5),
+                    ]
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        w = EventFileWriter(str(root / folder))
+        seen: set[str] = set()
+        for tag, x, step, wall in points:
+            v = summary_pb2.Summary.Value(tag=tag, tensor=_tensor(x, 1))
+            if tag not in seen:  # TF2 writes the plugin metadata with a tag's first value only
+                seen.add(tag)
+                v.metadata.plugin_data.plugin_name = "scalars"
+            w.add_event(event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[v])))
+        w.close()
+    return root

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tbtriage.analysis.axes import series_step
 from tbtriage.analysis.datamodel import Finding, Series
 from tbtriage.analysis.downsample import Downsampled, minmax_downsample
 from tbtriage.analysis.text import tick
@@ -79,6 +80,7 @@ class SeriesRequest:
     slot: int
     series: Series
     findings: tuple[Finding, ...] = ()
+    tag: str = ""  # the charted tag: a Keras epoch_* series places findings at their epoch (`axes.series_step`)
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,12 +250,13 @@ def _onsets(request: SeriesRequest, options: ChartOptions) -> list[Onset]:
     series = request.series
     found = []
     for finding in request.findings:
-        if finding.step is None or not len(series):
+        step = series_step(finding, request.tag, series.steps)
+        if step is None or not len(series):
             continue
         if options.x_axis == "step":
-            x = float(finding.step)
+            x = float(step)
         else:
-            at = min(int(np.searchsorted(series.steps, finding.step)), len(series) - 1)
+            at = min(int(np.searchsorted(series.steps, step)), len(series) - 1)
             x = float(series.wall_times[at] - (series.wall_times[0] if options.x_axis == "relative" else 0.0))
         found.append(Onset(x, finding.severity, finding.kind))
     return found

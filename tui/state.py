@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tbtriage.analysis.axes import series_step
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
 from tbtriage.analysis.roles import assign_roles, primary_tags
@@ -135,7 +136,7 @@ class RunStore:
                 continue
             report = self.reports.get(name)
             findings = tuple(f for f in report.findings if not f.tags or tag in f.tags) if report else ()
-            requests.append(SeriesRequest(name, self.slots.slot(name), series, findings))
+            requests.append(SeriesRequest(name, self.slots.slot(name), series, findings, tag))
         return requests
 
 
@@ -177,11 +178,14 @@ def jump_to(view: ViewState, store: RunStore, finding: Finding) -> ViewState:
     tag = finding.tags[0] if finding.tags and finding.tags[0] in run.scalars else view.current_tag
     window = None
     series = run.scalars.get(tag) if tag else None
-    if finding.step is not None and series is not None and len(series):
+    # On the series' own axis: a Keras epoch_* series counts epochs where the finding states global steps.
+    start = None if tag is None or series is None else series_step(finding, tag, series.steps)
+    if start is not None and series is not None and len(series):
+        end = series_step(finding, tag or "", series.steps, end=True)
+        end = start if end is None else end
         first, last = float(series.steps[0]), float(series.steps[-1])
-        end = finding.end_step if finding.end_step is not None else finding.step
         pad = max((last - first) * JUMP_CONTEXT, MIN_JUMP_STEPS)
-        window = (max(first, finding.step - pad), min(last, end + pad))
+        window = (max(first, start - pad), min(last, end + pad))
     return replace(
         view,
         selected=(finding.run,) if view.selected else (),

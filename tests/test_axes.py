@@ -1,0 +1,124 @@
+"""Step axes: a Keras run's findings are stated in global steps with their epoch when it counts both, in epochs when
+it counts epochs only; the onset never depends on the runs loaded with it; charts place each finding on each
+series' own axis. Event files come from tensorboard's own writer (tests/_event_files.write_keras_pair)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tbtriage
+from tbtriage.analysis.axes import restate, series_step, step_axes
+from tbtriage.analysis.config import Config
+from tbtriage.analysis.datamodel import Run, Series
+from tbtriage.analysis.smoothing import ema
+from tbtriage.tui.chart_data import ChartOptions, SeriesRequest, prepare_chart
+from tbtriage.tui.state import RunStore, ViewState, jump_to
+from tests._event_files import write_keras_pair
+from tests._report_data import finding
+
+SPE = 32  # steps per epoch of the written runs
+NAN_EPOCH = 6
+
+
+def _findings(report) -> dict[str, list]:
+    return {run.name: run.findings for run in report.runs}
+
+
+def test_a_keras_pair_logging_per_batch_states_the_divergence_in_global_steps_and_says_the_epoch(tmp_path: Path):
+    write_keras_pair(tmp_path, steps_per_epoch=SPE, update_freq=10, nan_from_epoch=NAN_EPOCH)
+    found = _findings(tbtriage.diagnose(tmp_path))
+    for name in ("train", "validation"):
+        divergence = [f for f in found[name] if f.kind == "divergence"]
+        assert divergence, name
+        f = divergence[0]
+        # The losses go NaN in epoch 6, global steps 192-223: the onset is in global steps, not the epoch index 6.
+        assert NAN_EPOCH * SPE <= f.step < (NAN_EPOCH + 1) * SPE
+        assert f.evidence["epoch"] == NAN_EPOCH and f.evidence["steps_per_epoch"] == SPE
+        assert f"epoch {NAN_EPOCH} (step {f.step})" in f.message
+        # No bare "step 6" left in what the user reads.
+        assert not re.search(rf"\bstep {NAN_EPOCH}\b", f.message + f.suggestion)
+
+
+def test_a_keras_pair_logging_per_epoch_only_states_onsets_and_spans_in_epochs(tmp_path: Path):
+    write_keras_pair(tmp_path, steps_per_epoch=SPE, update_freq=None, nan_from_epoch=NAN_EPOCH)
+    found = _findings(tbtriage.diagnose(tmp_path))
+    divergence = [f for f in found["train"] if f.kind == "divergence"]
+    assert divergence and divergence[0].step == NAN_EPOCH and divergence[0].evidence["axis"] == "epoch"
+    text = divergence[0].message + divergence[0].suggestion
+    assert f"epoch {NAN_EPOCH}" in text and not re.search(r"\bsteps? \d", text)
+
+
+def test_an_onset_does_not_depend_on_which_runs_were_loaded_together(tmp_path: Path):
+    write_keras_pair(tmp_path, steps_per_epoch=SPE, update_freq=10, nan_from_epoch=NAN_EPOCH)
+    together = _findings(tbtriage.diagnose(tmp_path))
+    for name in ("train", "validation"):
+        alone = _findings(tbtriage.diagnose(tmp_path / name))["."]
+        assert [(f.kind, f.step, f.end_step, f.message) for f in alone] == [
+            (f.kind, f.step, f.end_step, f.message.replace(f"{name}/", "")) for f in together[name]
+        ]
+
+
+def test_step_axes_know_which_tags_count_epochs_and_the_steps_per_epoch(tmp_path: Path):
+    write_keras_pair(tmp_path, steps_per_epoch=SPE, update_freq=10)
+    logdir = tbtriage.load(tmp_path)
+    train, validation = step_axes(logdir.runs["train"]), step_axes(logdir.runs["validation"])
+    assert train.epoch_tags == {"epoch_loss", "epoch_accuracy", "epoch_learning_rate"}
+    assert train.steps_per_epoch == SPE and validation.steps_per_epoch == SPE  # each from its own tags
+    assert validation.epoch_tags == {"epoch_loss", "epoch_accuracy"}
+
+
+def _run(tags: dict[str, np.ndarray]) -> Run:
+    scalars = {
+        t: Series(s.astype(np.int64), s.astype(np.float64), np.linspace(1.0, 0.5, s.size)) for t, s in tags.items()
+    }
+    return Run(name="r", path=Path("r"), scalars=scalars, last_step=640, last_wall_time=640.0)
+
+
+def test_a_per_epoch_framework_run_counts_epochs_and_a_step_run_is_left_as_it_is():
+    epochs = np.arange(20)
+    ultralytics = step_axes(_run({"train/box_loss": epochs, "lr/pg0": epochs}))
+    plain = step_axes(_run({"train/loss": np.arange(0, 640, 10)}))
+    f = replace(
+        finding("r", "slow_convergence", "warning", 0, tags=("train/box_loss",)),
+        end_step=19,
+        message="still falling (-50% in 19 steps) from step 0",
+    )
+    said = restate(f, ultralytics)
+    assert said.message == "still falling (-50% in 19 epochs) from epoch 0" and said.evidence["axis"] == "epoch"
+    assert restate(f, plain) == f  # nothing known about epochs: unchanged
+
+
+def test_markers_and_the_finding_jump_place_a_global_step_finding_at_its_epoch_on_an_epoch_series(tmp_path: Path):
+    write_keras_pair(tmp_path, steps_per_epoch=SPE, update_freq=10, nan_from_epoch=NAN_EPOCH)
+    report = tbtriage.diagnose(tmp_path)
+    train = next(r for r in report.runs if r.name == "train")
+    f = next(f for f in train.findings if f.kind == "divergence")
+    epoch_series, batch_series = train.run.scalars["epoch_loss"], train.run.scalars["batch_loss"]
+    assert series_step(f, "epoch_loss", epoch_series.steps) == NAN_EPOCH
+    assert series_step(f, "batch_loss", batch_series.steps) == f.step
+
+    def onsets(tag: str, series: Series) -> list[float]:
+        request = SeriesRequest("train", 0, series, (f,), tag)
+        chart = prepare_chart([request], ChartOptions(), 80, lambda r, w: ema(r.series.values, w))
+        return [o.x for o in chart.onsets]
+
+    assert onsets("epoch_loss", epoch_series) == [float(NAN_EPOCH)]
+    assert onsets("batch_loss", batch_series) == [float(f.step)]
+
+    store = RunStore(Config())
+    store.runs = dict(tbtriage.load(tmp_path).runs)
+    view = jump_to(ViewState(), store, f)  # the finding's lead tag is epoch_loss: the window is in epochs
+    assert view.current_tag == "epoch_loss" and view.options.window is not None
+    low, high = view.options.window
+    assert low <= NAN_EPOCH <= high and high <= epoch_series.steps[-1]
+
+
+@pytest.mark.parametrize("tag", ["epoch_loss", "batch_loss"])
+def test_a_finding_without_an_epoch_is_placed_at_its_step_on_any_series(tag: str):
+    f = finding("r", "loss_spike", "warning", 5, tags=(tag,))
+    assert series_step(f, tag, np.arange(20)) == 5
