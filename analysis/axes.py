@@ -145,9 +145,9 @@ def restate(finding: Finding, axes: StepAxes) -> Finding:
         # An epoch spans its steps: it starts at its first, and a span of epochs ends at the last one's last.
         return ((n + 1) * spe - 1 if end else n * spe) if is_epoch(n) else n
 
-    texts = (finding.message, finding.suggestion)
+    message, suggestion = finding.message, finding.suggestion
     if on_epochs:  # a span counted on the lead tag's epoch axis ("in 19 steps") is in epochs
-        texts = tuple(_COUNT.sub(lambda m: _epochs(m[1]), t) for t in texts)
+        message, suggestion = (_COUNT.sub(lambda m: _epochs(m[1]), t) for t in (message, suggestion))
     evidence["epoch"] = epoch_of(finding.step)
     end = None
     if finding.end_step is not None:
@@ -159,8 +159,8 @@ def restate(finding: Finding, axes: StepAxes) -> Finding:
         step=step_of(finding.step),
         end_step=end,
         evidence=evidence,
-        message=_with_epochs(texts[0], epoch_of, step_of),
-        suggestion=_with_epochs(texts[1], epoch_of, step_of),
+        message=_with_epochs(message, epoch_of, step_of),
+        suggestion=_with_epochs(suggestion, epoch_of, step_of),
     )
 
 
