@@ -18,6 +18,7 @@ never depends on which other runs were loaded with it. A chart of an epoch-index
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -119,6 +120,7 @@ def _with_epochs(text: str, epoch_of, step_of) -> str:
 
 def restate(finding: Finding, axes: StepAxes) -> Finding:
     """`finding` stated on its run's axes (see the module docstring); unchanged where there is nothing to say.
+    Its message, suggestion and the reasons its causes give ("the trouble began at step 29") are all restated.
 
     A detector states a finding on its lead tag's axis; a number beyond the last epoch index is a global step
     already (a finding on `epoch_loss` may end at the run's last global step)."""
@@ -129,9 +131,7 @@ def restate(finding: Finding, axes: StepAxes) -> Finding:
     evidence = dict(finding.evidence)
     if on_epochs and not spe:
         evidence["axis"] = "epoch"
-        return replace(
-            finding, evidence=evidence, message=_in_epochs(finding.message), suggestion=_in_epochs(finding.suggestion)
-        )
+        return _said(replace(finding, evidence=evidence), _in_epochs)
     if not spe:
         return finding
 
@@ -145,23 +145,35 @@ def restate(finding: Finding, axes: StepAxes) -> Finding:
         # An epoch spans its steps: it starts at its first, and a span of epochs ends at the last one's last.
         return ((n + 1) * spe - 1 if end else n * spe) if is_epoch(n) else n
 
-    message, suggestion = finding.message, finding.suggestion
-    if on_epochs:  # a span counted on the lead tag's epoch axis ("in 19 steps") is in epochs
-        message, suggestion = (_COUNT.sub(lambda m: _epochs(m[1]), t) for t in (message, suggestion))
+    def say(text: str) -> str:
+        if on_epochs:  # a span counted on the lead tag's epoch axis ("in 19 steps") is in epochs
+            text = _COUNT.sub(lambda m: _epochs(m[1]), text)
+        return _with_epochs(text, epoch_of, step_of)
+
     evidence["epoch"] = epoch_of(finding.step)
     end = None
     if finding.end_step is not None:
         evidence["end_epoch"] = epoch_of(finding.end_step)
         end = step_of(finding.end_step, end=True)
     evidence["steps_per_epoch"] = spe
-    return replace(
-        finding,
-        step=step_of(finding.step),
-        end_step=end,
-        evidence=evidence,
-        message=_with_epochs(message, epoch_of, step_of),
-        suggestion=_with_epochs(suggestion, epoch_of, step_of),
+    return _said(replace(finding, step=step_of(finding.step), end_step=end, evidence=evidence), say)
+
+
+def _said(finding: Finding, say: Callable[[str], str]) -> Finding:
+    """`finding` with `say` applied to every sentence about its steps."""
+    causes = tuple(
+        replace(
+            cause,
+            evidence={
+                k: [say(x) if isinstance(x, str) else x for x in v]
+                if k in ("for", "against") and isinstance(v, list)
+                else v
+                for k, v in cause.evidence.items()
+            },
+        )
+        for cause in finding.causes
     )
+    return replace(finding, message=say(finding.message), suggestion=say(finding.suggestion), causes=causes)
 
 
 def series_step(finding: Finding, tag: str, steps: np.ndarray, end: bool = False) -> int | None:

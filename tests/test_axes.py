@@ -49,7 +49,8 @@ def test_a_keras_pair_logging_per_epoch_only_states_onsets_and_spans_in_epochs(t
     found = _findings(tbtriage.diagnose(tmp_path))
     divergence = [f for f in found["train"] if f.kind == "divergence"]
     assert divergence and divergence[0].step == NAN_EPOCH and divergence[0].evidence["axis"] == "epoch"
-    text = divergence[0].message + divergence[0].suggestion
+    reasons = [x for c in divergence[0].causes for k in ("for", "against") for x in c.evidence.get(k, ())]
+    text = " ".join([divergence[0].message, divergence[0].suggestion, *reasons])
     assert f"epoch {NAN_EPOCH}" in text and not re.search(r"\bsteps? \d", text)
 
 
