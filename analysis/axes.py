@@ -87,7 +87,8 @@ def step_axes(run: Run) -> StepAxes:
 
 # ---- stating a finding on its run's axes -----------------------------------------------------------------
 
-_STEP_WORD = re.compile(r"\b(steps?) (\d+)((?:(?:, | and | to |–)\d+)*)")
+#: "step 5", "steps 5 and 9", "from step 3 to 9": a step number is whole (not "5.5", "12%", "3k").
+_STEP_WORD = re.compile(r"\b(steps?) (\d+(?!\.\d|[\w%]))((?:(?:, | and | to |–)\d+(?!\.\d|[\w%]))*)")
 _COUNT = re.compile(r"(?<![~\d.])\b(\d+) steps?\b")
 _NUMBER = re.compile(r"\d+")
 

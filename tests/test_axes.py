@@ -123,3 +123,23 @@ def test_markers_and_the_finding_jump_place_a_global_step_finding_at_its_epoch_o
 def test_a_finding_without_an_epoch_is_placed_at_its_step_on_any_series(tag: str):
     f = finding("r", "loss_spike", "warning", 5, tags=(tag,))
     assert series_step(f, tag, np.arange(20)) == 5
+
+
+def test_each_step_phrase_is_restated_and_percentages_and_advice_are_left_alone():
+    axes = step_axes(_run({"epoch_loss": np.arange(20), "batch_loss": np.arange(9, 640, 10)}))
+    assert axes.steps_per_epoch == 32
+    f = replace(
+        finding("r", "loss_spike", "warning", 200, tags=("batch_loss",)),
+        end_step=300,
+        message="spiked at step 200, 12% above; between steps 64 and 128 (in 64 steps)",
+        suggestion="add a warmup of ~100 steps",
+    )
+    said = restate(f, axes)
+    assert said.message == (
+        "spiked at epoch 6 (step 200), 12% above; between epochs 2 and 4 (steps 64 and 128) (in 64 steps)"
+    )
+    assert said.suggestion == f.suggestion and (said.step, said.end_step) == (200, 300)
+    assert (said.evidence["epoch"], said.evidence["end_epoch"]) == (6, 9)
+    # The same words on the epoch tag: epoch 6 spans global steps 192-223; its span is counted in epochs.
+    on_epoch = restate(replace(f, tags=("epoch_loss",), step=6, end_step=9, message="from step 6 in 3 steps"), axes)
+    assert (on_epoch.step, on_epoch.end_step, on_epoch.message) == (192, 319, "from epoch 6 (step 192) in 3 epochs")
