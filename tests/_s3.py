@@ -12,7 +12,11 @@ class S3:
     """A running moto server: its endpoint, storage options that reach it, and an s3fs client."""
 
     def __init__(self) -> None:
+        import logging
+
         from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
 
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.server.start()
