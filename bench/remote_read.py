@@ -70,7 +70,9 @@ def bench_read(s3, points: int, tmp: Path) -> None:
     assert n == sum(len(s) for run in remote.runs.values() for s in run.scalars.values())
     print(f"read {n:,} points, {nbytes / 1e6:.1f} MB in {runs} runs (best of 3):")
     print(f"  local disk : {local_s:6.3f} s  {n / local_s / 1e6:6.2f} M points/s  {nbytes / local_s / 1e6:7.1f} MB/s")
-    print(f"  S3 (moto)  : {remote_s:6.3f} s  {n / remote_s / 1e6:6.2f} M points/s  {nbytes / remote_s / 1e6:7.1f} MB/s")
+    print(
+        f"  S3 (moto)  : {remote_s:6.3f} s  {n / remote_s / 1e6:6.2f} M points/s  {nbytes / remote_s / 1e6:7.1f} MB/s"
+    )
     print(f"  S3 / local : {remote_s / local_s:.2f}x the time")
 
 
@@ -90,13 +92,17 @@ def bench_listing(s3, objects: int, tmp: Path) -> None:
         blobs[f"bench/many/{rel}"] = data
     t = time.perf_counter()
     s3.fs.pipe(blobs)  # concurrent PUTs
-    print(f"listing {objects:,} objects in {objects // per_run:,} run directories (uploaded in {time.perf_counter() - t:.1f} s):")
+    print(
+        f"listing {objects:,} objects in {objects // per_run:,} run directories (uploaded in {time.perf_counter() - t:.1f} s):"
+    )
     local_s, found = timed(lambda: find_runs(root))
     storage = RemoteStorage("s3://bench/many", s3.options)
     remote_s, listed = timed(lambda: storage.find_runs())
     assert list(found) == list(listed), "the store's runs differ from the disk's"
     print(f"  local walk (os.scandir)   : {local_s * 1e3:7.1f} ms")
-    print(f"  S3 one listing (fs.find)  : {remote_s * 1e3:7.1f} ms  ({remote_s / local_s:.1f}x; {objects // 1000 or 1} pages of 1,000)")
+    print(
+        f"  S3 one listing (fs.find)  : {remote_s * 1e3:7.1f} ms  ({remote_s / local_s:.1f}x; {objects // 1000 or 1} pages of 1,000)"
+    )
 
 
 def bench_dask(runs: int, workers: int, tmp: Path) -> None:
@@ -112,7 +118,9 @@ def bench_dask(runs: int, workers: int, tmp: Path) -> None:
     now = time.time()
     local_s, local = timed(lambda: diagnose(str(root), now=now), repeat=1)
     t = time.perf_counter()
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40)
+    cluster = LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    )
     client = Client(cluster)
     start_s = time.perf_counter() - t
     try:
@@ -124,7 +132,9 @@ def bench_dask(runs: int, workers: int, tmp: Path) -> None:
     same = fleet.to_json() == local.to_json()
     print(f"  local (one process)         : {local_s:6.2f} s")
     print(f"  cluster start ({workers} processes) : {start_s:6.2f} s")
-    print(f"  Dask, first report          : {first_s:6.2f} s  ({first_s / local_s:.2f}x local; workers import tbtriage)")
+    print(
+        f"  Dask, first report          : {first_s:6.2f} s  ({first_s / local_s:.2f}x local; workers import tbtriage)"
+    )
     print(f"  Dask, second report         : {warm_s:6.2f} s  ({warm_s / local_s:.2f}x local)")
     print(f"  reports identical (JSON)    : {same}")
     print(f"  machine: {os.cpu_count()} cores visible; the gain needs more cores than the work's serial part")

@@ -250,3 +250,30 @@ def test_cli_a_store_nobody_answers_is_one_line_and_exit_2(capsys):
     assert main([*argv, "--storage-option", "key=k", "--storage-option", "secret=s"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("tbtriage report: s3://b/runs: cannot reach the store") and "\n" not in err
+
+
+def test_the_app_on_an_s3_url_follows_an_object_as_it_grows(s3, tmp_path):
+    from tbtriage.tui.app import make_app
+    from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, write_run
+
+    src = tmp_path / "src"
+    run = write_run(src, "live", {"train/loss": decaying_loss(50)})
+    path = event_files(run)[0]
+    key = f"runs/live/{os.path.basename(path)}"
+    s3.put("app", key, open(path, "rb").read())
+    app = make_app(
+        "s3://app/runs", storage_options=s3.options, follow_seconds=0.05, clock=fixed_clock, analyzer=HandAnalyzer()
+    )
+
+    async def scenario(app, pilot):
+        assert len(app.runs["live"].scalars["train/loss"]) == 50
+        write_run(src, "live", {"train/loss": decaying_loss(30)}, first_step=50)
+        s3.put("app", key, open(path, "rb").read())  # the store gets the whole object again
+        deadline = time.monotonic() + 20
+        while app.runs["live"].last_step != 79:
+            assert time.monotonic() < deadline, "the app did not pick up the grown object"
+            await pilot.pause(0.05)
+        assert len(app.runs["live"].scalars["train/loss"]) == 80
+        assert app.logdir_path == "s3://app/runs"
+
+    drive(app, scenario)
