@@ -214,6 +214,8 @@ def connect(address: str, workers: int | None = None):
         raise FleetError(
             f"--dask {address}: no scheduler answered within {CONNECT_TIMEOUT_S} s ({type(exc).__name__})"
         ) from None
+    except Exception as exc:  # noqa: BLE001 - a malformed address, a scheduler of another version: one line
+        raise FleetError(f"--dask {address}: cannot connect ({type(exc).__name__}: {exc})") from None
 
 
 def fleet_diagnose(

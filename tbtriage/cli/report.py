@@ -70,10 +70,17 @@ def unreadable(path: Path) -> str | None:
 
 def _on_dask(args: argparse.Namespace, config, options: dict):
     """The report computed on a Dask cluster (progress on stderr as tasks finish), or the one line why not."""
+    import time
+
     from tbtriage.analysis.fleet import FleetError, connect, fleet_diagnose
 
+    said = [0.0]
+
     def progress(done: int, tasks: int, runs: int) -> None:
-        print(f"tbtriage report: {done}/{tasks} tasks done, {runs} runs analysed", file=sys.stderr, flush=True)
+        # At most one line a second (and the last): a fleet of a thousand tasks is not a thousand lines.
+        if done == tasks or time.monotonic() - said[0] >= 1.0:
+            said[0] = time.monotonic()
+            print(f"tbtriage report: {done}/{tasks} tasks done, {runs} runs analysed", file=sys.stderr, flush=True)
 
     try:
         client, cluster = connect(args.dask, args.dask_workers)
