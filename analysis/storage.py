@@ -164,7 +164,7 @@ class RemoteStorage:
         self._listing: dict[str, dict[str, FileStat]] = {}  # directory -> event file name -> stat
         self._configs: dict[str, dict[str, FileStat]] = {}  # directory -> config file name -> stat (run_config)
         self._config_texts: dict[tuple[str, str | None], str] = {}  # (path, version) -> text, read once
-        self._recent: OrderedDict[str, tuple[bytes, int, bytes]] = OrderedDict()  # see fingerprint
+        self._recent: OrderedDict[str, tuple[str | None, bytes, int, bytes]] = OrderedDict()  # see fingerprint
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -292,7 +292,8 @@ class RemoteStorage:
 
     # -- reading --------------------------------------------------------------------------------
     def open(self, path: str) -> _RangeFile:
-        return _RangeFile(self, path, self.stat(path).size)
+        stat = self.stat(path)
+        return _RangeFile(self, path, stat.size, stat.version)
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of an object, in one ranged request."""
@@ -301,28 +302,35 @@ class RemoteStorage:
         except Exception as exc:  # noqa: BLE001
             raise self.error(exc, path) from None
 
-    def _remember(self, path: str, head: bytes, start: int, data: bytes) -> None:
+    def _remember(self, path: str, version: str | None, head: bytes, start: int, data: bytes) -> None:
         with self._lock:
-            self._recent[path] = (head, start + len(data) - min(len(data), _KEEP_TAIL), data[-_KEEP_TAIL:])
+            self._recent[path] = (version, head, start + len(data) - min(len(data), _KEEP_TAIL), data[-_KEEP_TAIL:])
             self._recent.move_to_end(path)
             while len(self._recent) > _KEEP_FILES:
                 self._recent.popitem(last=False)
 
     def fingerprint(self, path: str, offset: int, n: int) -> bytes | None:
         """`LocalStorage.fingerprint` for an object: from the bytes the last read of it kept, when they cover
-        it (a file is fingerprinted right after it is read), else by ranged reads."""
+        it (a file is fingerprinted right after it is read) and are of the object the listing names now (one
+        that changed since must be read: that is the point of the check), else by ranged reads."""
         n = min(n, offset)
         with self._lock:
             kept = self._recent.pop(path, None)
         try:
-            if kept is not None:
-                head, tail_start, tail = kept
+            if kept is not None and kept[0] is not None and kept[0] == self._version(path):
+                _, head, tail_start, tail = kept
                 if len(head) >= n and tail_start <= offset - n and offset <= tail_start + len(tail):
                     return head[:n] + tail[offset - n - tail_start : offset - tail_start]
             if offset <= 2 * n:
                 data = self.read_range(path, 0, offset)
                 return data[:n] + data[offset - n :]
             return self.read_range(path, 0, n) + self.read_range(path, offset - n, offset)
+        except OSError:
+            return None
+
+    def _version(self, path: str) -> str | None:
+        try:
+            return self.stat(path).version
         except OSError:
             return None
 
@@ -336,8 +344,8 @@ class RemoteStorage:
 class _RangeFile:
     """The file interface `decode.scan_file` uses (seek, read, readinto), over ranged requests of one object."""
 
-    def __init__(self, storage: RemoteStorage, path: str, size: int):
-        self.storage, self.path, self.size, self.pos = storage, path, size, 0
+    def __init__(self, storage: RemoteStorage, path: str, size: int, version: str | None):
+        self.storage, self.path, self.size, self.version, self.pos = storage, path, size, version, 0
         self.head = b""
 
     def seek(self, pos: int) -> int:
@@ -354,7 +362,7 @@ class _RangeFile:
         data = self.storage.read_range(self.path, self.pos, end)
         if self.pos == 0:
             self.head = bytes(data[:64])
-        self.storage._remember(self.path, self.head, self.pos, data)
+        self.storage._remember(self.path, self.version, self.head, self.pos, data)
         self.pos += len(data)
         return data
 

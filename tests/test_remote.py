@@ -124,6 +124,23 @@ def test_a_grown_object_is_followed_by_reading_only_its_new_bytes(s3, tmp_path):
     assert logdir.refresh() == []  # an unchanged object: nothing read
 
 
+def test_an_object_rewritten_with_other_bytes_and_longer_is_read_again_from_the_start(s3, tmp_path):
+    first = write_pytorch_run(tmp_path / "a" / "run", n=100, seed=1)
+    second = write_pytorch_run(tmp_path / "b" / "run", n=300, seed=2)
+    key = "runs/run/events.out.tfevents.1.host"
+    s3.put("rewrite", key, open(event_files(first)[0], "rb").read())
+    logdir = load("s3://rewrite/runs", storage_options=s3.options)
+    s3.put("rewrite", key, open(event_files(second)[0], "rb").read())
+    assert logdir.refresh() == ["run"]
+    run = logdir.runs["run"]
+    assert [n.message for n in run.notes if "read again" in n.message] == [
+        "events.out.tfevents.1.host was rewritten (the bytes already read changed) after it was read; "
+        "the run was read again from its files as they are now"
+    ]
+    expected = load(tmp_path / "b").runs["run"].scalars["train/loss"]
+    assert np.array_equal(run.scalars["train/loss"].values, expected.values)
+
+
 def test_an_object_that_got_shorter_is_reported_once_and_what_was_read_is_kept(s3, tmp_path):
     run = write_pytorch_run(tmp_path / "src" / "shrink", n=300)
     name = os.path.basename(event_files(run)[0])
