@@ -207,3 +207,11 @@ class RunReport:
     findings: list[Finding]
     health: Health
     primary_tags: PrimaryTags  # the headline series (`roles.primary_tags`), chosen once for every view
+
+    def tag_points(self) -> dict[str, int]:
+        """Points per scalar tag, in the run's order: the run's series as they are (a live run grows), and for a
+        tag whose points a Dask worker did not send back (`fleet.slim`), the count its features kept."""
+        scalars = self.run.scalars
+        points = {tag: len(scalars[tag]) if tag in scalars else f.points for tag, f in self.features.items()}
+        points.update((tag, len(s)) for tag, s in scalars.items() if tag not in points)
+        return points

@@ -222,9 +222,7 @@ def run_report_dict(report: RunReport) -> dict[str, Any]:
         "files": list(run.files),
         "last_step": None if run.last_step is None else int(run.last_step),
         "last_wall_time": None if run.last_wall_time is None else float(run.last_wall_time),
-        # From the features (one per tag, with its point count): a report made on a Dask worker comes back
-        # without the points of tags it no longer reads (`fleet.slim`).
-        "tags": {tag: {"role": report.roles.get(tag), "points": f.points} for tag, f in report.features.items()},
+        "tags": {tag: {"role": report.roles.get(tag), "points": n} for tag, n in report.tag_points().items()},
         "health": {
             "score": None if report.health.score is None else int(report.health.score),
             "components": dict(report.health.components),

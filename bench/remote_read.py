@@ -119,7 +119,12 @@ def bench_dask(runs: int, workers: int, tmp: Path) -> None:
     local_s, local = timed(lambda: diagnose(str(root), now=now), repeat=1)
     t = time.perf_counter()
     cluster = LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=40,
     )
     client = Client(cluster)
     start_s = time.perf_counter() - t

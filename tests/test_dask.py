@@ -24,7 +24,14 @@ def cluster():
     """Two worker processes, one thread each, started once for the module."""
     from distributed import Client, LocalCluster
 
-    local = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40)
+    local = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=40,
+    )
     client = Client(local)
     yield client
     client.close()
