@@ -168,14 +168,23 @@ def report_tags(report: RunReport) -> set[str]:
 
 
 def slim(report: RunReport) -> RunReport:
-    """`report` with its run cut to what the report reads: no histograms, only `report_tags`' series."""
+    """`report` with its run cut to what the report reads: no histograms, only `report_tags`' series, and
+    features without the detectors' bucketed curves (`extra` values that are arrays: only detectors read them)."""
     keep = report_tags(report)
     run = replace(
         report.run,
         scalars={tag: s for tag, s in report.run.scalars.items() if tag in keep},
         histograms={},
     )
-    return replace(report, run=run)
+    features = {
+        tag: replace(f, extra={k: v for k, v in f.extra.items() if isinstance(v, _SMALL)})
+        for tag, f in report.features.items()
+    }
+    return replace(report, run=run, features=features)
+
+
+#: Feature `extra` values that travel back from a worker: numbers, text and small containers of them.
+_SMALL = (int, float, str, bool, type(None), tuple, dict)
 
 
 def _sizes(logdir: Logdir, found: dict[str, Any], only: str | None) -> dict[str, int]:

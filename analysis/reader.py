@@ -177,7 +177,7 @@ class RunReader:
         self.name = name
         self.kernel_pref = kernel
         self.verify = verify
-        # A run on a store is named by its URL (its config files are not read from there: run_config).
+        # A run on a store is named by its URL (what a person would type to find it).
         self.run = Run(name=name, path=self.storage.url(path) if self.storage.objects else path)
         self._files: dict[str, _FileState] = {}
         self._cols: dict[str, _Column] = {}
@@ -325,7 +325,7 @@ class RunReader:
                         "data_integrity",
                         self._rel(fname),
                         f"object shrank from {st.offset} to {stat.size} bytes after it was read (rewritten or "
-                        "truncated on the store); what was read is kept and it is read again once it grows past it",
+                        "truncated on the store); what was read is kept, and reading goes on once it is longer than that",
                     )
                 continue
             if stat.size < st.offset:
