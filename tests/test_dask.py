@@ -128,3 +128,26 @@ def test_a_worker_killed_mid_report_still_yields_the_whole_report(cluster, demo,
     assert marker.exists()  # a worker did die while reading
     assert fleet.to_json() == diagnose(str(demo), now=now).to_json()
     assert not fleet.logdir.warnings
+
+
+def test_a_task_lost_for_good_makes_its_runs_warnings_and_the_report_keeps_the_rest(cluster, demo, tmp_path):
+    def set_allowed_failures(dask_scheduler, n):
+        old = dask_scheduler.allowed_failures
+        dask_scheduler.allowed_failures = n
+        return old
+
+    # One worker death is enough to give a task up (the default is 3): the first task to start reading is lost.
+    old = cluster.run_on_scheduler(set_allowed_failures, n=0)
+    cluster.register_plugin(KillFirstReader(str(tmp_path / "killed")))
+    try:
+        now = time.time()
+        fleet = fleet_diagnose(str(demo), cluster, now=now)
+    finally:
+        cluster.unregister_worker_plugin(KillFirstReader.name)
+        cluster.run_on_scheduler(set_allowed_failures, n=old)
+    lost = [w for w in fleet.logdir.warnings if "lost on the cluster" in w]
+    assert lost, "the killed task's runs are said"
+    lost_runs = {w.split(":", 1)[0] for w in lost}
+    local = diagnose(str(demo), now=now)
+    assert {r.name for r in fleet.runs} == {r.name for r in local.runs} - lost_runs
+    assert len(fleet.runs) > 0
