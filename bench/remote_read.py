@@ -4,8 +4,8 @@
     python bench/remote_read.py --points 8000000 --objects 10000 --runs 2000 --workers 2
 
 The S3 API is moto's server on 127.0.0.1 (what the tests use): no network, so the figures are the cost of
-the S3 protocol and of our ranged reads, not of a real store's latency (a real one adds ~10-50 ms a
-request: one per 8 MB window, plus one listing request per 1,000 objects). Each figure is compared with the
+the S3 protocol and of our ranged reads, not of a real store's latency (which a real one adds to each
+request: one per 8 MB window of an object, plus one listing request per 1,000 objects). Each figure is compared with the
 same work on the local disk, measured in the same run. Prints figures; asserts nothing.
 """
 
