@@ -151,3 +151,13 @@ def test_a_task_lost_for_good_makes_its_runs_warnings_and_the_report_keeps_the_r
     local = diagnose(str(demo), now=now)
     assert {r.name for r in fleet.runs} == {r.name for r in local.runs} - lost_runs
     assert len(fleet.runs) > 0
+
+
+def test_cli_report_dask_local_starts_and_stops_its_own_cluster(demo, capsys):
+    assert main(["report", str(demo), "--format", "json", "--runs", "keras"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert (
+        main(["report", str(demo), "--format", "json", "--runs", "keras", "--dask", "local", "--dask-workers", "1"])
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out) == local

@@ -294,3 +294,13 @@ def test_the_app_on_an_s3_url_follows_an_object_as_it_grows(s3, tmp_path):
         assert app.logdir_path == "s3://app/runs"
 
     drive(app, scenario)
+
+
+def test_cli_export_and_watch_read_s3_like_the_disk(s3, url, local_logdir, capsys):
+    assert main(["export", str(local_logdir), "--tags", "loss"]) == 0
+    local = capsys.readouterr().out
+    assert main(["export", url, "--tags", "loss", *s3.cli_options]) == 0
+    assert capsys.readouterr().out == local
+    assert main(["watch", url, "--once", *s3.cli_options]) == 0
+    out = capsys.readouterr().out
+    assert "torch_nan" in out and "divergence" in out
