@@ -190,6 +190,7 @@ class RemoteStorage:
     def kind(self) -> str:
         """'file', 'directory' or 'missing' for the URL itself (one request)."""
         try:
+            self.fs.invalidate_cache(self.root)  # fsspec shares filesystems (and their listings) within a process
             info = self.fs.info(self.root)
         except FileNotFoundError:
             return "missing"
@@ -237,6 +238,7 @@ class RemoteStorage:
     def list_single(self) -> tuple[str, str]:
         """(directory, name) of the URL when it names one event file, its stat put in the listing."""
         try:
+            self.fs.invalidate_cache(self.root)  # a refresh must see the object as it is now
             info = self.fs.info(self.root)
         except Exception as exc:  # noqa: BLE001
             raise self.error(exc) from None

@@ -304,3 +304,15 @@ def test_cli_export_and_watch_read_s3_like_the_disk(s3, url, local_logdir, capsy
     assert main(["watch", url, "--once", *s3.cli_options]) == 0
     out = capsys.readouterr().out
     assert "torch_nan" in out and "divergence" in out
+
+
+def test_a_url_naming_one_event_file_or_ending_in_a_slash_reads_that_run(s3, tmp_path):
+    run = write_pytorch_run(tmp_path / "solo", n=50)
+    url = s3.upload(run, "solo", "run")
+    name = os.path.basename(event_files(run)[0])
+    for target in (url, f"{url}/", f"{url}/{name}"):
+        logdir = load(target, storage_options=s3.options)
+        assert list(logdir.runs) == ["."] and len(logdir.runs["."].scalars["train/loss"]) == 50, target
+    s3.put("solo", "run/readme.txt", b"not events")
+    with pytest.raises(LogdirError, match=r"readme.txt: not an event file \(the name has no 'tfevents'\)$"):
+        load(f"{url}/readme.txt", storage_options=s3.options)
