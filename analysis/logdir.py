@@ -18,6 +18,9 @@ from .storage import LOCAL, LocalStorage, RemoteStorage, StorageError, is_url
 
 #: Most threads reading runs at once: beyond a few, the disk and the GIL-bound numpy parts limit.
 MAX_READ_THREADS = 4
+#: Runs read at once from an object store, whatever the kernel: each read waits on a request (a store's latency
+#: per request, where a disk answers at once), and waiting threads release the GIL. s3fs allows 10 at once.
+STORE_READ_THREADS = 8
 
 
 def read_threads(kernel, runs: int) -> int:
@@ -94,6 +97,8 @@ class Logdir:
             return self._readers[name].read(kernel, cancel)
 
         threads = read_threads(kernel, len(found))
+        if self.storage.objects:
+            threads = min(STORE_READ_THREADS, len(found))
         if threads > 1:
             # The compiled kernel releases the GIL: runs decode side by side, one per core.
             with ThreadPoolExecutor(threads, thread_name_prefix="tbtriage-read") as pool:
