@@ -106,10 +106,8 @@ def bench_listing(s3, objects: int, tmp: Path) -> None:
 
 
 def bench_dask(runs: int, workers: int, tmp: Path) -> None:
-    from distributed import Client, LocalCluster
-
     from tbtriage.analysis.engine import diagnose
-    from tbtriage.analysis.fleet import fleet_diagnose
+    from tbtriage.analysis.fleet import connect, fleet_diagnose
 
     root = tmp / "fleet"
     for i in range(runs):
@@ -118,15 +116,7 @@ def bench_dask(runs: int, workers: int, tmp: Path) -> None:
     now = time.time()
     local_s, local = timed(lambda: diagnose(str(root), now=now), repeat=1)
     t = time.perf_counter()
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-        silence_logs=40,
-    )
-    client = Client(cluster)
+    client, cluster = connect("local", workers)  # what `report --dask local` starts
     start_s = time.perf_counter() - t
     try:
         first_s, fleet = timed(lambda: fleet_diagnose(str(root), client, now=now), repeat=1)

@@ -21,18 +21,10 @@ from distributed.diagnostics.plugin import WorkerPlugin  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two worker processes, one thread each, started once for the module."""
-    from distributed import Client, LocalCluster
+    """Two worker processes, one thread each, started once for the module (what `--dask local` starts)."""
+    from tbtriage.analysis.fleet import connect
 
-    local = LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-        silence_logs=40,
-    )
-    client = Client(local)
+    client, local = connect("local", workers=2)
     yield client
     client.close()
     local.close()
