@@ -22,9 +22,10 @@ from typing import Any
 from .reader import is_event_file
 
 #: Seconds to open a connection to an object store, and to wait for the bytes of one response, before the
-#: attempt fails; and attempts per request. A store that is down is then one line within a minute, never a hang.
+#: attempt fails; and attempts per request, by botocore and again by s3fs (2 x 2). A store that refuses
+#: connections is one line in seconds; one that accepts and never answers, in at most 4 x 15 s: never a hang.
 CONNECT_TIMEOUT_S = 5
-READ_TIMEOUT_S = 20
+READ_TIMEOUT_S = 15
 ATTEMPTS = 2
 #: The packages that read each protocol, and where to get them: the `remote` extra brings the common ones.
 BACKENDS = {
