@@ -341,7 +341,7 @@ class RemoteStorage:
     def error(self, exc: BaseException, path: str | None = None) -> StorageError:
         """`exc` from the backend as one line naming the URL."""
         where = self.url(path) if path is not None else self.url_arg
-        return StorageError(f"{where}: {describe(exc, self.protocol)}")
+        return StorageError(f"{where}: {describe(exc, self.protocol, self.options)}")
 
 
 class _RangeFile:
@@ -429,7 +429,16 @@ def open_filesystem(url: str, options: dict[str, Any]):
     return fs, root
 
 
-def describe(exc: BaseException, protocol: str = "") -> str:
+def _timeouts(protocol: str, options: dict[str, Any]) -> str:
+    """The timeouts in force, as a person reads them ("connect timeout 5 s, read timeout 15 s, 2 attempts")."""
+    if protocol not in ("s3", "s3a"):
+        return "the backend's own timeouts"
+    config = default_options(protocol, options)["config_kwargs"]
+    attempts = (config.get("retries") or {}).get("max_attempts", ATTEMPTS)
+    return f"connect timeout {config['connect_timeout']:g} s, read timeout {config['read_timeout']:g} s, {attempts} attempts"
+
+
+def describe(exc: BaseException, protocol: str = "", options: dict[str, Any] | None = None) -> str:
     """A backend's exception as the one line a person can act on (no credentials, no bucket, denied, network)."""
     name = type(exc).__name__
     text = " ".join(str(exc).split())[:200]
@@ -450,10 +459,7 @@ def describe(exc: BaseException, protocol: str = "") -> str:
         code = next((c for c in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied") if c in text), "")
         return f"access denied{f' ({code})' if code else ''}: check the credentials and the bucket's policy"
     if "Timeout" in name or "timed out" in text.lower() or isinstance(exc, TimeoutError):
-        return (
-            f"the store did not answer in time ({name}; connect timeout {CONNECT_TIMEOUT_S} s, "
-            f"read timeout {READ_TIMEOUT_S} s, {ATTEMPTS} attempts)"
-        )
+        return f"the store did not answer in time ({name}; {_timeouts(protocol, options or {})})"
     if "Connect" in name or "Connection" in name or isinstance(exc, ConnectionError):
-        return f"cannot reach the store ({name}: {text}; {ATTEMPTS} attempts)"
+        return f"cannot reach the store ({name}: {text}; {_timeouts(protocol, options or {})})"
     return f"{name}: {text}" if text else name

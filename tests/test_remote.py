@@ -316,3 +316,24 @@ def test_a_url_naming_one_event_file_or_ending_in_a_slash_reads_that_run(s3, tmp
     s3.put("solo", "run/readme.txt", b"not events")
     with pytest.raises(LogdirError, match=r"readme.txt: not an event file \(the name has no 'tfevents'\)$"):
         load(f"{url}/readme.txt", storage_options=s3.options)
+
+
+def test_a_store_that_accepts_and_never_answers_times_out_in_one_line():
+    import socket
+
+    with socket.socket() as silent:  # connections complete (the kernel's backlog) and then hear nothing
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        options = {
+            "endpoint_url": f"http://127.0.0.1:{silent.getsockname()[1]}",
+            "key": "k",
+            "secret": "s",
+            "config_kwargs": {"connect_timeout": 1, "read_timeout": 1},
+        }
+        started = time.monotonic()
+        with pytest.raises(LogdirError) as caught:
+            load("s3://bucket/runs", storage_options=options)
+    assert time.monotonic() - started < 30
+    assert str(caught.value).startswith("s3://bucket/runs: the store did not answer in time (")
+    assert str(caught.value).endswith("; connect timeout 1 s, read timeout 1 s, 2 attempts)")  # the ones in force
+    assert "\n" not in str(caught.value)
