@@ -239,12 +239,13 @@ def fleet_diagnose(
     runs: str | None = None,
     now: float | None = None,
     storage_options: dict[str, Any] | None = None,
-    progress: Callable[[int, int, int], None] | None = None,
+    progress: Callable[[str, int, int, int], None] | None = None,
     task_bytes: int = TASK_BYTES,
 ) -> Report:
     """`engine.diagnose(path)` computed on the cluster behind `client`; the same Report.
 
-    `progress(tasks done, tasks, runs done)` is called as each task's verdicts arrive.
+    `progress(stage, tasks done, tasks, runs done)` is called as each task's runs are read (stage "read") and
+    as its verdicts arrive ("analysed").
     """
     from distributed import as_completed
 
@@ -270,8 +271,15 @@ def fleet_diagnose(
     loaded = [client.submit(read_task, t, pure=False, retries=TASK_RETRIES) for t in tasks]
     spans_of = [client.submit(task_spans, f, pure=False, retries=TASK_RETRIES) for f in loaded]
     span_by_name = {}
-    for spans in client.gather(spans_of, errors="skip"):  # a task lost for good is reported below
-        span_by_name.update({s[0]: s for s in spans if s is not None})
+    read = runs_read = 0
+    for future in as_completed(spans_of):
+        read += 1
+        if future.status == "finished":  # a task lost for good is reported below
+            spans = future.result()
+            runs_read += len(spans)
+            span_by_name.update({s[0]: s for s in spans if s is not None})
+        if progress is not None:
+            progress("read", read, len(tasks), runs_read)
     ordered = tuple(span_by_name[n] for n in found if n in span_by_name)  # the logdir's order, as the local path
     latest = max((end for _, _, end in ordered), default=None)
     verdicts = [
@@ -292,7 +300,7 @@ def fleet_diagnose(
             failed.update(result.failed)
         done += 1
         if progress is not None:
-            progress(done, len(tasks), len(by_name) + len(failed))
+            progress("analysed", done, len(tasks), len(by_name) + len(failed))
     del loaded, spans_of, verdicts  # the runs held on the workers are let go
     reports = [by_name[n] for n in found if n in by_name]
     logdir.runs = {r.name: r.run for r in reports}

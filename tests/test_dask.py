@@ -49,8 +49,10 @@ def test_the_dask_report_on_a_local_logdir_is_the_local_report(cluster, demo):
     done = []
     fleet = fleet_diagnose(str(demo), cluster, now=now, progress=lambda *p: done.append(p))
     assert fleet.to_json() == diagnose(str(demo), now=now).to_json()
-    assert done and done[-1][0] == done[-1][1] > 1  # several tasks, each reported as it finished
-    assert done[-1][2] == 12
+    stages = [p[0] for p in done]
+    assert stages == sorted(stages, key=["read", "analysed"].index)  # every task read, then verdicts as they come
+    assert done[-1][1] == done[-1][2] > 1 and len(done) == 2 * done[-1][2]  # several tasks, each reported
+    assert done[-1][3] == 12 and ("read", done[-1][2], done[-1][2], 12) in done
 
 
 def test_the_dask_report_on_s3_is_the_local_report(cluster, demo, s3):
@@ -68,7 +70,7 @@ def test_cli_report_dask_prints_progress_and_the_same_json(cluster, demo, capsys
     assert main(["report", str(demo), "--format", "json", "--dask", cluster.scheduler.address]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out) == json.loads(local)
-    assert "tasks done" in captured.err
+    assert "tbtriage report: analysed" in captured.err and "12 runs" in captured.err
 
 
 def test_cli_a_scheduler_nobody_runs_is_one_line_and_exit_2(demo, capsys, monkeypatch):

@@ -76,11 +76,11 @@ def _on_dask(args: argparse.Namespace, config, options: dict):
 
     said = [0.0]
 
-    def progress(done: int, tasks: int, runs: int) -> None:
-        # At most one line a second (and the last): a fleet of a thousand tasks is not a thousand lines.
+    def progress(stage: str, done: int, tasks: int, runs: int) -> None:
+        # At most one line a second (and each stage's last): a thousand tasks are not a thousand lines.
         if done == tasks or time.monotonic() - said[0] >= 1.0:
             said[0] = time.monotonic()
-            print(f"tbtriage report: {done}/{tasks} tasks done, {runs} runs analysed", file=sys.stderr, flush=True)
+            print(f"tbtriage report: {stage} {done}/{tasks} tasks, {runs} runs", file=sys.stderr, flush=True)
 
     try:
         client, cluster = connect(args.dask, args.dask_workers)
