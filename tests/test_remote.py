@@ -337,3 +337,11 @@ def test_a_store_that_accepts_and_never_answers_times_out_in_one_line():
     assert str(caught.value).startswith("s3://bucket/runs: the store did not answer in time (")
     assert str(caught.value).endswith("; connect timeout 1 s, read timeout 1 s, 2 attempts)")  # the ones in force
     assert "\n" not in str(caught.value)
+
+
+def test_cli_diagnose_finds_runs_on_s3_and_names_them_when_the_run_is_not_there(s3, url, capsys):
+    assert main(["diagnose", url, "--run", "nope", *s3.cli_options]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"tbtriage diagnose: no run named 'nope' under {url} (runs: tf2/train, tf2/validation, torch_a, torch_nan)"
+    )
