@@ -95,7 +95,7 @@ class Run:
     """Everything read from one run directory. Mutated in place by live tailing."""
 
     name: str  # path relative to the logdir ("." for a logdir that is itself a run)
-    path: Path
+    path: Path | str  # the run directory; a URL for a run read from a store (s3://...)
     files: list[str] = field(default_factory=list)  # event file names, in read order
     scalars: dict[str, Series] = field(default_factory=dict)
     histograms: dict[str, HistogramSeries] = field(default_factory=dict)
@@ -109,6 +109,9 @@ class Run:
     # (file, byte offset) when the newest file ends in an incomplete record: a live writer mid-record, or a
     # crash that cut the file; the engine tells the two apart by how long ago the run last wrote.
     partial_tail: tuple[str, int] | None = None
+    # Config files beside the events of a run on a store (name -> text), read with its events: a local run's
+    # are read from `path` when needed (`run_config.run_hparams`).
+    config_texts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,3 +208,11 @@ class RunReport:
     findings: list[Finding]
     health: Health
     primary_tags: PrimaryTags  # the headline series (`roles.primary_tags`), chosen once for every view
+
+    def tag_points(self) -> dict[str, int]:
+        """Points per scalar tag, in the run's order: the run's series as they are (a live run grows), and for a
+        tag whose points a Dask worker did not send back (`fleet.slim`), the count its features kept."""
+        scalars = self.run.scalars
+        points = {tag: len(scalars[tag]) if tag in scalars else f.points for tag, f in self.features.items()}
+        points.update((tag, len(s)) for tag, s in scalars.items() if tag not in points)
+        return points

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -295,6 +296,7 @@ def scan_file(
     verify: bool = True,
     end: int | None = None,
     cancel: Callable[[], bool] | None = None,
+    open_file: Callable[[Any], Any] | None = None,
 ) -> Iterator[Batch]:
     """Yield batches decoded from `path` starting at byte `offset`, filling `result` as it goes.
 
@@ -303,12 +305,13 @@ def scan_file(
     resumes at the next position where a whole record verifies, or stops if there is none.
     `cancel` is polled between kernel calls: when it returns True the scan stops cleanly, with
     result.offset at the next unread record, so a later call carries on from there.
+    `open_file(path)` opens the file for reading (default: the local file; see `storage`).
     """
     jit = kernel is not _pure
     table = _CRC_TABLE if jit else _CRC_LIST
     out = _Outputs(jit)
     rec = result.records
-    with open(path, "rb") as f:
+    with open(path, "rb") if open_file is None else open_file(path) as f:
         size = os.fstat(f.fileno()).st_size if end is None else end
         base = offset
         want = CHUNK_BYTES

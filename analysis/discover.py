@@ -55,3 +55,16 @@ def find_runs(logdir: Path, warnings: list[str] | None = None) -> dict[str, Path
             runs[name] = Path(d)
         stack.extend(sorted(subdirs, reverse=True))
     return dict(sorted(runs.items()))
+
+
+def runs_from_listing(root: str, directories) -> dict[str, str]:
+    """`find_runs` for a store listed in one call: map run name -> directory for every directory (of
+    `directories`, store paths) that directly holds an event file, named by its path relative to `root`."""
+    runs: dict[str, str] = {}
+    prefix = root.rstrip("/") + "/"
+    for d in directories:
+        if d == root.rstrip("/"):
+            runs["."] = d
+        elif d.startswith(prefix):
+            runs[d[len(prefix) :]] = d
+    return dict(sorted(runs.items()))

@@ -235,7 +235,7 @@ def run_report_dict(report: RunReport) -> dict[str, Any]:
         "files": list(run.files),
         "last_step": None if run.last_step is None else int(run.last_step),
         "last_wall_time": None if run.last_wall_time is None else float(run.last_wall_time),
-        "tags": {tag: {"role": report.roles.get(tag), "points": len(series)} for tag, series in run.scalars.items()},
+        "tags": {tag: {"role": report.roles.get(tag), "points": n} for tag, n in report.tag_points().items()},
         "health": {
             "score": None if report.health.score is None else int(report.health.score),
             "components": dict(report.health.components),
@@ -271,17 +271,18 @@ def diagnose(
     config: Config | None = None,
     runs: str | None = None,
     now: float | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Report:
-    """Analyse every run of a logdir (a path, read with `analysis.load`, or an already loaded Logdir).
+    """Analyse every run of a logdir (a path or URL, read with `analysis.load`, or an already loaded Logdir).
 
     `runs` keeps only runs whose name matches the regex; `now` (default: the wall clock) tells `stalled`
-    whether the logdir is live.
+    whether the logdir is live; `storage_options` go to fsspec for a URL.
     """
     if isinstance(logdir_or_path, (str, os.PathLike)):
         from .logdir import load
 
         arg = str(logdir_or_path)
-        logdir = load(logdir_or_path, runs=runs)
+        logdir = load(logdir_or_path, runs=runs, storage_options=storage_options)
     else:
         logdir = logdir_or_path
         arg = str(getattr(logdir, "path", ""))

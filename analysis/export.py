@@ -11,34 +11,38 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 from .datamodel import Series
 from .decode import choose_kernel
-from .discover import find_runs
 from .json_safe import dumps
-from .logdir import check_logdir, compile_filter
+from .logdir import compile_filter, open_logdir
 from .reader import RunReader
 
 HEADER = ("run", "tag", "step", "wall_time", "value")
 
 
 def iter_series(
-    path, runs: str | None = None, tags: str | None = None, warnings: list[str] | None = None, kernel: str | None = None
+    path,
+    runs: str | None = None,
+    tags: str | None = None,
+    warnings: list[str] | None = None,
+    kernel: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, str, Series]]:
     """(run, tag, series) for every matching scalar series; each run is read, yielded and dropped.
 
     Bad arguments (a regex, a missing logdir) raise LogdirError here, at the call, before anything
     is written: a CSV header followed by an error would look like an empty export.
+    `path` may be an fsspec URL (`storage_options` go to fsspec).
     """
     run_re, tag_re = compile_filter("--runs", runs), compile_filter("--tags", tags)
-    root, single = check_logdir(path)
-    if single:
-        found, only = {".": root.parent}, root.name
-    else:
-        found, only = find_runs(root, warnings), None
+    logdir = open_logdir(path, kernel=kernel, storage_options=storage_options)
+    found, only = logdir.discover()
+    if warnings is not None:
+        warnings.extend(logdir.warnings)
     readers = [
-        RunReader(root, run_path, name, kernel=kernel, only_file=only)
+        RunReader(logdir.path, run_path, name, kernel=kernel, only_file=only, storage=logdir.storage)
         for name, run_path in found.items()
         if run_re is None or run_re.search(name)
     ]

@@ -8,14 +8,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .datamodel import Run
 from .decode import choose_kernel
 from .discover import find_runs
 from .reader import RunReader, is_event_file
+from .storage import LOCAL, LocalStorage, RemoteStorage, StorageError, is_url
 
 #: Most threads reading runs at once: beyond a few, the disk and the GIL-bound numpy parts limit.
 MAX_READ_THREADS = 4
+#: Runs read at once from an object store, whatever the kernel: each read waits on a request (a store's latency
+#: per request, where a disk answers at once), and waiting threads release the GIL. s3fs allows 10 at once.
+STORE_READ_THREADS = 8
 
 
 def read_threads(kernel, runs: int) -> int:
@@ -40,9 +45,12 @@ class LogdirError(Exception):
 
 @dataclass
 class Logdir:
-    """Every run under `path`, keyed by its path relative to `path`."""
+    """Every run under `path`, keyed by its path relative to `path`.
 
-    path: Path
+    `path` is a local Path, or the URL as given for a logdir on a store (then `storage` reads it).
+    """
+
+    path: Path | str
     runs: dict[str, Run] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # runs that vanished (renamed or deleted), in order
@@ -50,6 +58,7 @@ class Logdir:
     kernel: str | None = None
     _readers: dict[str, RunReader] = field(default_factory=dict, repr=False)
     _single_file: Path | None = field(default=None, repr=False)
+    storage: LocalStorage | RemoteStorage = field(default=LOCAL, repr=False)
 
     def refresh(
         self,
@@ -62,16 +71,10 @@ class Logdir:
         `cancel()` is polled between runs and between chunks of a file: once it returns True
         reading stops at a record boundary, and the next refresh continues from there.
         """
-        if self._single_file is not None:
-            found = {".": self._single_file.parent}
-        else:
-            if not self.path.is_dir():
-                raise LogdirError(f"{self.path}: no such directory")
-            found = find_runs(self.path, self.warnings)
+        found, only = self.discover()
         if self.run_filter:
             pattern = re.compile(self.run_filter)
             found = {k: v for k, v in found.items() if pattern.search(k)}
-        only = self._single_file.name if self._single_file is not None else None
         # A run renamed or deleted since the last refresh is gone: listing it (the old name still
         # holding the data) would show one run twice, or a run that no longer exists.
         for name in [n for n in self._readers if n not in found]:
@@ -80,7 +83,9 @@ class Logdir:
             self.removed.append(name)
         for name, path in found.items():
             if name not in self._readers:
-                self._readers[name] = RunReader(self.path, path, name, kernel=self.kernel, only_file=only)
+                self._readers[name] = RunReader(
+                    self.path, path, name, kernel=self.kernel, only_file=only, storage=self.storage
+                )
                 self.runs[name] = self._readers[name].run
         # One decision for the whole refresh: 50 runs of 10 MB are a 500 MB read, worth compiling for.
         kernel = choose_kernel(self.pending_bytes(), self.kernel)
@@ -92,6 +97,8 @@ class Logdir:
             return self._readers[name].read(kernel, cancel)
 
         threads = read_threads(kernel, len(found))
+        if self.storage.objects:
+            threads = min(STORE_READ_THREADS, len(found))
         if threads > 1:
             # The compiled kernel releases the GIL: runs decode side by side, one per core.
             with ThreadPoolExecutor(threads, thread_name_prefix="tbtriage-read") as pool:
@@ -111,6 +118,32 @@ class Logdir:
                     on_run(name, self.runs[name])
         return changed
 
+    def discover(self) -> tuple[dict[str, Any], str | None]:
+        """(run name -> run directory, the one file to read when the logdir is a single event file).
+
+        A local logdir is walked (`find_runs`); a store is listed in one call. LogdirError (one line)
+        when it cannot be listed.
+        """
+        found: dict[str, Any]
+        only: str | None = None
+        if isinstance(self.storage, RemoteStorage):
+            try:
+                if self._single_file is not None:
+                    directory, only = self.storage.list_single()
+                    found = {".": directory}
+                else:
+                    found = self.storage.find_runs(self.warnings)
+            except StorageError as exc:
+                raise LogdirError(str(exc)) from None
+        elif self._single_file is not None:
+            found = {".": self._single_file.parent}
+            only = self._single_file.name
+        else:
+            if not Path(self.path).is_dir():
+                raise LogdirError(f"{self.path}: no such directory")
+            found = find_runs(Path(self.path), self.warnings)
+        return found, only
+
     def pending_bytes(self) -> int:
         """Bytes not read yet across the known runs."""
         return sum(r.pending_bytes() for r in self._readers.values())
@@ -122,26 +155,50 @@ def load(
     kernel: str | None = None,
     cancel: Callable[[], bool] | None = None,
     on_run: Callable[[str, Run], None] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Logdir:
-    """Read every run under `path` (a logdir, a run directory or a single event file).
+    """Read every run under `path` (a logdir, a run directory or a single event file; or an fsspec URL).
 
     `runs` keeps only runs whose name matches the regex; `kernel` forces "pure" or "jit";
-    `cancel` and `on_run` are passed to `Logdir.refresh`.
+    `cancel` and `on_run` are passed to `Logdir.refresh`; `storage_options` go to fsspec for a URL
+    (credentials, endpoint_url, ...).
     Raises LogdirError (one clear line) when `path` does not exist or holds nothing readable.
     """
-    p, single = check_logdir(path)
     compile_filter("--runs", runs)
+    logdir = open_logdir(path, runs=runs, kernel=kernel, storage_options=storage_options)
+    logdir.refresh(cancel=cancel, on_run=on_run)
+    return logdir
+
+
+def open_logdir(
+    path, runs: str | None = None, kernel: str | None = None, storage_options: dict[str, Any] | None = None
+) -> Logdir:
+    """A Logdir for `path` (a local path or an fsspec URL), checked but not read yet; LogdirError (one line)."""
+    if is_url(str(path)):
+        try:
+            storage = RemoteStorage(str(path), storage_options)
+            kind = storage.kind()
+            if kind == "missing":
+                raise LogdirError(f"{path}: {storage.missing()}")
+        except StorageError as exc:
+            raise LogdirError(str(exc)) from None
+        logdir = Logdir(path=str(path), run_filter=runs, kernel=kernel, storage=storage)
+        if kind == "file":
+            if not is_event_file(str(path).rstrip("/").rsplit("/", 1)[-1]):
+                raise LogdirError(f"{path}: not an event file (the name has no 'tfevents')")
+            logdir._single_file = Path(storage.root)
+        return logdir
+    p, single = check_logdir(path)
     logdir = Logdir(path=p, run_filter=runs, kernel=kernel)
     if single:
         logdir._single_file = p
-    logdir.refresh(cancel=cancel, on_run=on_run)
     return logdir
 
 
 def check_logdir(path) -> tuple[Path, bool]:
     """`path` as a Path, and whether it is a single event file; LogdirError (one line) when it cannot be read.
 
-    The one check of a LOGDIR argument: `load`, `export` and every command word its problems the same way.
+    The one check of a local LOGDIR argument: `load`, `export` and every command word its problems the same way.
     """
     p = Path(path).expanduser()
     if not p.exists():

@@ -9,7 +9,6 @@ what TensorBoard shows, and the restart is recorded as a `run_restart` note.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +78,8 @@ class _FileState:
     tallies: dict = field(default_factory=dict)  # problem class -> _Tally
     noted_empty: bool = False
     noted_unreadable: bool = False
-    identity: tuple | None = None  # (device, inode, head fingerprint) of what was read
+    noted_shrunk: bool = False
+    identity: tuple | None = None  # (storage identity, version, fingerprint) of what was read (see FileStat)
     restarts: list | None = None  # [times, first from, first resume, points dropped, note index]
 
 
@@ -160,20 +160,25 @@ class RunReader:
 
     def __init__(
         self,
-        logdir: Path,
-        path: Path,
+        logdir: Path | str,
+        path: Path | str,
         name: str,
         kernel: str | None = None,
         verify: bool = True,
         only_file: str | None = None,
+        storage=None,
     ):
+        from .storage import LOCAL
+
+        self.storage = LOCAL if storage is None else storage  # where the files live: local disk or a store URL
         self.logdir = logdir
         self.only_file = only_file  # read just this file of the directory (a single-file "logdir")
         self.path = path
         self.name = name
         self.kernel_pref = kernel
         self.verify = verify
-        self.run = Run(name=name, path=path)
+        # A run on a store is named by its URL (what a person would type to find it).
+        self.run = Run(name=name, path=self.storage.url(path) if self.storage.objects else path)
         self._files: dict[str, _FileState] = {}
         self._cols: dict[str, _Column] = {}
         self._hists: dict[str, list] = {}
@@ -186,14 +191,16 @@ class RunReader:
     # -- discovery of files -------------------------------------------------------------------
     def _list_files(self) -> list[str]:
         if self.only_file is not None:
-            return [self.only_file] if (self.path / self.only_file).is_file() else []
+            return [self.only_file] if self.storage.is_file(self._file(self.only_file)) else []
         try:
-            with os.scandir(self.path) as it:
-                names = [e.name for e in it if is_event_file(e.name) and _is_file(e)]
+            return self.storage.list_files(self.path)
         except OSError as exc:
             self._note("data_integrity", self.name, f"cannot list run directory: {exc.strerror or exc}")
             return []
-        return sorted(names)
+
+    def _file(self, fname: str):
+        """The path of one of this run's files, as its storage names it."""
+        return self.storage.join(self.path, fname)
 
     def _rel(self, fname: str) -> str:
         fname = escape_name(fname)
@@ -230,7 +237,7 @@ class RunReader:
         for fname in self._list_files():
             st = self._files.get(fname)
             try:
-                size = (self.path / fname).stat().st_size
+                size = self.storage.stat(self._file(fname)).size
             except OSError:
                 continue
             total += max(0, size - (st.offset if st else 0))
@@ -245,10 +252,12 @@ class RunReader:
         call continues from there.
         """
         names = self._list_files()
+        if self.storage.objects:  # config files on a store are read here, with the events (run_config)
+            self.run.config_texts = self.storage.config_texts(self.path)
         stats = {}
         for fname in names:
             try:
-                stats[fname] = os.stat(self.path / fname)
+                stats[fname] = self.storage.stat(self._file(fname))
             except OSError:
                 continue
         replaced = self._replaced(names, stats)
@@ -262,7 +271,7 @@ class RunReader:
                 self.run.files.append(escape_name(fname))
             if fname not in stats:
                 continue
-            size = stats[fname].st_size
+            size = stats[fname].size
             if size > st.offset:
                 todo.append((st, size))
             elif size == 0 and not st.noted_empty and fname != names[-1]:
@@ -295,6 +304,10 @@ class RunReader:
         Event files only ever grow. A file that was removed or renamed away, replaced by another one
         (a new inode: write-then-rename), cut shorter, or whose first bytes changed (rewritten in
         place) would otherwise leave stale points mixed with new ones.
+
+        On an object store an object that grew is a new object (a new ETag): its first bytes are
+        checked only then, and one that got shorter is reported once and keeps what was read, never
+        re-read blindly (a store mid-rewrite can show a short object for a moment).
         """
         for fname, st in self._files.items():
             if st.offset == 0 or st.identity is None:
@@ -302,24 +315,30 @@ class RunReader:
             stat = stats.get(fname)
             if stat is None:
                 return fname, "was removed or renamed"
-            if (stat.st_dev, stat.st_ino) != st.identity[:2]:
+            identity, version, fingerprint = st.identity
+            if stat.identity != identity:
                 return fname, "was replaced by another file"
-            if stat.st_size < st.offset:
-                return fname, f"shrank from {st.offset} to {stat.st_size} bytes (truncated or rewritten)"
-            if self._fingerprint(fname, st.offset) != st.identity[2]:
+            if stat.size < st.offset and self.storage.objects:
+                if not st.noted_shrunk:
+                    st.noted_shrunk = True
+                    self._note(
+                        "data_integrity",
+                        self._rel(fname),
+                        f"object shrank from {st.offset} to {stat.size} bytes after it was read (rewritten or "
+                        "truncated on the store); what was read is kept, and reading goes on once it is longer than that",
+                    )
+                continue
+            if stat.size < st.offset:
+                return fname, f"shrank from {st.offset} to {stat.size} bytes (truncated or rewritten)"
+            if self.storage.objects and stat.version == version:
+                continue  # the very object that was read: its bytes cannot have changed
+            if self._fingerprint(fname, st.offset) != fingerprint:
                 return fname, "was rewritten (the bytes already read changed)"
         return None
 
     def _fingerprint(self, fname: str, offset: int) -> bytes | None:
         """The first and the last FINGERPRINT_BYTES of the file's first `offset` bytes."""
-        n = min(FINGERPRINT_BYTES, offset)
-        try:
-            with open(self.path / fname, "rb") as f:
-                head = f.read(n)
-                f.seek(offset - n)
-                return head + f.read(n)
-        except OSError:
-            return None
+        return self.storage.fingerprint(self._file(fname), offset, FINGERPRINT_BYTES)
 
     def _restart_from_scratch(self, fname: str, what: str) -> None:
         """Forget everything read from this run and read it again from the start, saying why."""
@@ -347,8 +366,10 @@ class RunReader:
         assert self._tags is not None, "the intern table is made with the kernel choice, before any file is read"
         got = False
         try:
-            path = self.path / st.name
-            for batch in scan_file(path, st.offset, self._kernel, self._tags, result, self.verify, size, cancel):
+            path = self._file(st.name)
+            for batch in scan_file(
+                path, st.offset, self._kernel, self._tags, result, self.verify, size, cancel, self.storage.open
+            ):
                 self._take(batch, st)
                 got = True
         except OSError as exc:
@@ -387,8 +408,8 @@ class RunReader:
         st.offset = result.offset
         st.records = result.records
         try:
-            stat = os.stat(path)
-            st.identity = (stat.st_dev, stat.st_ino, self._fingerprint(st.name, st.offset))
+            stat = self.storage.stat(path)
+            st.identity = (stat.identity, stat.version, self._fingerprint(st.name, st.offset))
         except OSError:
             st.identity = None
         return got
@@ -628,10 +649,3 @@ def _histogram_series(items: list) -> HistogramSeries:
         nums=np.array([it[7] for it in items], np.float64),
         sums=np.array([it[8] for it in items], np.float64),
     )
-
-
-def _is_file(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_file()
-    except OSError:
-        return False

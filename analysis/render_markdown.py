@@ -169,10 +169,10 @@ def finding_markdown(finding: Finding, number: int | None = None, explain: bool 
 
 def run_summary_line(report: RunReport, best: BestMetric | None = None) -> str:
     run = report.run
-    points = sum(len(s) for s in run.scalars.values())
+    points = report.tag_points()
     best = best if best is not None else best_metric(report)
     best_part = f"best {best_text(best)} · " if best is not None else ""
-    return f"{best_part}last step {step(run.last_step)} · {len(run.scalars)} scalar tags, {points} points"
+    return f"{best_part}last step {step(run.last_step)} · {len(points)} scalar tags, {sum(points.values())} points"
 
 
 def _score(report: RunReport) -> str:

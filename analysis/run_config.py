@@ -93,7 +93,12 @@ def read_config_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return {}
-    if path.suffix == ".json":
+    return parse_config(path.name, text)
+
+
+def parse_config(name: str, text: str) -> dict[str, Any]:
+    """Flat hyperparameters from a config file's text (JSON by its name, else flat YAML); {} when unparsable."""
+    if name.endswith(".json"):
         try:
             return _flatten(json.loads(text))
         except (ValueError, RecursionError):
@@ -139,11 +144,18 @@ def run_hparams(run: Run) -> tuple[dict[str, Any], tuple[str, ...]]:
             if found:
                 merged.update(found)
                 sources.append(f"text summary {tag}")
-    directory = Path(run.path) if run.path is not None else None
+    # A run read from a store (`s3://...`) has a URL for a path: its config files were read with its events.
+    remote = run.path is not None and "://" in str(run.path)
+    directory = Path(run.path) if run.path is not None and not remote else None
     if directory is not None and directory.is_file():
         directory = directory.parent
-    for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES) if directory is not None else ():
-        found = read_config_file(directory / name)
+    for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES) if directory is not None or remote else ():
+        if remote:
+            text = run.config_texts.get(name)
+            found = parse_config(name, text) if text is not None else {}
+        else:
+            assert directory is not None
+            found = read_config_file(directory / name)
         if found:
             merged.update(found)
             sources.append(name)

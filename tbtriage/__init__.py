@@ -2,6 +2,7 @@
 
     import tbtriage
     logdir = tbtriage.load("runs/")            # every run; tbtriage.load(path, runs="regex") for a subset
+    logdir = tbtriage.load("s3://bucket/runs", storage_options={"profile": "lab"})  # any fsspec URL
     run = logdir.runs["bs256_cosine"]          # keyed by the run's path relative to the logdir
     s = run.scalars["train/loss"]              # Series: s.steps (int64), s.wall_times (float64), s.values
     report = tbtriage.diagnose(logdir)         # findings and health for every run; report.to_json()
@@ -23,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def load(path: str | PathLike[str], runs: str | None = None, **kwargs: Any) -> Logdir:
-    """Read every run under `path` (a logdir, a run directory or a single event file)."""
+    """Read every run under `path` (a logdir, a run directory or a single event file; or an fsspec URL, with
+    `storage_options=` for its backend)."""
     from tbtriage.analysis.logdir import load as _load
 
     return _load(path, runs=runs, **kwargs)

@@ -6,3 +6,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A real S3 API (moto's server) on 127.0.0.1, for the remote and Dask tests; stopped at the end."""
+    from tests._s3 import S3
+
+    server = S3()
+    yield server
+    server.stop()

@@ -33,6 +33,7 @@ from tbtriage.analysis.discover import find_runs
 from tbtriage.analysis.findings import finding_key
 from tbtriage.analysis.output_guard import refuse_output
 from tbtriage.analysis.render_markdown import run_markdown
+from tbtriage.analysis.storage import is_url
 from tbtriage.analysis.watch import RECHECK_SILENT_S, RunAnalyzer, Watcher, engine_analyzer
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
 from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config, works_on
@@ -96,7 +97,7 @@ class TriageApp(App[int]):
 
     def __init__(
         self,
-        logdir: Path,
+        logdir: Path | str,
         *,
         theme: str,
         ascii_only: bool,
@@ -164,7 +165,7 @@ class TriageApp(App[int]):
         worker = get_current_worker()
         warnings: list[str] = []
         total = 0
-        if self.logdir_path.is_dir():
+        if isinstance(self.logdir_path, Path) and self.logdir_path.is_dir():  # a store URL is listed by the load
             names = list(find_runs(self.logdir_path, warnings))
             total = len(names)
             self.post_message(RunsDiscovered(names, warnings))
@@ -213,7 +214,7 @@ class TriageApp(App[int]):
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def export_series(self, requests: list[SeriesRequest], tag: str, weight: float) -> None:
         path = Path.cwd() / export_filename(tag, self.clock())
-        refused = refuse_output(path, self.logdir_path)
+        refused = refuse_output(path, self.logdir_path) if isinstance(self.logdir_path, Path) else None
         if refused:
             self.post_message(Exported(None, 0, f"not written: {refused}"))
             return
@@ -236,7 +237,7 @@ class TriageApp(App[int]):
             self.notify(plain(warning), severity="warning", markup=False)
         for name in message.names:
             self.store.slots.slot(name)
-            self.store.runs.setdefault(name, Run(name=name, path=self.logdir_path / name))
+            self.store.runs.setdefault(name, Run(name=name, path=Path(self.logdir_path) / name))
         self.progress = ("reading", 0, 0)  # one read for all runs: no count to show
         self._data_changed(None)
 
@@ -461,6 +462,7 @@ def make_app(
     recheck_silent_s: float = RECHECK_SILENT_S,
     loader: Callable[..., Any] | None = None,
     analyzer: RunAnalyzer | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> TriageApp:
     """The app for `logdir`, as the CLI and the tests build it.
 
@@ -474,7 +476,7 @@ def make_app(
     if chosen not in THEME_ORDER:
         raise ValueError(f"unknown theme {chosen!r} (choose from {', '.join(THEME_ORDER)})")
     return TriageApp(
-        Path(logdir),
+        str(logdir) if is_url(str(logdir)) else Path(logdir),
         theme=chosen,
         ascii_only=ascii,
         config=config,
@@ -482,6 +484,6 @@ def make_app(
         clock=clock,
         follow_seconds=follow_seconds,
         recheck_silent_s=recheck_silent_s,
-        loader=loader or tbtriage.load,
+        loader=loader or functools.partial(tbtriage.load, storage_options=storage_options),
         analyzer=analyzer or engine_analyzer(config),
     )

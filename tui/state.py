@@ -204,7 +204,7 @@ class TriageHost(Protocol):
     follow: bool
     ascii_only: bool
     clock: Any
-    logdir_path: Path
+    logdir_path: Path | str  # a local path, or a store URL (s3://...) as given
     progress: tuple[str, int, int] | None
     load_error: str | None
     theme_variables: dict[str, str]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # imported when run: the command line starts without the model pipeline
@@ -28,7 +27,12 @@ EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("logdir", metavar="LOGDIR", help="directory of runs (or one run, or one event file)")
+    from .storage_args import LOGDIR_HELP, add_storage_arguments
+
+    parser.add_argument(
+        "logdir", metavar="LOGDIR", help="directory of runs (or one run, or one event file)" + LOGDIR_HELP
+    )
+    add_storage_arguments(parser)
     parser.add_argument("--run", required=True, metavar="NAME", help="the run to diagnose (its path under LOGDIR)")
     parser.add_argument("--model", metavar="FILE.gguf", help="GGUF model file (default: see README, 'Models')")
     parser.add_argument("--format", choices=("md", "json"), default="md", help="md (streamed, default) or json")
@@ -48,16 +52,17 @@ def _load_report(args: argparse.Namespace, config: Any):
     from tbtriage.analysis.engine import diagnose
     from tbtriage.analysis.logdir import LogdirError
 
-    from .report import unreadable
+    from .storage_args import check_logdir_arg, storage_options
 
-    logdir = Path(args.logdir).expanduser()
-    if not logdir.exists():
-        return None, f"{args.logdir}: no such file or directory"
-    problem = unreadable(logdir)
-    if problem:
-        return None, f"{args.logdir}: {problem}"
     try:
-        result = diagnose(str(args.logdir), config=config, runs=f"^{re.escape(args.run)}$")
+        options = storage_options(args)
+    except ValueError as exc:
+        return None, str(exc)
+    problem = check_logdir_arg(args.logdir, options)
+    if problem:
+        return None, problem
+    try:
+        result = diagnose(str(args.logdir), config=config, runs=f"^{re.escape(args.run)}$", storage_options=options)
     except LogdirError as exc:
         return None, str(exc)
     except OSError as exc:
@@ -65,9 +70,12 @@ def _load_report(args: argparse.Namespace, config: Any):
     for report in result.runs:
         if report.name == args.run:
             return report, None
-    from tbtriage.analysis.discover import find_runs
+    from tbtriage.analysis.logdir import open_logdir
 
-    names = sorted(find_runs(logdir))
+    try:
+        names = sorted(open_logdir(args.logdir, storage_options=options).discover()[0])
+    except LogdirError:
+        names = []
     listed = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
     return None, f"no run named {args.run!r} under {args.logdir}" + (f" (runs: {listed})" if names else "")
 

@@ -14,7 +14,10 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("logdir", metavar="LOGDIR", help="a logdir, a run directory or one event file")
+    from .storage_args import LOGDIR_HELP, add_storage_arguments
+
+    parser.add_argument("logdir", metavar="LOGDIR", help="a logdir, a run directory or one event file" + LOGDIR_HELP)
+    add_storage_arguments(parser)
     parser.add_argument("--runs", metavar="REGEX", help="only runs whose name (path relative to LOGDIR) matches")
     parser.add_argument("--tags", metavar="REGEX", help="only tags that match")
     parser.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="output format (default csv)")
@@ -42,13 +45,23 @@ def run(args: argparse.Namespace) -> int:
 
     if args.smoothing is not None and not 0 <= args.smoothing <= 0.999:  # also refuses nan
         return _fail(f"--smoothing {args.smoothing}: must be between 0 and 0.999")
-    if args.out:
+    from .storage_args import is_url, storage_options
+
+    try:
+        options = storage_options(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    if options and not is_url(args.logdir):
+        return _fail(
+            f"--storage-option applies to a URL LOGDIR (s3://..., gs://...), not to the local path {args.logdir}"
+        )
+    if args.out and not is_url(args.logdir):
         refused = refuse_output(args.out, args.logdir)
         if refused:
             return _fail(f"--out {refused}")
     warnings: list[str] = []
     try:
-        items = iter_series(args.logdir, runs=args.runs, tags=args.tags, warnings=warnings)
+        items = iter_series(args.logdir, runs=args.runs, tags=args.tags, warnings=warnings, storage_options=options)
     except LogdirError as exc:
         return _fail(str(exc))
     write = write_csv if args.format == "csv" else write_jsonl

@@ -17,7 +17,11 @@ FORMATS = ("md", "json", "html")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("logdir", metavar="LOGDIR", help="directory of runs (or one run, or one event file)")
+    from .storage_args import LOGDIR_HELP, add_storage_arguments
+
+    parser.add_argument(
+        "logdir", metavar="LOGDIR", help="directory of runs (or one run, or one event file)" + LOGDIR_HELP
+    )
     parser.add_argument("--format", choices=FORMATS, default="md", help="md (default), json or html")
     parser.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
     parser.add_argument(
@@ -33,6 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--group", metavar="REGEX", help="group runs by this regex (named group 'group', else the first group)"
+    )
+    add_storage_arguments(parser)
+    parser.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="read and analyse the runs on a Dask cluster: a scheduler (tcp://host:8786) or 'local' "
+        "(worker processes on this machine); the report is the same",
+    )
+    parser.add_argument(
+        "--dask-workers", metavar="N", type=int, help="worker processes for --dask local (default: one per core)"
     )
 
 
@@ -58,6 +72,34 @@ def unreadable(path: Path) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
+
+
+def _on_dask(args: argparse.Namespace, config, options: dict):
+    """The report computed on a Dask cluster (progress on stderr as tasks finish), or the one line why not."""
+    import time
+
+    from tbtriage.analysis.fleet import FleetError, connect, fleet_diagnose
+
+    said = [0.0]
+
+    def progress(stage: str, done: int, tasks: int, runs: int) -> None:
+        # At most one line a second (and each stage's last): a thousand tasks are not a thousand lines.
+        if done == tasks or time.monotonic() - said[0] >= 1.0:
+            said[0] = time.monotonic()
+            print(f"tbtriage report: {stage} {done}/{tasks} tasks, {runs} runs", file=sys.stderr, flush=True)
+
+    try:
+        client, cluster = connect(args.dask, args.dask_workers)
+    except FleetError as exc:
+        return str(exc)
+    try:
+        return fleet_diagnose(
+            str(args.logdir), client, config=config, runs=args.runs, storage_options=options, progress=progress
+        )
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def fails(reports, threshold: str | None) -> bool:
@@ -107,13 +149,16 @@ def run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.run_filter import FilterError, RunScalars, apply_filter, parse_filter
     from tbtriage.analysis.side_by_side import twin_pairs
 
-    logdir = Path(args.logdir).expanduser()
-    if not logdir.exists():
-        return _fail(f"{args.logdir}: no such file or directory")
-    problem = unreadable(logdir)
+    from .storage_args import check_logdir_arg, is_url, storage_options
+
+    try:
+        options = storage_options(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    problem = check_logdir_arg(args.logdir, options)
     if problem:
-        return _fail(f"{args.logdir}: {problem}")
-    refused = refuse_output(args.out, logdir) if args.out else None
+        return _fail(problem)
+    refused = refuse_output(args.out, Path(args.logdir).expanduser()) if args.out and not is_url(args.logdir) else None
     if refused:
         return _fail(f"--out {refused}")
     try:
@@ -122,7 +167,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--group {args.group!r}: not a valid regular expression ({exc})")
     try:
         config = load_config(args.config)
-        report = diagnose(str(args.logdir), config=config, runs=args.runs)
+        if args.dask:
+            report = _on_dask(args, config, options)
+            if isinstance(report, str):
+                return _fail(report)
+        else:
+            report = diagnose(str(args.logdir), config=config, runs=args.runs, storage_options=options)
     except (ConfigError, LogdirError) as exc:
         return _fail(str(exc))
     except PermissionError as exc:

@@ -20,7 +20,10 @@ EXIT_OK, EXIT_USAGE = 0, 2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tbtriage.analysis.watch import DEFAULT_INTERVAL_S, ON_ALERT_TIMEOUT_S
 
-    parser.add_argument("logdir", metavar="LOGDIR", help="directory of runs to follow")
+    from .storage_args import LOGDIR_HELP, add_storage_arguments
+
+    parser.add_argument("logdir", metavar="LOGDIR", help="directory of runs to follow" + LOGDIR_HELP)
+    add_storage_arguments(parser)
     parser.add_argument(
         "--interval",
         metavar="S",
@@ -70,9 +73,18 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--interval {args.interval:g}: must be a positive number of seconds")
     if not 0 < args.alert_timeout < math.inf:
         return _fail(f"--alert-timeout {args.alert_timeout:g}: must be a positive number of seconds")
+    from .storage_args import check_logdir_arg, is_url, storage_options
+
+    try:
+        options = storage_options(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    problem = check_logdir_arg(args.logdir, options) if options else None
+    if problem:
+        return _fail(problem)
     try:
         config = load_config(args.config)
-        logdir = load(args.logdir, runs=args.runs)
+        logdir = load(args.logdir, runs=args.runs, storage_options=options)
     except (ConfigError, LogdirError) as exc:
         return _fail(str(exc))
     except OSError as exc:
@@ -85,8 +97,13 @@ def run(args: argparse.Namespace) -> int:
         while True:
             try:
                 new = watcher.poll()
-            except LogdirError as exc:  # the directory went away between polls
-                return _fail(str(exc))
+            except LogdirError as exc:
+                if not is_url(args.logdir):  # the directory went away between polls
+                    return _fail(str(exc))
+                # A store that is unreachable for a while (network, throttling): said, and tried again next poll,
+                # with everything read so far kept.
+                print(f"tbtriage watch: warning: {exc}; trying again in {args.interval:g} s", file=sys.stderr)
+                new = []
             for finding in new:
                 print(format_finding(finding), flush=True)
                 if args.on_alert:
