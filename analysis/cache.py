@@ -1,0 +1,556 @@
+"""The decoded-column cache: the morning's reopen decodes only what was appended since the last one.
+
+Each run directory has one entry under `$XDG_CACHE_HOME/tbtriage/columns` (`~/.cache/...` by default): its
+reader's whole state after a read, i.e. every tag's columns (steps int64, wall times and values float64), each
+file's byte offset, and the bookkeeping that lets the reader resume exactly where it stopped (restarts, purges,
+notes and their tallies, skipped counts, histograms, text, hparams). The unit is the run rather than the file
+because the reader merges a run's files: a restart in one file supersedes points of another, so per-file columns
+would have to be merged again on every open; inside the entry every file is still recorded by its identity
+(path, size, mtime_ns, device and inode, and a hash of its first 4 KiB).
+
+On open (`restore`), an entry is used only when every file it records is still the file that was read: same
+inode, not shorter, the same first 4 KiB and the same bytes around the offset read to; a file of the same size
+must also have the same mtime. A file that only grew is resumed from its stored offset (the reader decodes the
+appended bytes alone); a file that shrank, was replaced or rewritten, or a new file that sorts before one
+already read, sends the whole run to a cold read. The columns of a hit are memory-mapped from the entry, not
+decoded or copied, so a logdir larger than memory still opens.
+
+An entry is one file: a fixed prefix (magic, header length, CRC-32 of the header), a JSON header (format,
+tbtriage version, the run's key, the state, and a table of arrays with their offsets), then the arrays, each
+on a 64-byte boundary. The data is checked against the 64-bit sum of its words, stored in the header: a CRC
+of a gigabyte costs seconds on a slow core, the sum runs at memory speed and still catches a truncated,
+zeroed or bit-flipped entry. An entry is written to a temporary name and renamed over the old one
+(`os.replace`), so a crash never leaves half an entry that a later open reads. The cache is capped
+(`TBTRIAGE_CACHE_MAX`, default 2 GiB): past the cap the least recently used entries go (each hit stamps its
+entry's times). `TBTRIAGE_NO_CACHE=1` (the commands' `--no-cache`) turns it off. Nothing is ever written to
+the logdir.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import struct
+import tempfile
+import threading
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from . import _kernel, __version__
+from .datamodel import Note, Series, TextEntry
+from .decode import TagTable, cache_dir
+
+#: Bumped whenever the entry layout or the meaning of the reader's state changes: older entries are ignored.
+FORMAT = 1
+MAGIC = b"TBTCOL\x00\x01"
+_PREFIX = struct.Struct("<8sQII")  # magic, header length, CRC-32 of the header, zero
+#: Arrays start on this boundary: aligned for every dtype, and word-aligned for the data sum.
+ALIGN = 64
+#: Bytes hashed at the head of every file: covers the file_version record and the first events.
+HEAD_BYTES = 4096
+#: Default size cap of the whole cache: a month of mornings on a big sweep, small against a disk.
+DEFAULT_MAX_BYTES = 2 << 30
+#: Data read at a time while checking an entry's sum: large enough for numpy's speed, small against memory.
+_CHECK_CHUNK = 8 << 20
+#: A header longer than this is not one we wrote (a state of 10,000 files and tags is a few MB).
+_MAX_HEADER = 1 << 30
+_DTYPES = {"i8": np.int64, "f8": np.float64, "i4": np.int32}
+_SUFFIX = ".tbc"
+
+
+def enabled() -> bool:
+    """False when `TBTRIAGE_NO_CACHE` is set to a true value (`--no-cache` on the command line sets it)."""
+    return os.environ.get("TBTRIAGE_NO_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
+
+
+def root() -> Path:
+    """Where the entries live: `columns` under tbtriage's XDG cache directory."""
+    return cache_dir() / "columns"
+
+
+def max_bytes() -> int:
+    """The cache's size cap: `TBTRIAGE_CACHE_MAX` in bytes (suffixes K, M, G, T allowed), else 2 GiB."""
+    text = os.environ.get("TBTRIAGE_CACHE_MAX", "").strip().upper().removesuffix("B")
+    if not text:
+        return DEFAULT_MAX_BYTES
+    scale = 1
+    if text[-1:] in ("K", "M", "G", "T"):
+        scale = 1 << (10 * ("KMGT".index(text[-1]) + 1))
+        text = text[:-1]
+    try:
+        return max(0, int(float(text) * scale))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+# -- the entry of a run -----------------------------------------------------------------------------
+
+
+def _key(reader) -> dict:
+    """What makes two readers read the same thing the same way (the run's name is in its notes)."""
+    return {
+        "path": os.path.abspath(reader.path),
+        "name": reader.name,
+        "only_file": reader.only_file,
+        "verify": bool(reader.verify),
+        "kernel": reader.kernel_pref,  # a forced kernel gets its own entry: comparing kernels stays honest
+    }
+
+
+def entry_path(reader) -> Path:
+    """The file holding this reader's entry (it may not exist)."""
+    digest = hashlib.sha256(json.dumps(_key(reader), sort_keys=True).encode()).hexdigest()[:40]
+    return root() / (digest + _SUFFIX)
+
+
+def _writes_into_logdir(reader) -> bool:
+    """True when the cache directory lies inside the logdir (`tbtriage report ~`): the logdir is read-only to us."""
+    try:
+        logdir = os.path.realpath(reader.logdir)
+        return os.path.commonpath([os.path.realpath(root()), logdir]) == logdir
+    except (OSError, ValueError):
+        return True
+
+
+def head_hash(path: Path) -> str | None:
+    """A hash of the file's first HEAD_BYTES (None when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.blake2b(f.read(HEAD_BYTES), digest_size=16).hexdigest()
+    except OSError:
+        return None
+
+
+def _word_sum(raw: np.ndarray) -> int:
+    """The 64-bit sum of the little-endian words of `raw` (uint8), its last word zero-padded."""
+    whole = raw.size - raw.size % 8
+    total = int(np.add.reduce(raw[:whole].view("<u8"), dtype=np.uint64)) if whole else 0
+    if whole < raw.size:
+        total += int.from_bytes(raw[whole:].tobytes().ljust(8, b"\0"), "little")
+    return total % (1 << 64)
+
+
+def _padded(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+# -- restoring ----------------------------------------------------------------------------------------
+
+
+def restore(reader) -> str:
+    """Give `reader` the state its cache entry holds, when that entry is sound and its files unchanged.
+
+    Returns what happened: "off" (cache disabled), "miss" (no entry), "stale" (a file changed in a way
+    only a full read can follow), "corrupt" (the entry fails a check; it is ignored, never trusted) or "hit".
+    Only on "hit" is the reader touched.
+    """
+    if not enabled():
+        return "off"
+    path = entry_path(reader)
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return "miss"
+    with f:
+        try:
+            header, data_start = _read_header(f, _key(reader))
+        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError):
+            return "corrupt"
+        if not _files_unchanged(reader, header["state"]["files"]):
+            return "stale"
+        try:
+            mm = _checked_map(f, data_start, header)
+            state = _State(header["state"], _arrays(mm, data_start, header))
+        except (ValueError, KeyError, TypeError, IndexError, OSError):
+            return "corrupt"
+    state.apply(reader)
+    _BUDGETS.get(root()).touch(path)
+    return "hit"
+
+
+def _read_header(f, key: dict) -> tuple[dict, int]:
+    prefix = f.read(_PREFIX.size)
+    if len(prefix) != _PREFIX.size:
+        raise ValueError("short prefix")
+    magic, length, crc, _ = _PREFIX.unpack(prefix)
+    if magic != MAGIC or length > _MAX_HEADER:
+        raise ValueError("not an entry")
+    raw = f.read(length)
+    if len(raw) != length or zlib.crc32(raw) != crc:
+        raise ValueError("header checksum")
+    header = json.loads(raw.decode("ascii"))
+    if header["format"] != FORMAT or header["version"] != __version__ or header["key"] != key:
+        raise ValueError("another format, version or run")
+    data_start = _padded(_PREFIX.size + length)
+    if os.fstat(f.fileno()).st_size != data_start + int(header["data_len"]):
+        raise ValueError("wrong length")
+    return header, data_start
+
+
+def _files_unchanged(reader, files: list) -> bool:
+    """Every file the entry read is still there with the bytes it read, and no new file sorts among them."""
+    names = reader._list_files()
+    known = {f["name"] for f in files}
+    last_known = max(known) if known else None
+    if any(n not in known and last_known is not None and n < last_known for n in names):
+        return False  # a cold read would put it before files already read: their order changes
+    for f in files:
+        p = reader.path / f["name"]
+        try:
+            st = os.stat(p)
+        except OSError:
+            return False
+        if (st.st_dev, st.st_ino) != (f["dev"], f["ino"]) or st.st_size < f["size"]:
+            return False
+        if st.st_size == f["size"] and st.st_mtime_ns != f["mtime_ns"]:
+            return False  # rewritten in place at the same length
+        if f["offset"] == 0 and st.st_size != f["size"]:
+            return False  # nothing was read from it (empty, unreadable): what it holds now is all new
+        if f["offset"] and head_hash(p) != f["head"]:
+            return False
+        identity = f["identity"]
+        if identity is not None:
+            fp = reader._fingerprint(f["name"], f["offset"])
+            if fp is None or fp.hex() != identity[2]:
+                return False
+    return True
+
+
+def _checked_map(f, data_start: int, header: dict) -> mmap.mmap | None:
+    """The entry mapped read-only, once its data's word sum matches the header (read, not mapped, to check:
+    checking leaves nothing resident in this process)."""
+    total = 0
+    f.seek(data_start)
+    buf = np.empty(_CHECK_CHUNK, np.uint8)
+    view = memoryview(buf)
+    while True:
+        n = f.readinto(view)
+        if not n:
+            break
+        total = (total + _word_sum(buf[:n])) % (1 << 64)
+    if total != int(header["data_sum"]):
+        raise ValueError("data checksum")
+    if not header["data_len"]:
+        return None
+    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _arrays(mm, data_start: int, header: dict) -> dict[str, np.ndarray]:
+    out = {}
+    end = data_start + int(header["data_len"])
+    for name, dtype, offset, count in header["arrays"]:
+        dt = np.dtype(_DTYPES[dtype])
+        at = data_start + int(offset)
+        if count < 0 or at % ALIGN or at + count * dt.itemsize > end:
+            raise ValueError("array outside the data")
+        out[name] = np.frombuffer(mm, dt, int(count), at) if count and mm is not None else np.empty(0, dt)
+    return out
+
+
+class _State:
+    """A reader's state as the entry holds it, rebuilt fully before any of it reaches the reader."""
+
+    def __init__(self, s: dict, arrays: dict[str, np.ndarray]):
+        from .reader import _Column, _FileState, _histogram_series, _Tally
+
+        self.files = {}
+        for f in s["files"]:
+            st = _FileState(f["name"], int(f["index"]), int(f["offset"]), int(f["records"]))
+            st.problems_seen = {tuple(p) if isinstance(p, list) else int(p) for p in f["problems_seen"]}
+            st.tallies = {what: _Tally(*t) for what, t in f["tallies"].items()}
+            st.noted_empty, st.noted_unreadable = bool(f["noted_empty"]), bool(f["noted_unreadable"])
+            ident = f["identity"]
+            st.identity = None if ident is None else (ident[0], ident[1], bytes.fromhex(ident[2]))
+            st.restarts = f["restarts"]
+            self.files[st.name] = st
+        self.cols = {}
+        for i, (tag, from_tensor_only) in enumerate(s["cols"]):
+            col = _Column()
+            col.steps, col.walls, col.values = arrays[f"c{i}s"], arrays[f"c{i}w"], arrays[f"c{i}v"]
+            col.seg_starts, col.seg_files = arrays[f"c{i}a"], arrays[f"c{i}f"]
+            if not (col.steps.size == col.walls.size == col.values.size) or col.seg_starts.size != col.seg_files.size:
+                raise ValueError("columns of different lengths")
+            col.from_tensor_only = bool(from_tensor_only)
+            self.cols[tag] = col
+        self.hists = {}
+        for i, tag in enumerate(s["hists"]):
+            ints, floats = arrays[f"h{i}i"].reshape(-1, 4), arrays[f"h{i}f"].reshape(-1, 5)
+            limits, counts = arrays[f"h{i}l"], arrays[f"h{i}c"]
+            items, at_l, at_c = [], 0, 0
+            for (rec, step, n_l, n_c), fl in zip(ints.tolist(), floats.tolist()):
+                lim, cnt = limits[at_l : at_l + n_l], counts[at_c : at_c + n_c]
+                if lim.size != n_l or cnt.size != n_c:
+                    raise ValueError("histogram outside its arrays")
+                items.append((rec, step, fl[0], lim, cnt, fl[1], fl[2], fl[3], fl[4]))
+                at_l, at_c = at_l + n_l, at_c + n_c
+            self.hists[tag] = items
+        self.histograms = {tag: _histogram_series(items) for tag, items in self.hists.items()}
+        self.scalars = {tag: Series(self.cols[tag].steps, self.cols[tag].walls, self.cols[tag].values) for tag in s["scalars"]}
+        self.tags = TagTable(jit=False)
+        for raw in s["tag_names"]:
+            self.tags.intern_bytes(_kernel, raw.encode("latin-1"))
+        r = s["run"]
+        self.run = {
+            "files": list(r["files"]),
+            "texts": {tag: [TextEntry(int(a), float(b), str(c)) for a, b, c in items] for tag, items in r["texts"].items()},
+            "hparams": dict(r["hparams"]),
+            "notes": [Note(*n) for n in r["notes"]],
+            "skipped": {k: int(v) for k, v in r["skipped"].items()},
+            "last_step": r["last_step"],
+            "last_wall_time": r["last_wall_time"],
+            "bytes_read": int(r["bytes_read"]),
+            "partial_tail": tuple(r["partial_tail"]) if r["partial_tail"] is not None else None,
+        }
+        self.plugins = dict(s["plugins"])
+        self.restart_keys = {tuple(k) for k in s["restart_keys"]}
+        self.escaped_noted = int(s["escaped_noted"])
+
+    def apply(self, reader) -> None:
+        reader._files, reader._cols, reader._hists = self.files, self.cols, self.hists
+        reader._plugins, reader._restart_keys, reader._escaped_noted = self.plugins, self.restart_keys, self.escaped_noted
+        reader._tags, reader._kernel = self.tags, None  # the next read re-interns these names in its own kernel
+        run = reader.run
+        for name, value in self.run.items():
+            setattr(run, name, value)
+        run.scalars, run.histograms = self.scalars, self.histograms
+
+
+# -- storing ------------------------------------------------------------------------------------------
+
+
+def store(reader) -> bool:
+    """Write `reader`'s state as its entry (atomically), then map its columns from it; True when written.
+
+    Mapping the columns back from the entry is what bounds a cold read's memory: each run's decoded
+    arrays leave the heap as soon as it is cached.
+    """
+    if not enabled() or _writes_into_logdir(reader) or any(col.new for col in reader._cols.values()):
+        return False
+    try:
+        state, arrays = _snapshot(reader)
+        header_state = json.dumps(state, ensure_ascii=True, allow_nan=True)
+    except (OSError, TypeError, ValueError):
+        return False  # a value the entry cannot hold: this run is simply read cold next time
+    table, offset, total = [], 0, 0
+    for name, arr in arrays:
+        raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+        table.append((name, arr.dtype.str[1:], offset, int(arr.size), raw))
+        total = (total + _word_sum(raw)) % (1 << 64)
+        offset += _padded(raw.size)
+    header = json.dumps(
+        {
+            "format": FORMAT,
+            "version": __version__,
+            "key": _key(reader),
+            "data_len": offset,
+            "data_sum": total,
+            "arrays": [t[:4] for t in table],
+            "state": "__STATE__",
+        },
+        ensure_ascii=True,
+    ).replace('"__STATE__"', header_state, 1)
+    head = header.encode("ascii")
+    path = entry_path(reader)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), 0))
+                f.write(head)
+                f.write(b"\0" * (_padded(f.tell()) - f.tell()))
+                for _, _, _, _, raw in table:
+                    f.write(memoryview(raw))
+                    f.write(b"\0" * (_padded(raw.size) - raw.size))
+            os.replace(tmp, path)
+        except BaseException:
+            _remove(Path(tmp))
+            raise
+    except OSError:
+        return False  # a full or read-only cache disk costs speed, never the read
+    _BUDGETS.get(path.parent).added(path)
+    _map_columns(reader, path, _padded(_PREFIX.size + len(head)), table)
+    return True
+
+
+def _snapshot(reader) -> tuple[dict, list[tuple[str, np.ndarray]]]:
+    arrays: list[tuple[str, np.ndarray]] = []
+    files = []
+    for st in reader._files.values():
+        p = reader.path / st.name
+        stat = _stat_or_none(p)
+        files.append(
+            {
+                "name": st.name,
+                "index": st.index,
+                "offset": st.offset,
+                "records": st.records,
+                "problems_seen": [list(p) if isinstance(p, tuple) else p for p in st.problems_seen],
+                "tallies": {w: [t.count, t.first, t.last, t.message, t.note_index] for w, t in st.tallies.items()},
+                "noted_empty": st.noted_empty,
+                "noted_unreadable": st.noted_unreadable,
+                "identity": None
+                if st.identity is None or st.identity[2] is None
+                else [st.identity[0], st.identity[1], st.identity[2].hex()],
+                "restarts": st.restarts,
+                "size": stat.st_size if stat else -1,
+                "mtime_ns": stat.st_mtime_ns if stat else -1,
+                "dev": stat.st_dev if stat else -1,
+                "ino": stat.st_ino if stat else -1,
+                "head": head_hash(p) if st.offset else None,
+            }
+        )
+    cols = []
+    for i, (tag, col) in enumerate(reader._cols.items()):
+        cols.append([tag, col.from_tensor_only])
+        arrays += [
+            (f"c{i}s", col.steps.astype(np.int64, copy=False)),
+            (f"c{i}w", col.walls.astype(np.float64, copy=False)),
+            (f"c{i}v", col.values.astype(np.float64, copy=False)),
+            (f"c{i}a", col.seg_starts.astype(np.int64, copy=False)),
+            (f"c{i}f", col.seg_files.astype(np.int32, copy=False)),
+        ]
+    for i, items in enumerate(reader._hists.values()):
+        ints = np.array([(it[0], it[1], len(it[3]), len(it[4])) for it in items], np.int64).reshape(-1)
+        floats = np.array([(it[2], it[5], it[6], it[7], it[8]) for it in items], np.float64).reshape(-1)
+        limits = np.concatenate([np.asarray(it[3], np.float64) for it in items]) if items else np.empty(0)
+        counts = np.concatenate([np.asarray(it[4], np.float64) for it in items]) if items else np.empty(0)
+        arrays += [(f"h{i}i", ints), (f"h{i}f", floats), (f"h{i}l", limits), (f"h{i}c", counts)]
+    run = reader.run
+    state = {
+        "files": files,
+        "cols": cols,
+        "scalars": list(run.scalars),
+        "hists": list(reader._hists),
+        "tag_names": [raw.decode("latin-1") for raw in (reader._tags.raw_names() if reader._tags else [])],
+        "plugins": reader._plugins,
+        "restart_keys": [list(k) for k in reader._restart_keys],
+        "escaped_noted": reader._escaped_noted,
+        "run": {
+            "files": run.files,
+            "texts": {tag: [[e.step, e.wall_time, e.text] for e in items] for tag, items in run.texts.items()},
+            "hparams": run.hparams,
+            "notes": [[n.kind, n.file, n.message, n.offset, n.step, n.severity] for n in run.notes],
+            "skipped": run.skipped,
+            "last_step": run.last_step,
+            "last_wall_time": run.last_wall_time,
+            "bytes_read": run.bytes_read,
+            "partial_tail": list(run.partial_tail) if run.partial_tail else None,
+        },
+    }
+    return state, arrays
+
+
+def _stat_or_none(p: Path):
+    try:
+        return os.stat(p)
+    except OSError:
+        return None
+
+
+def _map_columns(reader, path: Path, data_start: int, table: list) -> None:
+    """Swap the reader's in-memory columns for views of the entry just written (the same values)."""
+    try:
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return
+    mapped = {
+        name: np.frombuffer(mm, arr_dtype, count, data_start + offset)
+        for name, arr_dtype, offset, count, _ in ((t[0], _DTYPES[t[1]], t[2], t[3], t[4]) for t in table)
+        if count
+    }
+    run = reader.run
+    for i, (tag, col) in enumerate(reader._cols.items()):
+        if f"c{i}s" not in mapped:
+            continue
+        col.steps, col.walls, col.values = mapped[f"c{i}s"], mapped[f"c{i}w"], mapped[f"c{i}v"]
+        if tag in run.scalars:
+            run.scalars[tag] = Series(col.steps, col.walls, col.values)
+
+
+# -- the size cap -------------------------------------------------------------------------------------
+
+
+class _Budget:
+    """The entries of one cache directory with their sizes and last use, kept under the cap."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.lock = threading.Lock()
+        self.entries: dict[Path, tuple[int, float]] | None = None
+
+    def _scan(self) -> dict[Path, tuple[int, float]]:
+        if self.entries is None:
+            self.entries = {}
+            try:
+                with os.scandir(self.directory) as it:
+                    for e in it:
+                        if e.name.endswith(_SUFFIX):
+                            try:
+                                st = e.stat()
+                            except OSError:
+                                continue
+                            self.entries[Path(e.path)] = (st.st_size, st.st_mtime)
+            except OSError:
+                pass
+        return self.entries
+
+    def touch(self, path: Path) -> None:
+        """Stamp an entry as used now (the cap evicts the least recently used first)."""
+        try:
+            os.utime(path)
+            st = os.stat(path)
+        except OSError:
+            return
+        with self.lock:
+            self._scan()[path] = (st.st_size, st.st_mtime)
+
+    def added(self, path: Path) -> None:
+        """Count a new entry, then evict the least recently used others while the cache is over its cap."""
+        cap = max_bytes()
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        with self.lock:
+            entries = self._scan()
+            entries[path] = (st.st_size, st.st_mtime)
+            total = sum(size for size, _ in entries.values())
+            if total <= cap:
+                return
+            for old, (size, _) in sorted(entries.items(), key=lambda kv: kv[1][1]):
+                if total <= cap:
+                    break
+                if old == path:
+                    continue
+                _remove(old)
+                del entries[old]
+                total -= size
+
+
+class _Budgets:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_dir: dict[Path, _Budget] = {}
+
+    def get(self, directory: Path) -> _Budget:
+        with self.lock:
+            budget = self.by_dir.get(directory)
+            if budget is None:
+                budget = self.by_dir[directory] = _Budget(directory)
+            return budget
+
+
+_BUDGETS = _Budgets()
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
