@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _kernel, __version__
+from . import __version__, _kernel
 from .datamodel import Note, Series, TextEntry
 from .decode import TagTable, cache_dir
 
@@ -168,7 +168,7 @@ def restore(reader) -> str:
         except (ValueError, KeyError, TypeError, IndexError, OSError):
             return "corrupt"
     state.apply(reader)
-    _BUDGETS.get(root()).touch(path)
+    _Budget.touch(path)
     return "hit"
 
 
@@ -226,7 +226,7 @@ def _checked_map(f, data_start: int, header: dict) -> mmap.mmap | None:
     total = 0
     f.seek(data_start)
     buf = np.empty(_CHECK_CHUNK, np.uint8)
-    view = memoryview(buf)
+    view = buf.data
     while True:
         n = f.readinto(view)
         if not n:
@@ -289,14 +289,18 @@ class _State:
                 at_l, at_c = at_l + n_l, at_c + n_c
             self.hists[tag] = items
         self.histograms = {tag: _histogram_series(items) for tag, items in self.hists.items()}
-        self.scalars = {tag: Series(self.cols[tag].steps, self.cols[tag].walls, self.cols[tag].values) for tag in s["scalars"]}
+        self.scalars = {
+            tag: Series(self.cols[tag].steps, self.cols[tag].walls, self.cols[tag].values) for tag in s["scalars"]
+        }
         self.tags = TagTable(jit=False)
         for raw in s["tag_names"]:
             self.tags.intern_bytes(_kernel, raw.encode("latin-1"))
         r = s["run"]
         self.run = {
             "files": list(r["files"]),
-            "texts": {tag: [TextEntry(int(a), float(b), str(c)) for a, b, c in items] for tag, items in r["texts"].items()},
+            "texts": {
+                tag: [TextEntry(int(a), float(b), str(c)) for a, b, c in items] for tag, items in r["texts"].items()
+            },
             "hparams": dict(r["hparams"]),
             "notes": [Note(*n) for n in r["notes"]],
             "skipped": {k: int(v) for k, v in r["skipped"].items()},
@@ -311,7 +315,11 @@ class _State:
 
     def apply(self, reader) -> None:
         reader._files, reader._cols, reader._hists = self.files, self.cols, self.hists
-        reader._plugins, reader._restart_keys, reader._escaped_noted = self.plugins, self.restart_keys, self.escaped_noted
+        reader._plugins, reader._restart_keys, reader._escaped_noted = (
+            self.plugins,
+            self.restart_keys,
+            self.escaped_noted,
+        )
         reader._tags, reader._kernel = self.tags, None  # the next read re-interns these names in its own kernel
         run = reader.run
         for name, value in self.run.items():
@@ -364,7 +372,7 @@ def store(reader) -> bool:
                 f.write(head)
                 f.write(b"\0" * (_padded(f.tell()) - f.tell()))
                 for _, _, _, _, raw in table:
-                    f.write(memoryview(raw))
+                    f.write(raw.data)
                     f.write(b"\0" * (_padded(raw.size) - raw.size))
             os.replace(tmp, path)
         except BaseException:
@@ -477,60 +485,62 @@ def _map_columns(reader, path: Path, data_start: int, table: list) -> None:
 
 
 class _Budget:
-    """The entries of one cache directory with their sizes and last use, kept under the cap."""
+    """The entries of one cache directory and their sizes, kept under the cap (listed once per process)."""
 
     def __init__(self, directory: Path):
         self.directory = directory
         self.lock = threading.Lock()
-        self.entries: dict[Path, tuple[int, float]] | None = None
+        self.sizes: dict[Path, int] | None = None
 
-    def _scan(self) -> dict[Path, tuple[int, float]]:
-        if self.entries is None:
-            self.entries = {}
+    def _scan(self) -> dict[Path, int]:
+        if self.sizes is None:
+            self.sizes = {}
             try:
                 with os.scandir(self.directory) as it:
                     for e in it:
                         if e.name.endswith(_SUFFIX):
                             try:
-                                st = e.stat()
+                                self.sizes[Path(e.path)] = e.stat().st_size
                             except OSError:
                                 continue
-                            self.entries[Path(e.path)] = (st.st_size, st.st_mtime)
             except OSError:
                 pass
-        return self.entries
+        return self.sizes
 
-    def touch(self, path: Path) -> None:
+    @staticmethod
+    def touch(path: Path) -> None:
         """Stamp an entry as used now (the cap evicts the least recently used first)."""
         try:
             os.utime(path)
-            st = os.stat(path)
         except OSError:
-            return
-        with self.lock:
-            self._scan()[path] = (st.st_size, st.st_mtime)
+            pass
 
     def added(self, path: Path) -> None:
         """Count a new entry, then evict the least recently used others while the cache is over its cap."""
         cap = max_bytes()
         try:
-            st = os.stat(path)
+            size = os.stat(path).st_size
         except OSError:
             return
         with self.lock:
-            entries = self._scan()
-            entries[path] = (st.st_size, st.st_mtime)
-            total = sum(size for size, _ in entries.values())
+            sizes = self._scan()
+            sizes[path] = size
+            total = sum(sizes.values())
             if total <= cap:
                 return
-            for old, (size, _) in sorted(entries.items(), key=lambda kv: kv[1][1]):
+            used = {}
+            for p in sizes:
+                try:
+                    used[p] = os.stat(p).st_mtime_ns  # other processes may have used or removed entries since
+                except OSError:
+                    used[p] = -1
+            for old in sorted(sizes, key=used.__getitem__):
                 if total <= cap:
                     break
                 if old == path:
                     continue
                 _remove(old)
-                del entries[old]
-                total -= size
+                total -= sizes.pop(old)
 
 
 class _Budgets:
