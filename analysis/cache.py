@@ -40,9 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, _kernel
+from . import __version__
 from .datamodel import Note, Series, TextEntry
-from .decode import TagTable, cache_dir
+from .decode import cache_dir
 
 #: Bumped whenever the entry layout or the meaning of the reader's state changes: older entries are ignored.
 FORMAT = 1
@@ -58,7 +58,7 @@ DEFAULT_MAX_BYTES = 2 << 30
 _CHECK_CHUNK = 8 << 20
 #: A header longer than this is not one we wrote (a state of 10,000 files and tags is a few MB).
 _MAX_HEADER = 1 << 30
-_DTYPES = {"i8": np.int64, "f8": np.float64, "i4": np.int32}
+_DTYPES = {"i8": np.int64, "f8": np.float64}
 _SUFFIX = ".tbc"
 
 
@@ -268,14 +268,21 @@ class _State:
             st.restarts = f["restarts"]
             self.files[st.name] = st
         self.cols = {}
-        for i, (tag, from_tensor_only) in enumerate(s["cols"]):
+        steps, walls, values = arrays["steps"], arrays["walls"], arrays["values"]
+        seg_starts, seg_files = arrays["seg_starts"], arrays["seg_files"]
+        if not (steps.size == walls.size == values.size) or seg_starts.size != seg_files.size:
+            raise ValueError("columns of different lengths")
+        at = segs = 0
+        for tag, from_tensor_only, n, m in s["cols"]:
+            if n < 0 or m < 0 or at + n > steps.size or segs + m > seg_starts.size:
+                raise ValueError("a column outside the arrays")
             col = _Column()
-            col.steps, col.walls, col.values = arrays[f"c{i}s"], arrays[f"c{i}w"], arrays[f"c{i}v"]
-            col.seg_starts, col.seg_files = arrays[f"c{i}a"], arrays[f"c{i}f"]
-            if not (col.steps.size == col.walls.size == col.values.size) or col.seg_starts.size != col.seg_files.size:
-                raise ValueError("columns of different lengths")
+            # Slices of one mapped array per kind: a view costs far less than a mapping per tag.
+            col.steps, col.walls, col.values = steps[at : at + n], walls[at : at + n], values[at : at + n]
+            col.seg_starts, col.seg_files = seg_starts[segs : segs + m], seg_files[segs : segs + m]
             col.from_tensor_only = bool(from_tensor_only)
             self.cols[tag] = col
+            at, segs = at + n, segs + m
         self.hists = {}
         for i, tag in enumerate(s["hists"]):
             ints, floats = arrays[f"h{i}i"].reshape(-1, 4), arrays[f"h{i}f"].reshape(-1, 5)
@@ -292,9 +299,7 @@ class _State:
         self.scalars = {
             tag: Series(self.cols[tag].steps, self.cols[tag].walls, self.cols[tag].values) for tag in s["scalars"]
         }
-        self.tags = TagTable(jit=False)
-        for raw in s["tag_names"]:
-            self.tags.intern_bytes(_kernel, raw.encode("latin-1"))
+        self.tags = _SavedTags([raw.encode("latin-1") for raw in s["tag_names"]])
         r = s["run"]
         self.run = {
             "files": list(r["files"]),
@@ -320,11 +325,23 @@ class _State:
             self.restart_keys,
             self.escaped_noted,
         )
-        reader._tags, reader._kernel = self.tags, None  # the next read re-interns these names in its own kernel
+        reader._tags, reader._kernel = self.tags, None  # the next read interns these names in its own kernel
         run = reader.run
         for name, value in self.run.items():
             setattr(run, name, value)
         run.scalars, run.histograms = self.scalars, self.histograms
+
+
+class _SavedTags:
+    """A run's tag names as the entry keeps them: what the reader's next read re-interns in the kernel it
+    chooses (`TagTable.raw_names`), without interning thousands of tags on an open that decodes nothing."""
+
+    def __init__(self, raw: list[bytes]):
+        self._raw = raw
+        self.escaped: list[str] = []  # only read after a read, by when the reader has its own table
+
+    def raw_names(self) -> list[bytes]:
+        return self._raw
 
 
 # -- storing ------------------------------------------------------------------------------------------
@@ -344,11 +361,14 @@ def store(reader) -> bool:
     except (OSError, TypeError, ValueError):
         return False  # a value the entry cannot hold: this run is simply read cold next time
     table, offset, total = [], 0, 0
-    for name, arr in arrays:
-        raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
-        table.append((name, arr.dtype.str[1:], offset, int(arr.size), raw))
-        total = (total + _word_sum(raw)) % (1 << 64)
-        offset += _padded(raw.size)
+    for name, pieces in arrays:
+        raws = [np.ascontiguousarray(p).view(np.uint8).reshape(-1) for p in pieces]
+        dtype = pieces[0].dtype.str[1:] if pieces else "f8"
+        nbytes = sum(r.size for r in raws)
+        table.append((name, dtype, offset, sum(p.size for p in pieces), raws))
+        for r in raws:  # every piece is 8-byte words (int64, float64): the sum of the pieces is the whole's
+            total = (total + _word_sum(r)) % (1 << 64)
+        offset += _padded(nbytes)
     header = json.dumps(
         {
             "format": FORMAT,
@@ -371,9 +391,12 @@ def store(reader) -> bool:
                 f.write(_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), 0))
                 f.write(head)
                 f.write(b"\0" * (_padded(f.tell()) - f.tell()))
-                for _, _, _, _, raw in table:
-                    f.write(raw.data)
-                    f.write(b"\0" * (_padded(raw.size) - raw.size))
+                for _, _, _, _, raws in table:
+                    nbytes = 0
+                    for raw in raws:
+                        f.write(raw.data)
+                        nbytes += raw.size
+                    f.write(b"\0" * (_padded(nbytes) - nbytes))
             os.replace(tmp, path)
         except BaseException:
             _remove(Path(tmp))
@@ -385,8 +408,9 @@ def store(reader) -> bool:
     return True
 
 
-def _snapshot(reader) -> tuple[dict, list[tuple[str, np.ndarray]]]:
-    arrays: list[tuple[str, np.ndarray]] = []
+def _snapshot(reader) -> tuple[dict, list[tuple[str, list[np.ndarray]]]]:
+    """The reader's state as JSON-able values, and its arrays: (name, pieces written back to back)."""
+    arrays: list[tuple[str, list[np.ndarray]]] = []
     files = []
     for st in reader._files.values():
         p = reader.path / st.name
@@ -412,22 +436,21 @@ def _snapshot(reader) -> tuple[dict, list[tuple[str, np.ndarray]]]:
                 "head": head_hash(p) if st.offset else None,
             }
         )
-    cols = []
-    for i, (tag, col) in enumerate(reader._cols.items()):
-        cols.append([tag, col.from_tensor_only])
-        arrays += [
-            (f"c{i}s", col.steps.astype(np.int64, copy=False)),
-            (f"c{i}w", col.walls.astype(np.float64, copy=False)),
-            (f"c{i}v", col.values.astype(np.float64, copy=False)),
-            (f"c{i}a", col.seg_starts.astype(np.int64, copy=False)),
-            (f"c{i}f", col.seg_files.astype(np.int32, copy=False)),
-        ]
+    cols = [[tag, col.from_tensor_only, len(col.steps), len(col.seg_starts)] for tag, col in reader._cols.items()]
+    for name, attr, dtype in (
+        ("steps", "steps", np.int64),
+        ("walls", "walls", np.float64),
+        ("values", "values", np.float64),
+        ("seg_starts", "seg_starts", np.int64),
+        ("seg_files", "seg_files", np.int64),
+    ):
+        arrays.append((name, [getattr(col, attr).astype(dtype, copy=False) for col in reader._cols.values()]))
     for i, items in enumerate(reader._hists.values()):
         ints = np.array([(it[0], it[1], len(it[3]), len(it[4])) for it in items], np.int64).reshape(-1)
         floats = np.array([(it[2], it[5], it[6], it[7], it[8]) for it in items], np.float64).reshape(-1)
         limits = np.concatenate([np.asarray(it[3], np.float64) for it in items]) if items else np.empty(0)
         counts = np.concatenate([np.asarray(it[4], np.float64) for it in items]) if items else np.empty(0)
-        arrays += [(f"h{i}i", ints), (f"h{i}f", floats), (f"h{i}l", limits), (f"h{i}c", counts)]
+        arrays += [(f"h{i}i", [ints]), (f"h{i}f", [floats]), (f"h{i}l", [limits]), (f"h{i}c", [counts])]
     run = reader.run
     state = {
         "files": files,
@@ -467,16 +490,18 @@ def _map_columns(reader, path: Path, data_start: int, table: list) -> None:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return
-    mapped = {
-        name: np.frombuffer(mm, arr_dtype, count, data_start + offset)
-        for name, arr_dtype, offset, count, _ in ((t[0], _DTYPES[t[1]], t[2], t[3], t[4]) for t in table)
-        if count
+    kinds = {
+        t[0]: np.frombuffer(mm, _DTYPES[t[1]], t[3], data_start + t[2])
+        for t in table
+        if t[0] in ("steps", "walls", "values") and t[3]
     }
-    run = reader.run
-    for i, (tag, col) in enumerate(reader._cols.items()):
-        if f"c{i}s" not in mapped:
-            continue
-        col.steps, col.walls, col.values = mapped[f"c{i}s"], mapped[f"c{i}w"], mapped[f"c{i}v"]
+    if len(kinds) < 3:
+        return
+    run, at = reader.run, 0
+    for tag, col in reader._cols.items():
+        n = len(col.steps)
+        col.steps, col.walls, col.values = (kinds[k][at : at + n] for k in ("steps", "walls", "values"))
+        at += n
         if tag in run.scalars:
             run.scalars[tag] = Series(col.steps, col.walls, col.values)
 
