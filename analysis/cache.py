@@ -101,9 +101,9 @@ def _key(reader) -> dict:
     }
 
 
-def entry_path(reader) -> Path:
+def entry_path(reader, key: dict | None = None) -> Path:
     """The file holding this reader's entry (it may not exist)."""
-    digest = hashlib.sha256(json.dumps(_key(reader), sort_keys=True).encode()).hexdigest()[:40]
+    digest = hashlib.sha256(json.dumps(key or _key(reader), sort_keys=True).encode()).hexdigest()[:40]
     return root() / (digest + _SUFFIX)
 
 
@@ -150,14 +150,15 @@ def restore(reader) -> str:
     """
     if not enabled():
         return "off"
-    path = entry_path(reader)
+    key = _key(reader)
+    path = entry_path(reader, key)
     try:
         f = open(path, "rb")
     except OSError:
         return "miss"
     with f:
         try:
-            header, data_start = _read_header(f, _key(reader))
+            header, data_start = _read_header(f, key)
         except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError):
             return "corrupt"
         if not _files_unchanged(reader, header["state"]["files"]):
@@ -276,7 +277,8 @@ class _State:
         for tag, from_tensor_only, n, m in s["cols"]:
             if n < 0 or m < 0 or at + n > steps.size or segs + m > seg_starts.size:
                 raise ValueError("a column outside the arrays")
-            col = _Column()
+            col = _Column.__new__(_Column)  # not __init__: its five empty arrays a tag add up over thousands
+            col.new = []
             # Slices of one mapped array per kind: a view costs far less than a mapping per tag.
             col.steps, col.walls, col.values = steps[at : at + n], walls[at : at + n], values[at : at + n]
             col.seg_starts, col.seg_files = seg_starts[segs : segs + m], seg_files[segs : segs + m]
