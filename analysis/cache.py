@@ -508,6 +508,28 @@ def _map_columns(reader, path: Path, data_start: int, table: list) -> None:
             run.scalars[tag] = Series(col.steps, col.walls, col.values)
 
 
+def release(run) -> None:
+    """Let go of the resident pages of a run's mapped columns (after analysing it): they stay in the page
+    cache and come back on the next touch, but no longer count in this process's memory, so judging a
+    logdir larger than memory holds one run's pages at a time, not all of them."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    maps = {}
+    for series in run.scalars.values():
+        base = series.values
+        while isinstance(base, np.ndarray):
+            base = base.base
+        if isinstance(base, memoryview):
+            base = base.obj
+        if isinstance(base, mmap.mmap):
+            maps[id(base)] = base
+    for mm in maps.values():
+        try:
+            mm.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
+
+
 # -- the size cap -------------------------------------------------------------------------------------
 
 

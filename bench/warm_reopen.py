@@ -7,8 +7,9 @@
 Every figure comes from a fresh child process (imports included), with its own empty cache directory per
 round: `cold` reads with the cache off (the baseline), `first` reads cold and writes the cache, `warm` opens
 again from it. Three stages are timed: `load` (tbtriage.load: every run's columns in hand), `report` (load,
-then findings and health for every run: `tbtriage.diagnose`) and, with Textual's Pilot, `app` (the app
-from start to every run's health shown). Peak RSS is the kernel's (`wait4`); the child also samples its
+then findings and health for every run: `tbtriage.diagnose`), with Textual's Pilot, `app` (the app
+from start to every run's health shown), and on request `cli` (`tbtriage report --format json` whole,
+for its peak RSS: `--stages cli`). Peak RSS is the kernel's (`wait4`); the child also samples its
 anonymous memory (RssAnon), which is what mapped columns leave out. The OS page cache is warm in every
 round (the files were just written): the figures compare decoding with mapping, not disks. Prints figures
 and ratios against the cold round measured in the same run; asserts nothing.
@@ -62,6 +63,10 @@ def child(stage: str, logdir: str) -> None:
         import asyncio
 
         asyncio.run(_app_round(logdir, start, figures))
+    elif stage == "cli":
+        from tbtriage.cli.main import main as tbtriage_main
+
+        figures["exit"] = tbtriage_main(["report", logdir, "--format", "json", "--out", os.devnull])
     else:
         import tbtriage
 
@@ -111,7 +116,7 @@ def run_rounds(stage: str, logdir: Path, home: Path) -> None:
     rounds = {"cold": cold, "first": measure_rss(stage, logdir, home, no_cache=False)}
     rounds["warm"] = measure_rss(stage, logdir, home, no_cache=False)
     base = rounds["cold"]
-    key = {"load": "load_s", "report": "total_s", "app": "health_shown_s"}[stage]
+    key = {"load": "load_s", "report": "total_s", "app": "health_shown_s", "cli": "total_s"}[stage]
     print(f"\n{stage}: until {'every run read' if stage == 'load' else 'every run judged'}")
     print(f"  {'round':6} {'process s':>9} {key:>15} {'vs cold':>8} {'peak RSS MB':>11} {'anon MB':>8}  cache")
     for name, f in rounds.items():
@@ -120,6 +125,8 @@ def run_rounds(stage: str, logdir: Path, home: Path) -> None:
             extra = f"load {f['load_s']:.2f} s + analysis {f['analyse_s']:.2f} s; {extra}"
         if stage == "app":
             extra = f"first frame {f['first_frame_s']:.2f} s, read {f['load_s']:.2f} s"
+        if stage == "cli":
+            extra = f"exit {f['exit']}"
         print(
             f"  {name:6} {f['wall_s']:9.2f} {f[key]:15.3f} {base[key] / f[key]:7.1f}x "
             f"{f['peak_mb']:11.0f} {f['anon_mb']:8.0f}  {extra}"
@@ -163,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--tags", type=int, default=20)
     parser.add_argument("--points", type=int, default=4_500, help="points per tag")
-    parser.add_argument("--stages", nargs="+", default=["load", "report", "app"], choices=["load", "report", "app"])
+    parser.add_argument(
+        "--stages", nargs="+", default=["load", "report", "app"], choices=["load", "report", "app", "cli"]
+    )
     parser.add_argument("--no-app", action="store_true", help="skip the app rounds")
     args = parser.parse_args(argv)
     if args.child:
