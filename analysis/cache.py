@@ -116,11 +116,11 @@ def _writes_into_logdir(reader) -> bool:
         return True
 
 
-def head_hash(path: Path) -> str | None:
-    """A hash of the file's first HEAD_BYTES (None when it cannot be read)."""
+def head_hash(path: Path, n: int = HEAD_BYTES) -> str | None:
+    """A hash of the file's first `n` bytes (None when it cannot be read)."""
     try:
         with open(path, "rb") as f:
-            return hashlib.blake2b(f.read(HEAD_BYTES), digest_size=16).hexdigest()
+            return hashlib.blake2b(f.read(n), digest_size=16).hexdigest()
     except OSError:
         return None
 
@@ -211,7 +211,7 @@ def _files_unchanged(reader, files: list) -> bool:
             return False  # rewritten in place at the same length
         if f["offset"] == 0 and st.st_size != f["size"]:
             return False  # nothing was read from it (empty, unreadable): what it holds now is all new
-        if f["offset"] and head_hash(p) != f["head"]:
+        if f["offset"] and head_hash(p, min(HEAD_BYTES, f["size"])) != f["head"]:
             return False
         identity = f["identity"]
         if identity is not None:
@@ -435,7 +435,8 @@ def _snapshot(reader) -> tuple[dict, list[tuple[str, list[np.ndarray]]]]:
                 "mtime_ns": stat.st_mtime_ns if stat else -1,
                 "dev": stat.st_dev if stat else -1,
                 "ino": stat.st_ino if stat else -1,
-                "head": head_hash(p) if st.offset else None,
+                # The head as it was: a file smaller than HEAD_BYTES that grows keeps its first bytes.
+                "head": head_hash(p, min(HEAD_BYTES, stat.st_size)) if st.offset and stat else None,
             }
         )
     cols = [[tag, col.from_tensor_only, len(col.steps), len(col.seg_starts)] for tag, col in reader._cols.items()]

@@ -135,12 +135,13 @@ def test_a_warm_reopen_maps_every_run_from_the_cache_and_equals_a_cold_read(sour
     assert warm.refresh() == []  # and the reader carries on from the stored offsets: nothing new to read
 
 
-def test_a_grown_file_decodes_only_the_appended_bytes_and_equals_a_cold_read(tmp_path, monkeypatch):
-    f = _live_run(tmp_path / "logdir" / "live", 500)
+@pytest.mark.parametrize("points", [500, 3])  # 3 points: a file shorter than the hashed head, grown past it
+def test_a_grown_file_decodes_only_the_appended_bytes_and_equals_a_cold_read(tmp_path, monkeypatch, points):
+    f = _live_run(tmp_path / "logdir" / "live", points)
     tbtriage.load(tmp_path / "logdir")  # yesterday's triage caches the run
     size = f.stat().st_size
     with open(f, "ab") as fh:  # the run trained overnight
-        fh.write(_scalar_records(500, 800))
+        fh.write(_scalar_records(points, points + 300))
     decoded_from = []
     real_scan = reader.scan_file
 
@@ -154,7 +155,7 @@ def test_a_grown_file_decodes_only_the_appended_bytes_and_equals_a_cold_read(tmp
     assert decoded_from == [(f.name, size)]  # only the appended bytes were decoded
     monkeypatch.setattr(reader, "scan_file", real_scan)
     assert picture(warm) == picture(cold(tmp_path / "logdir", monkeypatch))
-    assert len(warm.runs["live"].scalars["train/loss"]) == 800
+    assert len(warm.runs["live"].scalars["train/loss"]) == points + 300
     again = tbtriage.load(tmp_path / "logdir")  # the extended entry replaced the old one
     assert states(again) == {"live": "hit"} and picture(again) == picture(warm)
 
