@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tensorboardX import SummaryWriter
 
 import tbtriage
 from tbtriage.analysis import cache, reader
 from tbtriage.analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
 from tbtriage.cli.main import build_parser, main
-from tests._event_files import event_files, write_pytorch_run, write_tf2_run
+from tests._event_files import event_files, write_purged_run, write_pytorch_run, write_resumed_run, write_tf2_run
 from tests._kernels import KERNELS
 
 
@@ -43,19 +42,8 @@ def source(tmp_path_factory):
     write_pytorch_run(root / "bs64_cosine", n=400, seed=1)
     write_pytorch_run(root / "ablation" / "no_attn", n=150, seed=2, nan_at=120)
     write_tf2_run(root / "keras" / "train", n=120, content=True)
-    for suffix, steps, value in ((".a", range(0, 2000, 10), 1.0), (".b", range(1500, 3000, 10), 2.0)):
-        w = SummaryWriter(str(root / "resumed"), filename_suffix=suffix)
-        for i in steps:
-            w.add_scalar("loss", value, i)
-        w.close()
-    w = SummaryWriter(str(root / "purged"), filename_suffix=".a")
-    for i in range(100):
-        w.add_scalar("loss", float(i), i)
-    w.close()
-    w = SummaryWriter(str(root / "purged"), purge_step=60, filename_suffix=".b")
-    for i in range(60, 70):
-        w.add_scalar("loss", -1.0, i)
-    w.close()
+    write_resumed_run(root / "resumed")
+    write_purged_run(root / "purged")
     full = Path(event_files(write_pytorch_run(root / "cut_src", n=200))[0]).read_bytes()
     shutil.rmtree(root / "cut_src")
     (root / "cut").mkdir()
