@@ -35,6 +35,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -60,6 +61,8 @@ _CHECK_CHUNK = 8 << 20
 _MAX_HEADER = 1 << 30
 _DTYPES = {"i8": np.int64, "f8": np.float64}
 _SUFFIX = ".tbc"
+#: A temporary entry older than this was left by a writer that died (a write takes seconds at most).
+_STALE_TMP_S = 3600
 
 
 def enabled() -> bool:
@@ -159,15 +162,12 @@ def restore(reader) -> str:
     with f:
         try:
             header, data_start = _read_header(f, key)
-        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError):
-            return "corrupt"
-        if not _files_unchanged(reader, header["state"]["files"]):
-            return "stale"
-        try:
+            if not _files_unchanged(reader, header["state"]["files"]):
+                return "stale"
             mm = _checked_map(f, data_start, header)
             state = _State(header["state"], _arrays(mm, data_start, header))
-        except (ValueError, KeyError, TypeError, IndexError, OSError):
-            return "corrupt"
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, UnicodeDecodeError):
+            return "corrupt"  # whatever part of it fails, none of it reaches the reader
     state.apply(reader)
     _Budget.touch(path)
     return "hit"
@@ -556,11 +556,13 @@ class _Budget:
             try:
                 with os.scandir(self.directory) as it:
                     for e in it:
-                        if e.name.endswith(_SUFFIX):
-                            try:
+                        try:
+                            if e.name.endswith(_SUFFIX):
                                 self.sizes[Path(e.path)] = e.stat().st_size
-                            except OSError:
-                                continue
+                            elif e.name.endswith(".tmp") and e.stat().st_mtime < time.time() - _STALE_TMP_S:
+                                os.unlink(e.path)  # left by a writer that crashed: never read, now removed
+                        except OSError:
+                            continue
             except OSError:
                 pass
         return self.sizes

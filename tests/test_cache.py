@@ -361,3 +361,14 @@ def test_the_cache_cap_reads_sizes_with_units(monkeypatch):
     for text, expected in (("", cache.DEFAULT_MAX_BYTES), ("1000", 1000), ("512M", 512 << 20), ("2GB", 2 << 30)):
         monkeypatch.setenv("TBTRIAGE_CACHE_MAX", text)
         assert cache.max_bytes() == expected
+
+
+def test_temporary_entries_left_by_a_dead_writer_are_cleared_and_a_live_writers_kept(tmp_path):
+    write_pytorch_run(tmp_path / "logdir" / "run", n=50)
+    cache.root().mkdir(parents=True)
+    dead, live = cache.root() / "a1.x.tmp", cache.root() / "b2.y.tmp"
+    for p in (dead, live):
+        p.write_bytes(b"half an entry")
+    os.utime(dead, (1e9, 1e9))
+    tbtriage.load(tmp_path / "logdir")
+    assert not dead.exists() and live.exists()
