@@ -372,3 +372,12 @@ def test_temporary_entries_left_by_a_dead_writer_are_cleared_and_a_live_writers_
     os.utime(dead, (1e9, 1e9))
     tbtriage.load(tmp_path / "logdir")
     assert not dead.exists() and live.exists()
+
+
+def test_letting_go_of_a_judged_runs_pages_keeps_its_values(tmp_path):
+    write_pytorch_run(tmp_path / "logdir" / "run", n=300, nan_at=250)
+    tbtriage.load(tmp_path / "logdir")
+    run = tbtriage.load(tmp_path / "logdir").runs["run"]
+    before = {tag: s.values.tobytes() for tag, s in run.scalars.items()}
+    cache.release(run)  # what diagnose and the app's analyser do after judging a run
+    assert {tag: s.values.tobytes() for tag, s in run.scalars.items()} == before
