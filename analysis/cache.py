@@ -28,6 +28,7 @@ the logdir.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import mmap
@@ -164,8 +165,8 @@ def restore(reader) -> str:
             header, data_start = _read_header(f, key)
             if not _files_unchanged(reader, header["state"]["files"]):
                 return "stale"
-            mm = _checked_map(f, data_start, header)
-            state = _State(header["state"], _arrays(mm, data_start, header))
+            view = _checked_map(f, data_start, header)
+            state = _State(header["state"], _arrays(view, data_start, header))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, UnicodeDecodeError):
             return "corrupt"  # whatever part of it fails, none of it reaches the reader
     state.apply(reader)
@@ -221,7 +222,7 @@ def _files_unchanged(reader, files: list) -> bool:
     return True
 
 
-def _checked_map(f, data_start: int, header: dict) -> mmap.mmap | None:
+def _checked_map(f, data_start: int, header: dict) -> memoryview | None:
     """The entry mapped read-only, once its data's word sum matches the header.
 
     The sum reads the mapping itself (no copy out of the page cache), then lets its pages go, so checking
@@ -234,21 +235,18 @@ def _checked_map(f, data_start: int, header: dict) -> mmap.mmap | None:
         return None
     if data_len % ALIGN:
         raise ValueError("data length")
-    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    words = np.frombuffer(mm, "<u8", data_len // 8, data_start)
+    view = map_file(f.fileno())
+    words = np.frombuffer(view, "<u8", data_len // 8, data_start)
     total, step = 0, _CHECK_CHUNK // 8
     for at in range(0, words.size, step):
         total += int(np.add.reduce(words[at : at + step], dtype=np.uint64))
-    del words
-    if hasattr(mmap, "MADV_DONTNEED"):
-        mm.madvise(mmap.MADV_DONTNEED)
+    drop_pages(view)
     if total % (1 << 64) != int(header["data_sum"]):
-        mm.close()
         raise ValueError("data checksum")
-    return mm
+    return view
 
 
-def _arrays(mm, data_start: int, header: dict) -> dict[str, np.ndarray]:
+def _arrays(view: memoryview | None, data_start: int, header: dict) -> dict[str, np.ndarray]:
     out = {}
     end = data_start + int(header["data_len"])
     for name, dtype, offset, count in header["arrays"]:
@@ -256,7 +254,7 @@ def _arrays(mm, data_start: int, header: dict) -> dict[str, np.ndarray]:
         at = data_start + int(offset)
         if count < 0 or at % ALIGN or at + count * dt.itemsize > end:
             raise ValueError("array outside the data")
-        out[name] = np.frombuffer(mm, dt, int(count), at) if count and mm is not None else np.empty(0, dt)
+        out[name] = np.frombuffer(view, dt, int(count), at) if count and view is not None else np.empty(0, dt)
     return out
 
 
@@ -498,11 +496,11 @@ def _map_columns(reader, path: Path, data_start: int, table: list) -> None:
     """Swap the reader's in-memory columns for views of the entry just written (the same values)."""
     try:
         with open(path, "rb") as f:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            view = map_file(f.fileno())
     except (OSError, ValueError):
         return
     kinds = {
-        t[0]: np.frombuffer(mm, _DTYPES[t[1]], t[3], data_start + t[2])
+        t[0]: np.frombuffer(view, _DTYPES[t[1]], t[3], data_start + t[2])
         for t in table
         if t[0] in ("steps", "walls", "values") and t[3]
     }
@@ -521,22 +519,96 @@ def release(run) -> None:
     """Let go of the resident pages of a run's mapped columns (after analysing it): they stay in the page
     cache and come back on the next touch, but no longer count in this process's memory, so judging a
     logdir larger than memory holds one run's pages at a time, not all of them."""
-    if not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    maps = {}
+    views = {}
     for series in run.scalars.values():
         base = series.values
         while isinstance(base, np.ndarray):
             base = base.base
         if isinstance(base, memoryview):
-            base = base.obj
-        if isinstance(base, mmap.mmap):
-            maps[id(base)] = base
-    for mm in maps.values():
+            views[id(base)] = base
+    for view in views.values():
+        drop_pages(view)
+
+
+# -- mappings -----------------------------------------------------------------------------------------
+#
+# `mmap.mmap` keeps a duplicate of the file's descriptor for as long as the map lives (before Python 3.13's
+# trackfd=False): a warm open of 10,000 runs would hold 10,000 descriptors, past the usual limit of 1,024, and
+# every later open (event files included) would fail. On POSIX the entry is mapped through libc instead, which
+# keeps none; the mapping goes when the last array viewing it does.
+
+
+class _Unmap:
+    """Unmaps an address range when collected (hung on the ctypes buffer that spans it)."""
+
+    __slots__ = ("addr", "size")
+
+    def __init__(self, addr: int, size: int):
+        self.addr, self.size = addr, size
+
+    def __del__(self) -> None:
         try:
-            mm.madvise(mmap.MADV_DONTNEED)
-        except (OSError, ValueError):
+            libc = _libc()
+            if libc is not None:
+                libc.munmap(self.addr, self.size)
+        except Exception:  # noqa: BLE001 - at interpreter exit the process unmaps everything anyway
             pass
+
+
+_LIBC: list = []
+
+
+def _libc():
+    """libc with mmap, munmap and madvise typed, or None where there is none to call (Windows)."""
+    if not _LIBC:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = (
+                ctypes.c_void_p,
+                ctypes.c_size_t,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_int64,
+            )
+            libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+            libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            if not all(hasattr(mmap, n) for n in ("PROT_READ", "MAP_SHARED", "MADV_DONTNEED")):
+                raise AttributeError("no POSIX mmap constants")
+        except (OSError, AttributeError, TypeError):
+            libc = None
+        _LIBC.append(libc)
+    return _LIBC[0]
+
+
+def map_file(fd: int) -> memoryview:
+    """The whole file read-only in memory, as a read-only memoryview that holds no file descriptor."""
+    size = os.fstat(fd).st_size
+    libc = _libc()
+    if libc is None or size == 0:
+        return memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        raise OSError(ctypes.get_errno(), "cannot map the cache entry")
+    buf = (ctypes.c_char * size).from_address(addr)
+    buf._unmap = _Unmap(addr, size)  # type: ignore[attr-defined]  # unmapped with the buffer, not before
+    return memoryview(buf).toreadonly()  # PROT_READ pages: a write must fail in Python, not fault the process
+
+
+def drop_pages(view: memoryview) -> None:
+    """Take a mapping's pages out of this process's resident memory (they stay in the page cache)."""
+    owner = view.obj
+    try:
+        if isinstance(owner, mmap.mmap):
+            if hasattr(mmap, "MADV_DONTNEED"):
+                owner.madvise(mmap.MADV_DONTNEED)
+        elif isinstance(owner, ctypes.Array):
+            libc = _libc()
+            if libc is not None:
+                libc.madvise(ctypes.addressof(owner), ctypes.sizeof(owner), mmap.MADV_DONTNEED)
+    except (OSError, ValueError):
+        pass
 
 
 # -- the size cap -------------------------------------------------------------------------------------

@@ -381,3 +381,15 @@ def test_letting_go_of_a_judged_runs_pages_keeps_its_values(tmp_path):
     before = {tag: s.values.tobytes() for tag, s in run.scalars.items()}
     cache.release(run)  # what diagnose and the app's analyser do after judging a run
     assert {tag: s.values.tobytes() for tag, s in run.scalars.items()} == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors through /proc")
+def test_mapped_runs_hold_no_file_descriptor_each(tmp_path):
+    """10,000 mapped runs must not need 10,000 descriptors (the usual limit is 1,024)."""
+    for i in range(40):
+        _live_run(tmp_path / "logdir" / f"run{i:02d}", 20)
+    before = len(os.listdir("/proc/self/fd"))
+    cold_then_mapped = tbtriage.load(tmp_path / "logdir")
+    warm = tbtriage.load(tmp_path / "logdir")
+    assert set(states(warm).values()) == {"hit"} and len(warm.runs) == len(cold_then_mapped.runs) == 40
+    assert len(os.listdir("/proc/self/fd")) - before < 5
