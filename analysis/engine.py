@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .axes import keras_steps_per_epoch, restate, step_axes
+from .cache import release
 from .causes import rank_causes
 from .config import Config
 from .datamodel import Finding, Run, RunReport, SeriesFeatures
@@ -288,10 +289,10 @@ def diagnose(
         arg = str(getattr(logdir, "path", ""))
     context = logdir_context(logdir, now=time.time() if now is None else now)
     pattern = re.compile(runs) if runs else None
-    reports = [
-        analyze_run(run, config, context)
-        for name, run in logdir.runs.items()
-        if pattern is None or pattern.search(name)
-    ]
+    reports = []
+    for name, run in logdir.runs.items():
+        if pattern is None or pattern.search(name):
+            reports.append(analyze_run(run, config, context))
+            release(run)  # its mapped columns' pages: one run's at a time in memory, however large the logdir
     attach_twins(reports)
     return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)

@@ -187,6 +187,11 @@ class RunReader:
         self._kernel = None
         self._restart_keys: set = set()
         self._escaped_noted = 0
+        #: What the decoded-column cache did for this run's first read: None until then; "off", "miss",
+        #: "stale", "corrupt" (read cold, then cached), "hit" (mapped, nothing decoded) or "extended"
+        #: (mapped, then the appended bytes decoded). See `cache.py`.
+        self.cache_state: str | None = None
+        self._opened = False  # whether read() has run once (the read that caches)
 
     # -- discovery of files -------------------------------------------------------------------
     def _list_files(self) -> list[str]:
@@ -232,7 +237,15 @@ class RunReader:
         )
 
     # -- reading ------------------------------------------------------------------------------
+    def _resume_from_cache(self) -> None:
+        """Before the first read: take this run's state from the cache when its entry still matches the files."""
+        if self.cache_state is None:
+            from . import cache
+
+            self.cache_state = cache.restore(self)
+
     def pending_bytes(self) -> int:
+        self._resume_from_cache()
         total = 0
         for fname in self._list_files():
             st = self._files.get(fname)
@@ -244,6 +257,23 @@ class RunReader:
         return total
 
     def read(self, kernel=None, cancel: Callable[[], bool] | None = None) -> bool:
+        """Read what was appended since the last call; True if anything new was read (or came from the cache).
+
+        The first call resumes from the decoded-column cache where it can, and caches what it read.
+        """
+        first, self._opened = not self._opened, True
+        self._resume_from_cache()
+        changed = self._read_appended(kernel, cancel)
+        if first and self.cache_state != "off" and (changed or self.cache_state != "hit"):
+            if self.cache_state == "hit":
+                self.cache_state = "extended"
+            if cancel is None or not cancel():
+                from . import cache
+
+                cache.store(self)
+        return changed or (first and self.cache_state == "hit")
+
+    def _read_appended(self, kernel=None, cancel: Callable[[], bool] | None = None) -> bool:
         """Read what was appended since the last call; True if anything new was read.
 
         `kernel` is the decoding module to use (see `decode.choose_kernel`); by default it is

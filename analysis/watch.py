@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from .cache import release
 from .config import Config
 from .datamodel import Finding, Run, RunReport
 from .engine import LogdirContext, analyze_run, logdir_context
@@ -163,6 +164,8 @@ def engine_analyzer(config: Config | None = None) -> RunAnalyzer:
     """The default `Watcher.analyze`: the engine's verdict on one run, against the logdir as it is now."""
 
     def analyze(run: Run, context: LogdirContext) -> RunReport:
-        return analyze_run(run, config, context)
+        report = analyze_run(run, config, context)
+        release(run)  # its mapped pages: the app and `watch` hold one run's at a time while judging
+        return report
 
     return analyze

@@ -36,6 +36,34 @@ def write_pytorch_run(path: Path, n: int = 300, seed: int = 0, nan_at: int | Non
     return path
 
 
+def write_resumed_run(path: Path) -> Path:
+    """A tensorboardX run resumed from its step-1500 checkpoint: loss 1.0 to step 1990 in one file, then
+    2.0 from step 1500 to 2990 in a second."""
+    from tensorboardX import SummaryWriter
+
+    for suffix, steps, value in ((".a", range(0, 2000, 10), 1.0), (".b", range(1500, 3000, 10), 2.0)):
+        w = SummaryWriter(str(path), filename_suffix=suffix)
+        for i in steps:
+            w.add_scalar("loss", value, i)
+        w.close()
+    return path
+
+
+def write_purged_run(path: Path) -> Path:
+    """A tensorboardX run of 100 steps, then a second writer with purge_step=60 (a session START) and 10 steps."""
+    from tensorboardX import SummaryWriter
+
+    w = SummaryWriter(str(path), filename_suffix=".a")
+    for i in range(100):
+        w.add_scalar("loss", float(i), i)
+    w.close()
+    w = SummaryWriter(str(path), purge_step=60, filename_suffix=".b")
+    for i in range(60, 70):
+        w.add_scalar("loss", -1.0, i)
+    w.close()
+    return path
+
+
 def event_files(path: Path) -> list[str]:
     return sorted(glob.glob(os.path.join(str(path), "*tfevents*")))
 

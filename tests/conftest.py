@@ -19,3 +19,11 @@ def s3():
     server = S3()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Every test caches under a directory of its own: none writes to the real ~/.cache, none sees another's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.delenv("TBTRIAGE_NO_CACHE", raising=False)
+    monkeypatch.delenv("TBTRIAGE_CACHE_MAX", raising=False)

@@ -61,6 +61,16 @@ def test_an_s3_logdir_reads_exactly_like_the_same_files_on_disk(s3, url, local_l
     assert remote.runs["torch_a"].path == f"{url}/torch_a"
 
 
+def test_a_store_s_runs_are_read_cold_and_leave_nothing_in_the_local_cache(s3, url):
+    # The cache keys local files by inode and mtime; an object's identity is its URL and ETag, so a store's
+    # runs are never matched against (or written to) the local cache.
+    from tbtriage.analysis.cache import root
+
+    remote = load(url, storage_options=s3.options)
+    assert {reader.cache_state for reader in remote._readers.values()} == {"off"}
+    assert not root().exists() or not any(root().iterdir())
+
+
 def test_the_report_from_s3_is_the_local_report(s3, url, local_logdir):
     now = time.time()
     local = json.loads(diagnose(str(local_logdir), now=now).to_json())

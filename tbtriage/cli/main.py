@@ -22,6 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("tbtriage.cli.compare", "two or more runs side by side: differing settings, metrics, where they part"),
 }
 
+#: The commands that read a logdir (and the app): each takes --no-cache.
+READING = ("report", "diagnose", "watch", "export", "demo")
+
 #: 1 is reserved for "findings at or above --fail-on": a cron job must tell a failing run from a failing tool.
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -46,11 +49,23 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, str | None]:
             p = sub.add_parser(name, help=help_, description=help_)
             if name == chosen:
                 importlib.import_module(module).add_arguments(p)
+                if name in READING:
+                    add_cache_option(p)
         return parser, chosen
     # No subcommand: `tbtriage [LOGDIR]` opens the app.
     parser.epilog = "commands: " + ", ".join(COMMANDS) + " (tbtriage COMMAND --help)"
     importlib.import_module("tbtriage.cli.app").add_arguments(parser)
+    add_cache_option(parser)
     return parser, None
+
+
+def add_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="decode every event file afresh, neither using nor writing the decoded-column cache "
+        "(also TBTRIAGE_NO_CACHE=1)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser, chosen = build_parser(argv)
     args = parser.parse_args(argv)
     module = COMMANDS[chosen][0] if chosen else "tbtriage.cli.app"
+    no_cache, before = getattr(args, "no_cache", False), os.environ.get("TBTRIAGE_NO_CACHE")
+    if no_cache:  # the reader reads it, in this process and in any worker process it starts
+        os.environ["TBTRIAGE_NO_CACHE"] = "1"
     try:
         return int(importlib.import_module(module).run(args) or 0)
     except KeyboardInterrupt:
@@ -74,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+    finally:
+        if no_cache and before is None:
+            os.environ.pop("TBTRIAGE_NO_CACHE", None)
+        elif no_cache and before is not None:
+            os.environ["TBTRIAGE_NO_CACHE"] = before
 
 
 def write_crash_report(argv: list[str]) -> str:

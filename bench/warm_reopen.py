@@ -1,0 +1,204 @@
+"""The morning reopen: a logdir read cold, against the same logdir reopened from the decoded-column cache.
+
+    python bench/warm_reopen.py                        # ~1 GB: 200 runs × 20 tags × 4,500 points, in /tmp
+    python bench/warm_reopen.py --runs 40 --points 2000 --no-app   # a quick look
+    python bench/warm_reopen.py --logdir runs/         # your own logdir (the cache goes to a temp dir)
+
+Every figure comes from a fresh child process (imports included), with its own empty cache directory per
+round: `cold` reads with the cache off (the baseline), `first` reads cold and writes the cache, `warm` opens
+again from it. Three stages are timed: `load` (tbtriage.load: every run's columns in hand), `report` (load,
+then findings and health for every run: `tbtriage.diagnose`), with Textual's Pilot, `app` (the app
+from start to every run's health shown), and on request `cli` (`tbtriage report --format json` whole,
+for its peak RSS: `--stages cli`). Peak RSS is the kernel's (`wait4`); the child also samples its
+anonymous memory (RssAnon), which is what mapped columns leave out. The OS page cache is warm in every
+round (the files were just written): the figures compare decoding with mapping, not disks. Prints figures
+and ratios against the cold round measured in the same run; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+class _RssSampler(threading.Thread):
+    """The peak of this process's anonymous and file-backed resident memory, sampled every 20 ms."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.anon = self.file = 0
+        self.done = False
+
+    def sample(self) -> None:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    self.anon = max(self.anon, int(line.split()[1]))
+                elif line.startswith("RssFile:"):
+                    self.file = max(self.file, int(line.split()[1]))
+
+    def run(self) -> None:
+        while not self.done:
+            self.sample()
+            time.sleep(0.02)
+
+
+def child(stage: str, logdir: str) -> None:
+    """One measured round, in this fresh process; prints its figures as JSON."""
+    sampler = _RssSampler()
+    sampler.start()
+    start = time.perf_counter()
+    figures: dict[str, object] = {}
+    if stage == "app":
+        import asyncio
+
+        asyncio.run(_app_round(logdir, start, figures))
+    elif stage == "cli":
+        from tbtriage.cli.main import main as tbtriage_main
+
+        figures["exit"] = tbtriage_main(["report", logdir, "--format", "json", "--out", os.devnull])
+    else:
+        import tbtriage
+
+        logdir_ = tbtriage.load(logdir)
+        figures["load_s"] = time.perf_counter() - start
+        states: dict[str, int] = {}
+        for r in logdir_._readers.values():
+            states[r.cache_state or "none"] = states.get(r.cache_state or "none", 0) + 1
+        figures["cache"] = states
+        figures["points"] = sum(len(s) for run in logdir_.runs.values() for s in run.scalars.values())
+        if stage == "report":
+            report = tbtriage.diagnose(logdir_)
+            figures["analyse_s"] = time.perf_counter() - start - figures["load_s"]
+            figures["findings"] = sum(len(r.findings) for r in report.runs)
+    figures["total_s"] = time.perf_counter() - start
+    sampler.done = True
+    sampler.sample()
+    figures["anon_mb"], figures["file_mb"] = sampler.anon / 1024, sampler.file / 1024
+    print(json.dumps(figures))
+
+
+async def _app_round(logdir: str, start: float, figures: dict) -> None:
+    import asyncio
+
+    from tbtriage.analysis.config import Config
+    from tbtriage.tui.app import make_app
+
+    app = make_app(logdir, config=Config(), follow=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        figures["first_frame_s"] = time.perf_counter() - start
+        while app.logdir is None:
+            await asyncio.sleep(0.005)
+        figures["load_s"] = time.perf_counter() - start
+        while not app.loaded:
+            await asyncio.sleep(0.005)
+        await pilot.pause()  # the frame that shows the last verdict
+        figures["health_shown_s"] = time.perf_counter() - start
+        figures["runs"] = len(app.reports)
+        await pilot.press("q")
+
+
+def run_rounds(stage: str, logdir: Path, home: Path) -> None:
+    # One cache home for every round, so the compiled kernel's own cache is warm in each; only the
+    # decoded columns are dropped before the round that writes them.
+    cold = measure_rss(stage, logdir, home, no_cache=True)
+    shutil.rmtree(home / "tbtriage" / "columns", ignore_errors=True)
+    rounds = {"cold": cold, "first": measure_rss(stage, logdir, home, no_cache=False)}
+    rounds["warm"] = measure_rss(stage, logdir, home, no_cache=False)
+    base = rounds["cold"]
+    key = {"load": "load_s", "report": "total_s", "app": "health_shown_s", "cli": "total_s"}[stage]
+    print(f"\n{stage}: until {'every run read' if stage == 'load' else 'every run judged'}")
+    print(f"  {'round':6} {'process s':>9} {key:>15} {'vs cold':>8} {'peak RSS MB':>11} {'anon MB':>8}  cache")
+    for name, f in rounds.items():
+        extra = f.get("cache", "")
+        if stage == "report":
+            extra = f"load {f['load_s']:.2f} s + analysis {f['analyse_s']:.2f} s; {extra}"
+        if stage == "app":
+            extra = f"first frame {f['first_frame_s']:.2f} s, read {f['load_s']:.2f} s"
+        if stage == "cli":
+            extra = f"exit {f['exit']}"
+        print(
+            f"  {name:6} {f['wall_s']:9.2f} {f[key]:15.3f} {base[key] / f[key]:7.1f}x "
+            f"{f['peak_mb']:11.0f} {f['anon_mb']:8.0f}  {extra}"
+        )
+    cache_mb = sum(p.stat().st_size for p in (home / "tbtriage" / "columns").glob("*.tbc")) / 1e6
+    print(f"  cache entries: {cache_mb:.0f} MB")
+
+
+def measure_rss(stage: str, logdir: Path, cache_home: Path, no_cache: bool) -> dict:
+    """One child round with its peak RSS from wait4 (Popen reaps the child itself otherwise)."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache_home))
+    env.pop("TBTRIAGE_NO_CACHE", None)
+    if no_cache:
+        env["TBTRIAGE_NO_CACHE"] = "1"
+    start = time.perf_counter()
+    cache_home.mkdir(parents=True, exist_ok=True)
+    out_path = cache_home.parent / f"out-{os.getpid()}.json"
+    with open(out_path, "w") as out:
+        pid = os.posix_spawn(
+            sys.executable,
+            [sys.executable, __file__, "--child", stage, str(logdir)],
+            env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, out.fileno(), 1)],
+        )
+        _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    text = out_path.read_text()
+    out_path.unlink()
+    if status:
+        sys.exit(f"the {stage} round failed (status {status}); its output:\n{text[-2000:]}")
+    figures = json.loads(text.strip().splitlines()[-1])
+    figures["wall_s"] = wall
+    figures["peak_mb"] = usage.ru_maxrss / 1024  # KiB on Linux
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--child", nargs=2, metavar=("STAGE", "LOGDIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--logdir", help="measure this logdir instead of generating one")
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--tags", type=int, default=20)
+    parser.add_argument("--points", type=int, default=4_500, help="points per tag")
+    parser.add_argument(
+        "--stages", nargs="+", default=["load", "report", "app"], choices=["load", "report", "app", "cli"]
+    )
+    parser.add_argument("--no-app", action="store_true", help="skip the app rounds")
+    args = parser.parse_args(argv)
+    if args.child:
+        child(*args.child)
+        return 0
+    stages = [s for s in args.stages if not (args.no_app and s == "app")]
+    with tempfile.TemporaryDirectory(prefix="tbtriage-warm-") as tmp_:
+        tmp = Path(tmp_)
+        if args.logdir:
+            logdir = Path(args.logdir)
+        else:
+            from bench.report_speed import generate
+
+            logdir = tmp / "logdir"
+            start = time.perf_counter()
+            size = generate(logdir, args.runs, args.tags, args.points)
+            print(
+                f"wrote {args.runs} runs × {args.tags} tags × {args.points:,} points "
+                f"({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s"
+            )
+        home = tmp / "cache-home"
+        measure_rss("load", logdir, home, no_cache=True)  # compiles the kernel once, outside every figure
+        for stage in stages:
+            run_rounds(stage, logdir, home)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
