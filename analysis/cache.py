@@ -273,7 +273,11 @@ class _State:
             st.tallies = {what: _Tally(*t) for what, t in f["tallies"].items()}
             st.noted_empty, st.noted_unreadable = bool(f["noted_empty"]), bool(f["noted_unreadable"])
             ident = f["identity"]
-            st.identity = None if ident is None else (ident[0], ident[1], bytes.fromhex(ident[2]))
+            if ident is None:
+                st.identity = None
+            else:  # JSON turned the storage identity (a local file's (device, inode)) into a list; the reader compares tuples
+                where = tuple(ident[0]) if isinstance(ident[0], list) else ident[0]
+                st.identity = (where, ident[1], bytes.fromhex(ident[2]))
             st.restarts = f["restarts"]
             self.files[st.name] = st
         self.cols = {}

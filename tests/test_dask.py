@@ -20,11 +20,16 @@ from distributed.diagnostics.plugin import WorkerPlugin  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """Two worker processes, one thread each, started once for the module (what `--dask local` starts)."""
+def cluster(tmp_path_factory):
+    """Two worker processes, one thread each, started once for the module (what `--dask local` starts).
+
+    The workers take their environment when they start: they cache under a directory of the module's own,
+    never under the real ~/.cache."""
     from tbtriage.analysis.fleet import connect
 
-    client, local = connect("local", workers=2)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("dask-xdg-cache")))
+        client, local = connect("local", workers=2)
     yield client
     client.close()
     local.close()
