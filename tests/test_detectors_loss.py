@@ -363,3 +363,35 @@ def test_a_loss_logged_at_one_offset_of_each_epoch_has_no_profile_to_read():
     # Every 32 steps over 32-step epochs: each point sits at the same offset, however the batches are ordered.
     tags = _epoch_ordered_coarse(np.random.default_rng(27), shuffled=False, every=32)
     assert "periodic_spikes" not in kinds(analyze_tags(tags))
+
+
+def _scattering(rng, rel: float, lr) -> dict:
+    """A per-batch loss falling to ~0.15 whose points scatter more and more as it falls, by `rel` (lognormal
+    sigma) around it from step 200 on."""
+    steps = np.arange(0, 640, dtype=np.int64)
+    loss = scatter(rng, 0.15 + 1.2 * np.exp(-steps / 60.0), np.minimum(0.1 + rel * steps / 200.0, rel))
+    return {"Loss/train": (steps, loss), "learning_rate": (steps, lr(steps))}
+
+
+def _constant(steps):
+    return np.full(steps.size, 0.3)
+
+
+@pytest.mark.parametrize("seed", [31, 32, 33])
+def test_a_per_batch_loss_bouncing_by_half_its_level_at_a_constant_lr_is_an_oscillation_note(seed):
+    # SGD at 15x a sane lr in the real-run corpus: the per-batch loss scatters by ±46-51 % of its level to the end.
+    finding = _one(analyze_tags(_scattering(np.random.default_rng(seed), 0.6, _constant)), "oscillation")
+    assert finding.severity == "info" and finding.evidence["pattern"] == "scatter"
+    assert 0.45 <= finding.evidence["relative_scatter"] <= 0.75
+    assert "does not decay" in finding.message and "few samples" in finding.suggestion
+
+
+@pytest.mark.parametrize("seed", [34, 35, 36])
+def test_a_per_batch_loss_scattering_like_healthy_minibatch_noise_is_no_oscillation(seed):
+    # Healthy per-batch losses of the corpus scatter by 0.1-0.32 of their level (batch 4 included).
+    assert "oscillation" not in kinds(analyze_tags(_scattering(np.random.default_rng(seed), 0.3, _constant)))
+
+
+def test_the_same_scatter_under_an_lr_decaying_to_zero_is_no_oscillation_note():
+    tags = _scattering(np.random.default_rng(37), 0.6, lambda steps: lr_warmup_cosine(steps, 0.3, 0, 640))
+    assert "oscillation" not in kinds(analyze_tags(tags))
