@@ -249,3 +249,19 @@ def test_a_keras_run_logging_per_batch_states_overfitting_in_global_steps_and_sa
     assert (
         overfitting[0].evidence["epoch"] == step // 32 and f"epoch {step // 32} (step {step})" in overfitting[0].message
     )
+
+
+@pytest.mark.parametrize("convention", ["hf", "lightning"])
+def test_data_sorted_by_class_logged_every_10_steps_over_32_step_epochs_is_periodic(convention):
+    # Each logged point lands on a different offset of the epoch, 16 of them over 5 epochs: the profile is
+    # read on those offsets, from the first epochs on.
+    findings, _ = _verdict(_first("unshuffled_sorted", convention))
+    periodic = [f for f in findings if f.kind == "periodic_spikes"]
+    assert periodic and periodic[0].evidence["period"] == 32 and periodic[0].step <= 64
+
+
+def test_a_bad_shard_in_a_keras_per_batch_running_mean_is_periodic():
+    findings, _ = _verdict(_first("poisoned_shard_every_epoch", "keras_batch"))
+    periodic = [f for f in findings if f.kind == "periodic_spikes"]
+    assert periodic and periodic[0].evidence["period"] == 32
+    assert periodic[0].causes[0].cause in ("data_order", "bad_batch")

@@ -331,3 +331,67 @@ def test_a_noisy_loss_whose_first_points_happen_to_agree_is_not_a_plateau():
     rng = np.random.default_rng(10)
     loss = scatter(rng, 0.6 + 1.0 * np.exp(-steps / 120.0), 0.3)
     assert "plateau" not in kinds(analyze_tags({"train_loss_step": (steps, loss)}), ("warning",))
+
+
+def _epoch_ordered_coarse(rng, shuffled: bool, every: int = 10):
+    """HF-style: the mean of each `every` per-step losses, logged at its last step, over 32-step epochs whose
+    batches 10-14 are harder (×1.5): logged every 10 steps, the epoch's offsets are visited 16 at a time."""
+    steps = np.arange(1, 641, dtype=np.int64)
+    offsets = (steps % 32) if not shuffled else rng.integers(0, 32, steps.size)
+    clean = 0.4 + np.exp(-steps / 150.0)
+    loss = scatter(rng, clean * np.where((offsets >= 10) & (offsets <= 14), 1.5, 1.0), 0.08)
+    logged = steps[every - 1 :: every]
+    means = loss.reshape(-1, every).mean(axis=1)
+    return {"train/loss": (logged, means), "train/epoch": (logged, logged / 32.0)}
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_a_profile_logged_more_coarsely_than_its_bumps_is_still_read_on_the_offsets_it_samples(seed):
+    finding = _one(analyze_tags(_epoch_ordered_coarse(np.random.default_rng(seed), shuffled=False)), "periodic_spikes")
+    assert finding.evidence["pattern"] == "epoch_profile" and finding.evidence["period"] == 32
+    # The means ending at offsets 14-24 cover the hard batches 10-14 (step 10 of the epoch and after).
+    assert 10 <= finding.evidence["offset_in_epoch"] <= 24 and finding.step <= 96
+
+
+@pytest.mark.parametrize("seed", [24, 25, 26])
+def test_the_same_coarse_logging_of_shuffled_batches_is_no_pattern(seed):
+    tags = _epoch_ordered_coarse(np.random.default_rng(seed), shuffled=True)
+    assert "periodic_spikes" not in kinds(analyze_tags(tags))
+
+
+def test_a_loss_logged_at_one_offset_of_each_epoch_has_no_profile_to_read():
+    # Every 32 steps over 32-step epochs: each point sits at the same offset, however the batches are ordered.
+    tags = _epoch_ordered_coarse(np.random.default_rng(27), shuffled=False, every=32)
+    assert "periodic_spikes" not in kinds(analyze_tags(tags))
+
+
+def _scattering(rng, rel: float, lr) -> dict:
+    """A per-batch loss falling to ~0.15 whose points scatter more and more as it falls, by `rel` (lognormal
+    sigma) around it from step 200 on."""
+    steps = np.arange(0, 640, dtype=np.int64)
+    loss = scatter(rng, 0.15 + 1.2 * np.exp(-steps / 60.0), np.minimum(0.1 + rel * steps / 200.0, rel))
+    return {"Loss/train": (steps, loss), "learning_rate": (steps, lr(steps))}
+
+
+def _constant(steps):
+    return np.full(steps.size, 0.3)
+
+
+@pytest.mark.parametrize("seed", [31, 32, 33])
+def test_a_per_batch_loss_bouncing_by_half_its_level_at_a_constant_lr_is_an_oscillation_note(seed):
+    # SGD at 15x a sane lr in the real-run corpus: the per-batch loss scatters by ±46-51 % of its level to the end.
+    finding = _one(analyze_tags(_scattering(np.random.default_rng(seed), 0.6, _constant)), "oscillation")
+    assert finding.severity == "info" and finding.evidence["pattern"] == "scatter"
+    assert 0.45 <= finding.evidence["relative_scatter"] <= 0.75
+    assert "does not decay" in finding.message and "few samples" in finding.suggestion
+
+
+@pytest.mark.parametrize("seed", [34, 35, 36])
+def test_a_per_batch_loss_scattering_like_healthy_minibatch_noise_is_no_oscillation(seed):
+    # Healthy per-batch losses of the corpus scatter by 0.1-0.32 of their level (batch 4 included).
+    assert "oscillation" not in kinds(analyze_tags(_scattering(np.random.default_rng(seed), 0.3, _constant)))
+
+
+def test_the_same_scatter_under_an_lr_decaying_to_zero_is_no_oscillation_note():
+    tags = _scattering(np.random.default_rng(37), 0.6, lambda steps: lr_warmup_cosine(steps, 0.3, 0, 640))
+    assert "oscillation" not in kinds(analyze_tags(tags))

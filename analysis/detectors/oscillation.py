@@ -16,6 +16,12 @@ is back-and-forth motion shorter than its window. Two signatures:
 - bouncing: consecutive points alternate (lag-1 autocorrelation of the deviations from the local level
   below BOUNCE_RHO) with a spread of at least BOUNCE_REL of the level: the optimizer overshoots from one
   side of a valley to the other every step. White minibatch noise has no such correlation.
+- scatter: through the run's second half the logged loss scatters by at least SCATTER_REL of its own local
+  level (robust sigma of the relative deviations from a running median of SCATTER_WINDOW points) at an lr
+  that did not decay. Healthy per-batch losses of the real-run corpus scatter by 0.1-0.32 of their level
+  (batches of 4 to 64, Adam or SGD, RNNs with clipping included); SGD at 15x a sane lr by 0.46-0.51. A
+  batch of a few samples scatters this much too and a log does not say the batch size, so this pattern is
+  information, never a warning.
 Not judged: adversarial (GAN) losses, which oscillate by design, and runs whose lr itself cycles up and
 down (cyclic/triangular schedules, short warm restarts), whose loss follows the lr.
 """
@@ -45,6 +51,10 @@ RHYTHM_CV = 0.35
 PEAK_BINS = 3
 BOUNCE_RHO = -0.4
 BOUNCE_REL = 0.15
+SCATTER_REL = 0.4
+SCATTER_WINDOW = 9
+#: The lr at the end of the run at least this share of its value at mid-run (a decaying lr calms the noise).
+SCATTER_LR_KEEP = 0.5
 #: Bucket medians of white noise with sigma s over b points scatter by about 1.2533·s/sqrt(b).
 _MEDIAN_EFFICIENCY = 1.2533
 
@@ -117,15 +127,21 @@ def detect(data: RunData) -> list:
     if found is None:
         found = _bouncing(steps, values, scale, whole_range)
     if found is None:
+        found = _scatter(data, tag, whole_range)
+    if found is None:
         return []
     onset, evidence = found
     evidence["tag"] = tag
     amplitude_rel = evidence["amplitude"] / scale
-    message = (
-        f"{tag} oscillates with an amplitude of {amplitude_rel:.0%} of its level from step {onset}"
-        if evidence["pattern"] == "swings"
-        else f"{tag} bounces up and down every step from step {onset} (spread {amplitude_rel:.0%} of its level)"
-    )
+    if evidence["pattern"] == "swings":
+        message = f"{tag} oscillates with an amplitude of {amplitude_rel:.0%} of its level from step {onset}"
+    elif evidence["pattern"] == "bouncing":
+        message = f"{tag} bounces up and down every step from step {onset} (spread {amplitude_rel:.0%} of its level)"
+    else:
+        message = (
+            f"{tag} keeps bouncing by ±{evidence['relative_scatter']:.0%} of its level from one logged point to "
+            f"the next from step {onset}, at an lr that does not decay"
+        )
     lr_tag = data.primary.lr
     lr_note = ""
     if lr_tag is not None:
@@ -136,7 +152,11 @@ def detect(data: RunData) -> list:
         f"Lower the learning rate ×0.3{lr_note} or decay it; a larger batch (or gradient "
         "accumulation ×4) averages the noisy directions; with momentum/Adam keep beta1≈0.9"
     )
-    severity = confident("warning", feats.points, 2 * MIN_CONFIDENT_POINTS)
+    if evidence["pattern"] == "scatter":
+        suggestion += "; unless the batch holds only a few samples, whose losses scatter this much at any lr"
+    severity = (
+        "info" if evidence["pattern"] == "scatter" else confident("warning", feats.points, 2 * MIN_CONFIDENT_POINTS)
+    )
     return [finding(data, "oscillation", severity, [tag], onset, int(steps[-1]), evidence, message, suggestion)]
 
 
@@ -207,4 +227,35 @@ def _bouncing(steps, values, scale, whole_range):
         "lag1_autocorrelation": rho,
         "summary": f"consecutive points alternate (lag-1 autocorrelation {rho:.2f}), spread {fmt(spread)} "
         f"({spread / scale:.0%} of the level)",
+    }
+
+
+def _scatter(data: RunData, tag: str, whole_range: float):
+    """The logged loss scatters by SCATTER_REL of its local level through the second half, the lr not decaying."""
+    steps, values = data.finite(tag)
+    half = values.size // 2
+    if values.size - half < MIN_CONFIDENT_POINTS or values[half:].min() <= 0:
+        return None
+    if data.primary.lr is not None:
+        lr_steps, lr = data.finite(data.primary.lr)
+        if lr.size and float(lr[-1]) < SCATTER_LR_KEEP * float(np.interp(steps[half], lr_steps, lr)):
+            return None
+    level = _running_median(values, SCATTER_WINDOW)
+    if level[half:].min() <= 0:
+        return None
+    relative = (values - level) / np.maximum(level, 1e-300)
+    scatter = mad_sigma(relative[half:])
+    amplitude = mad_sigma((values - level)[half:])
+    if scatter < SCATTER_REL or amplitude < SWING_RANGE * whole_range:
+        return None
+    # Onset: the earliest tenth of the run from which the scatter to the end is that large.
+    stride = max(1, values.size // 10)
+    start = next((i for i in range(0, half + 1, stride) if mad_sigma(relative[i:]) >= SCATTER_REL), half)
+    return int(steps[start]), {
+        "pattern": "scatter",
+        "amplitude": amplitude,
+        "level": float(np.median(level[half:])),
+        "relative_scatter": scatter,
+        "summary": f"through the second half the loss scatters by ±{fmt(amplitude)} around a local level of "
+        f"{fmt(float(np.median(level[half:])))} ({scatter:.0%}), at an lr that does not decay",
     }

@@ -18,10 +18,13 @@ PERIODIC_MIN_SPIKES of them, in at least PERIODIC_COVERAGE of the periods they s
 validation cadence or the epoch tag gives it: a bad shard or an unshuffled dataset shows once per epoch.
 Periodic spikes may be smaller (PERIODIC_Z, PERIODIC_REL): regularity itself is the evidence.
 
-When the run says how long an epoch is and logs its loss finely enough, the epoch profile is read as well
-(`_epoch_profile`): with the same data order every epoch (no shuffling, a bad shard, data sorted by class)
-the loss is high at the same offsets of every epoch, from the first epoch on, even where each bump is too
-small to be a spike; shuffled batches make every offset alike. That is one `periodic_spikes` finding too.
+When the run says how long an epoch is and its logged points land on enough different offsets within the
+epoch, the epoch profile is read as well (`_epoch_profile`): with the same data order every epoch (no
+shuffling, a bad shard, data sorted by class) the loss is high at the same offsets of every epoch, from the
+first epoch on, even where each bump is too small to be a spike; shuffled batches make every offset alike.
+That is one `periodic_spikes` finding too. A loss logged more coarsely than the epoch's structure still
+shows it when its logging interval does not divide the epoch: every 10 steps over 32-step epochs visits 16
+offsets, each once every 5 epochs, so the profile is read on the offsets the logging actually samples.
 """
 
 from __future__ import annotations
@@ -61,8 +64,10 @@ PERIODIC_MIN_SPIKES = 4
 PERIODIC_COVERAGE = 0.7
 #: A period within this share of the epoch length is "once per epoch".
 EPOCH_MATCH = 0.1
-#: Epoch profile: at least PROFILE_EPOCHS epochs logged at PROFILE_RESOLUTION points per epoch or finer, cut
-#: into at most PROFILE_BINS bins of the offset within the epoch, each holding PROFILE_MIN_COUNT points.
+#: Epoch profile: at least PROFILE_EPOCHS epochs whose logged points land on at least PROFILE_RESOLUTION
+#: different offsets within the epoch (over the whole run: a coarse interval that does not divide the epoch
+#: visits more offsets epoch after epoch), cut into at most PROFILE_BINS bins of the offset, each holding
+#: PROFILE_MIN_COUNT points.
 PROFILE_EPOCHS = 6
 PROFILE_RESOLUTION = 4
 PROFILE_BINS = 16
@@ -118,6 +123,27 @@ def _fold(steps: np.ndarray, resid: np.ndarray, period: int, width: int) -> tupl
     return (between / (groups - 1)) / (within / (resid.size - groups)), means, count
 
 
+def _offset_width(steps: np.ndarray, period: int) -> int | None:
+    """Width of the offset bins for folding `steps` by `period`: the spacing of the offsets within the period
+    that the logged steps visit (a point every 10 steps over 32-step epochs visits every second offset), at
+    least period/PROFILE_BINS. None when they visit fewer than PROFILE_RESOLUTION offsets (a point per epoch,
+    or an interval that divides the epoch coarsely): there is no profile to compare."""
+    offsets = np.unique((steps - steps[0]) % period)
+    if offsets.size < PROFILE_RESOLUTION:
+        return None
+    gap = int(np.median(np.diff(np.r_[offsets, offsets[0] + period])))
+    return max(gap, int(np.ceil(period / PROFILE_BINS)))
+
+
+def _fit(
+    steps: np.ndarray, resid: np.ndarray, period: int
+) -> tuple[tuple[float, np.ndarray, np.ndarray], int, int] | None:
+    """(the fold of `resid` by `period`, the period, the bin width), or None where the steps visit too few
+    offsets of that period."""
+    width = _offset_width(steps, period)
+    return None if width is None else (_fold(steps, resid, period, width), period, width)
+
+
 def _epoch_profile(data: RunData, tag: str) -> dict | None:
     """The loss repeats one profile every epoch: the same offsets in each epoch are high (an unshuffled data
     order, a bad shard read at the same place). Shuffled batches make every offset alike on average.
@@ -132,8 +158,7 @@ def _epoch_profile(data: RunData, tag: str) -> dict | None:
     steps, values = data.finite(tag)
     if steps.size < PROFILE_EPOCHS * PROFILE_RESOLUTION:
         return None
-    interval = float(np.median(np.diff(steps)))
-    if interval <= 0 or interval > epoch / PROFILE_RESOLUTION or steps[-1] - steps[0] < PROFILE_EPOCHS * epoch:
+    if steps[-1] - steps[0] < PROFILE_EPOCHS * epoch or _offset_width(steps, epoch) is None:
         return None
     positive = bool(values.min() > 0)
     scale = max(data.features[tag].extra["scale"], 1e-12)
@@ -147,31 +172,45 @@ def _epoch_profile(data: RunData, tag: str) -> dict | None:
     padded = np.pad(medians, window // 2, mode="edge")
     running = row_medians(np.lib.stride_tricks.sliding_window_view(padded, window))[: medians.size]
     resid = y - np.interp(steps, level.steps, running)
-    width = max(int(np.ceil(interval)), int(np.ceil(epoch / PROFILE_BINS)))
     # The epoch the run reports, unless it fails and a period within ±EPOCH_MATCH of it fits (a reported epoch
     # length is an estimate when it comes from the validation cadence or an epoch tag's slope).
-    best = (_fold(steps, resid, epoch, width), epoch)
-    if best[0][0] < PROFILE_F:
+    best = _fit(steps, resid, epoch)
+    if best is None or best[0][0] < PROFILE_F:
         spread = max(1, int(EPOCH_MATCH * epoch))
         periods = np.unique(np.linspace(epoch - spread, epoch + spread, min(2 * spread + 1, PROFILE_PERIODS)).round())
-        best = max(((_fold(steps, resid, int(p), width), int(p)) for p in periods), key=lambda fit: fit[0][0])
-    (f_value, means, count), period = best
+        fits = [fit for fit in (_fit(steps, resid, int(p)) for p in periods) if fit is not None]
+        best = max(fits, key=lambda fit: fit[0][0], default=None)
+    if best is None:
+        return None
+    (f_value, means, count), period, width = best
     if f_value < PROFILE_F or (count[count > 0] < PROFILE_MIN_COUNT).any():
         return None
     peak_bin = int(np.argmax(np.where(count > 0, means, -np.inf)))
     excess = float(means[peak_bin] - np.median(means[count > 0]))
     if excess < (np.log1p(PERIODIC_REL) if values.min() > 0 else PERIODIC_REL):
         return None
-    # Onset: the first epoch from which the peak offset sits above the trend in PROFILE_SIGN of the epochs
-    # (with shuffled batches its sign would be a coin flip), its own included: early epochs, where the loss
-    # is high anyway, show the same batch with a smaller excess, but on the same side.
-    at_peak = np.flatnonzero((((steps - steps[0]) % period) // width) == peak_bin)
-    epoch_of = (steps[at_peak] - steps[0]) // period
+    # Onset: the first epoch from which the epochs follow the profile (their points sit high where the bin
+    # means are high: a positive covariance within the epoch) in PROFILE_SIGN of the epochs (with shuffled
+    # batches the sign would be a coin flip), its own included: early epochs, where the loss is high anyway,
+    # show the same batches with a smaller excess, but on the same side. Comparing within each epoch keeps
+    # the trend's error out, and every epoch has a say even where a coarse logging interval visits the peak
+    # bin only every few epochs. The onset is that epoch's point at the highest offset it sampled.
+    bin_of = ((steps - steps[0]) % period) // width
+    profile = means[bin_of]
+    epoch_of = steps // period  # epochs start at step 0, whatever is logged
     firsts = np.flatnonzero(np.r_[True, np.diff(epoch_of) > 0])
-    signs = np.add.reduceat(resid[at_peak], firsts) > 0
+    bounds = np.r_[firsts, steps.size]
+    covariances, starts = [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        shape, seen = resid[lo:hi], profile[lo:hi]
+        if np.ptp(seen) > 0:
+            covariances.append(float(((shape - shape.mean()) * (seen - seen.mean())).sum()))
+            starts.append(int(steps[lo + int(np.argmax(seen))]))
+    signs = np.asarray(covariances) > 0
     share_after = np.cumsum(signs[::-1])[::-1] / np.arange(signs.size, 0, -1)
     start = np.flatnonzero(signs & (share_after >= PROFILE_SIGN))
-    onset = int(steps[at_peak[firsts[start[0]]]]) if start.size else int(steps[at_peak[0]])
+    at_peak = np.flatnonzero(bin_of == peak_bin)
+    onset = starts[int(start[0])] if start.size else int(steps[at_peak[0]])
     # Where in the epoch (epochs start at step 0, whatever is logged): the exact offset inside the peak bin
     # whose points sit highest on average.
     exact = steps[at_peak] % period
