@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from .datamodel import HistogramSeries
+from .datamodel import HistogramSeries, Series
 
 #: TensorBoard's distribution bands, in basis points: the normal distribution's ±0, 0.5, 1, 1.5, σ and the
 #: min/max (shown rounded as 0/7/16/31/50/69/84/93/100 %).
@@ -185,10 +186,19 @@ class HistogramSummary:
         return int(self.steps.shape[0])
 
 
+#: Summaries and layer numbers already computed, per series object: `HistogramSeries` is immutable (live tailing
+#: replaces it rather than appending), so a series seen again is answered at once and a replaced one is forgotten.
+_SUMMARIES: WeakKeyDictionary[HistogramSeries, HistogramSummary] = WeakKeyDictionary()
+_LAYER_VALUES: WeakKeyDictionary[HistogramSeries, dict[str, Series | None]] = WeakKeyDictionary()
+
+
 def summarise(series: HistogramSeries) -> HistogramSummary:
     """Every point's bands, mean |x|, norm and mass at zero, vectorised over the points."""
+    cached = _SUMMARIES.get(series)
+    if cached is not None:
+        return cached
     b = series_buckets(series)
-    return HistogramSummary(
+    summary = HistogramSummary(
         steps=np.asarray(series.steps, dtype=np.int64),
         bands=percentiles(b),
         mean_abs=mean_abs(b),
@@ -197,6 +207,8 @@ def summarise(series: HistogramSeries) -> HistogramSummary:
         mins=b.left[:, 0] if len(b) else np.empty(0),
         maxs=b.right[:, -1] if len(b) else np.empty(0),
     )
+    _SUMMARIES[series] = summary
+    return summary
 
 
 # ---- what a histogram tag holds ---------------------------------------------------------------------------
@@ -253,3 +265,49 @@ def saturation_ends(tag: str, lo: float, hi: float) -> tuple[float, float] | Non
     if ("sigmoid" in text or "logistic" in text) and lo >= 0.0 and hi <= 1.0:
         return (0.0, 1.0)
     return None
+
+
+def _is_bias(tag: str) -> bool:
+    name = layer_name(tag).lower()
+    return name.endswith(("bias", "bias_0")) or "/bias" in name or ".bias" in name
+
+
+def layer_series(histograms: dict[str, HistogramSeries], kind: str) -> dict[str, Series]:
+    """Per histogram tag of `kind`, one number per point as a scalar series:
+
+    - gradients and weights: the L2 norm estimate (biases left out of weights: they start at 0, so any
+      growth looks fast);
+    - activations: the mass at zero, for ReLU-like ones only (nothing below 0, no tanh/sigmoid range).
+    """
+    out = {}
+    for tag, hist in histograms.items():
+        if not len(hist) or histogram_kind(tag) != kind or (kind == "weight" and _is_bias(tag)):
+            continue
+        known = _LAYER_VALUES.setdefault(hist, {})
+        if kind not in known:
+            known[kind] = _layer_values(tag, hist, kind)
+        if (values := known[kind]) is not None:
+            out[tag] = values
+    return out
+
+
+def _layer_values(tag: str, hist: HistogramSeries, kind: str) -> Series | None:
+    b = series_buckets(hist)
+    if kind == "activation":
+        lo, hi = float(np.nanmin(b.left[:, 0])), float(np.nanmax(b.right[:, -1]))
+        if lo < 0 or saturation_ends(tag, lo, hi):
+            return None  # not ReLU-like: zeros mean nothing special there
+        return Series(hist.steps, hist.wall_times, mass_at_zero(b))
+    return Series(hist.steps, hist.wall_times, l2_norm(b))
+
+
+def gradient_layers(
+    scalars: dict[str, Series], histograms: dict[str, HistogramSeries], roles: dict[str, str | None]
+) -> tuple[dict[str, Series], str | None]:
+    """Per-layer gradient magnitudes over time and where they come from: the run's per-layer gradient-norm
+    scalars ("scalars") when it logs them, else the norms of its gradient histograms ("histograms")."""
+    logged = {tag: s for tag, s in scalars.items() if roles.get(tag) == "grad_norm_layer" and len(s)}
+    if logged:
+        return logged, "scalars"
+    estimated = layer_series(histograms, "gradient")
+    return (estimated, "histograms") if estimated else ({}, None)

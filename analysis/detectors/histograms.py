@@ -24,49 +24,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..datamodel import Finding, Series
+from ..datamodel import Finding
 from ..features import series_features
-from ..histograms import (
-    histogram_kind,
-    l2_norm,
-    layer_name,
-    mass_at_ends,
-    mass_at_zero,
-    saturation_ends,
-    series_buckets,
-)
+from ..histograms import histogram_kind, layer_name, layer_series, mass_at_ends, saturation_ends, series_buckets
 from .base import RunData, confident, finding
 
-#: Histogram kind -> the role its per-point number plays for the scalar rules.
+#: Histogram kind -> the role its per-point number (`histograms.layer_series`) plays for the scalar rules.
 VIEW_ROLES = {"gradient": "grad_norm_layer", "weight": "weight_norm", "activation": "activation_zero_frac"}
 
 #: Recent points judged for saturation: the last RECENT_SHARE of them (at least 3).
 RECENT_SHARE = 0.2
-
-
-def _is_bias(tag: str) -> bool:
-    name = layer_name(tag).lower()
-    return name.endswith(("bias", "bias_0")) or "/bias" in name or ".bias" in name
-
-
-def layer_series(data: RunData, kind: str) -> dict[str, Series]:
-    """Per histogram tag of `kind`, the series the scalar rules judge (see the module docstring)."""
-    out = {}
-    for tag, hist in data.run.histograms.items():
-        if not len(hist) or histogram_kind(tag) != kind or tag in data.run.scalars:
-            continue
-        if kind == "weight" and _is_bias(tag):
-            continue
-        b = series_buckets(hist)
-        if kind == "activation":
-            lows = b.left[:, 0]
-            if np.nanmin(lows) < 0 or saturation_ends(tag, float(np.nanmin(lows)), float(np.nanmax(b.right[:, -1]))):
-                continue  # not ReLU-like: zeros mean nothing special there
-            values = mass_at_zero(b)
-        else:
-            values = l2_norm(b)
-        out[tag] = Series(hist.steps, hist.wall_times, values)
-    return out
 
 
 def histogram_view(data: RunData, kind: str) -> RunData | None:
@@ -75,7 +42,7 @@ def histogram_view(data: RunData, kind: str) -> RunData | None:
     role = VIEW_ROLES[kind]
     if data.tags(role):
         return None
-    series = layer_series(data, kind)
+    series = {tag: s for tag, s in layer_series(data.run.histograms, kind).items() if tag not in data.run.scalars}
     if not series:
         return None
     run = replace(data.run, scalars={**data.run.scalars, **series})
