@@ -81,7 +81,7 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
     ),
     KeyAction(
         "histograms", "h", "open_histograms", "Histograms",
-        "Open the run's distributions (histograms over steps) and gradient flow (per-layer gradients)", "app",
+        "Distributions of the histograms over steps, and the gradient flow by layer", "app",
         screens=RUN_VIEWS,
     ),
     KeyAction(

@@ -116,9 +116,9 @@ class DistributionChart(Widget):
         shades = ASCII_SHADES if self.ascii_only else SHADES
         mark = ASCII_MEDIAN if self.ascii_only else MEDIAN
         cursor_column = -1
-        if self.cursor is not None:
-            on = np.flatnonzero(shown == self.cursor)
-            cursor_column = int(on[0]) if on.size else -1
+        if self.cursor is not None:  # the column the selected step falls in (it may share it with later points)
+            first, span = int(summary.steps[0]), max(int(summary.steps[-1] - summary.steps[0]), 1)
+            cursor_column = min(int((summary.steps[self.cursor] - first) * columns // span), columns - 1)
         labels = {0: number(high), rows - 1: number(low), rows // 2: number((high + low) / 2)}
         out = Text(no_wrap=True, overflow="crop")
         for r in range(rows):
