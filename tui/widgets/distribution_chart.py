@@ -20,6 +20,7 @@ from tbtriage.analysis.datamodel import HistogramSeries
 from tbtriage.analysis.histograms import HistogramSummary, buckets, summarise
 from tbtriage.analysis.text import number
 from tbtriage.themes import heatmap_ends
+from tbtriage.tui.widgets.cell_runs import append_cells
 
 #: One glyph per depth: outside every band, then inside 0-100, 7-93, 16-84 and 31-69 % of the values.
 SHADES = " ░▒▓█"
@@ -112,7 +113,7 @@ class DistributionChart(Widget):
         variables = self.app.theme_variables
         start, end = (Color.parse(c) for c in heatmap_ends(variables))
         styles = [""] + [start.blend(end, k / 4).hex for k in range(1, 5)]
-        accent = variables.get("accent", "yellow")
+        median_style = f"bold {variables.get('accent', 'yellow')}"
         shades = ASCII_SHADES if self.ascii_only else SHADES
         mark = ASCII_MEDIAN if self.ascii_only else MEDIAN
         cursor_column = -1
@@ -123,12 +124,13 @@ class DistributionChart(Widget):
         out = Text(no_wrap=True, overflow="crop")
         for r in range(rows):
             out.append(labels.get(r, "")[:AXIS_CELLS].rjust(AXIS_CELLS) + " ", style="dim")
-            for c in range(columns):
-                d = int(depth[r, c])
-                glyph, style = (mark, f"bold {accent}") if median_row[c] == r else (shades[d], styles[d])
-                if c == cursor_column:
-                    style = f"{style} reverse" if style else "reverse"
-                out.append(glyph, style=style)
+            cells = [
+                (mark, median_style) if median_row[c] == r else (shades[d], styles[d]) for c, d in enumerate(depth[r])
+            ]
+            if cursor_column >= 0:
+                glyph, style = cells[cursor_column]
+                cells[cursor_column] = (glyph, f"{style} reverse" if style else "reverse")
+            append_cells(out, cells)
             out.append("\n")
         steps = summary.steps
         first, last = number(int(steps[0])), number(int(steps[-1]))

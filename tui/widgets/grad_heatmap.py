@@ -20,6 +20,7 @@ from tbtriage.analysis.datamodel import Series
 from tbtriage.analysis.text import number
 from tbtriage.themes import heatmap_ends
 from tbtriage.tui.safe_text import plain
+from tbtriage.tui.widgets.cell_runs import append_cells
 
 SHADES = " ░▒▓█"
 ASCII_SHADES = " .:=#"
@@ -108,16 +109,21 @@ class GradHeatmap(Widget):
         error = variables.get("error", "red")
         out = Text(no_wrap=True, overflow="crop")
         shown = min(len(grid.labels), rows_available)
+        # One colour per shade (the level its glyph stands for), so a row is a few runs of one style each.
+        steps = len(shades) - 1
+        colours = [low.blend(high, k / max(steps - 1, 1)).hex for k in range(steps)]
         for row in range(shown):
             out.append(grid.labels[row].rjust(label_cells) + " ", style="dim")
-            for level, bad in zip(grid.levels[row], grid.nonfinite[row]):
+            cells = []
+            for level, bad in zip(grid.levels[row].tolist(), grid.nonfinite[row].tolist()):
                 if bad:
-                    out.append(mark, style=f"bold {error}")
-                elif np.isnan(level):
-                    out.append(" ")
+                    cells.append((mark, f"bold {error}"))
+                elif level != level:  # NaN: no point in this bucket
+                    cells.append((" ", ""))
                 else:
-                    shade = shades[1 + min(int(level * (len(shades) - 1)), len(shades) - 2)]
-                    out.append(shade, style=low.blend(high, float(level)).hex)
+                    k = min(int(level * steps), steps - 1)
+                    cells.append((shades[1 + k], colours[k]))
+            append_cells(out, cells)
             out.append("\n")
         hidden = len(grid.labels) - shown
         more = f" (+{hidden} layers)" if hidden > 0 else ""
