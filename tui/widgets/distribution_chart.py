@@ -118,8 +118,8 @@ class DistributionChart(Widget):
         mark = ASCII_MEDIAN if self.ascii_only else MEDIAN
         cursor_column = -1
         if self.cursor is not None:  # the column the selected step falls in (it may share it with later points)
-            first, span = int(summary.steps[0]), max(int(summary.steps[-1] - summary.steps[0]), 1)
-            cursor_column = min(int((summary.steps[self.cursor] - first) * columns // span), columns - 1)
+            origin, span = int(summary.steps[0]), max(int(summary.steps[-1] - summary.steps[0]), 1)
+            cursor_column = min(int((summary.steps[self.cursor] - origin) * columns // span), columns - 1)
         labels = {0: number(high), rows - 1: number(low), rows // 2: number((high + low) / 2)}
         out = Text(no_wrap=True, overflow="crop")
         for r in range(rows):
@@ -136,9 +136,9 @@ class DistributionChart(Widget):
         first, last = number(int(steps[0])), number(int(steps[-1]))
         axis = list(first + last.rjust(max(columns - len(first), 0)))
         if cursor_column >= 0 and self.cursor is not None:  # the selected step, under its column
-            mark = f"{'^' if self.ascii_only else '▲'}{int(steps[self.cursor])}"
-            at = min(cursor_column, max(columns - len(mark), 0))
-            axis[at : at + len(mark)] = mark
+            label = f"{'^' if self.ascii_only else '▲'}{int(steps[self.cursor])}"
+            at = min(cursor_column, max(columns - len(label), 0))
+            axis[at : at + len(label)] = label
         out.append(f"{'step':>{AXIS_CELLS}} " + "".join(axis)[:columns], style="dim")
         return out
 
