@@ -4,8 +4,8 @@ A histogram point is a list of buckets: right edges (`limits`) and counts, with 
 The left edge of a bucket is the right edge of the one before; the first starts at the min. Edges are
 clipped to [min, max], because TensorFlow's default buckets end at ±DBL_MAX and PyTorch's start with an
 empty bucket whose left edge is the previous limit. Inside a bucket the values are taken as spread evenly
-(the only assumption a bucket allows), except that a bucket holding exactly 0 or a saturation end counts
-whole towards "mass at" it: a ReLU's zeros and a saturated tanh's ±1 are point masses, not a spread.
+(the only assumption a bucket allows), except for a point mass: a ReLU's zeros and a saturated tanh's ±1
+pile up in the bucket holding 0 or the end, beyond what its neighbours' density would put there.
 
 Every function here is pure and works on `Buckets`: the points of a series as rows of one array, so a whole
 series (a thousand points) is judged in a few array operations.
@@ -133,19 +133,29 @@ def l2_norm(b: Buckets) -> np.ndarray:
 
 
 def mass_near(b: Buckets, value: np.ndarray | float, band: np.ndarray | float) -> np.ndarray:
-    """Per point, the share of values within `band` of `value` (each per point, or one for all): a bucket
-    holding `value` counts whole, the others by how much of them lies inside the band."""
+    """Per point, the share of values within `band` of `value` (each per point, or one for all).
+
+    A bucket counts by how much of it lies inside the band, except the bucket holding `value`: a point mass
+    there (a ReLU's zeros, a saturated tanh's ±1) is its count beyond the spread its neighbours' density
+    predicts for its width, and counts whole; the spread part counts by its overlap like any bucket.
+    """
     a, z = b.left, b.right
     value = np.broadcast_to(np.asarray(value, dtype=np.float64), (len(b),))[:, None]
     band = np.broadcast_to(np.asarray(band, dtype=np.float64), (len(b),))[:, None]
     overlap = np.clip(np.minimum(z, value + band) - np.maximum(a, value - band), 0.0, None)
     width = z - a
+    wide = width > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        inside = np.where(
-            width > 0, overlap / np.where(width > 0, width, 1.0), (a >= value - band) & (z <= value + band)
-        )
+        inside = np.where(wide, overlap / np.where(wide, width, 1.0), (a >= value - band) & (z <= value + band))
+        density = np.where(wide, b.counts / np.where(wide, width, 1.0), 0.0)
+    # The neighbours' mean density (those of positive width), for the spread a bucket's own width holds.
+    pad_density, pad_wide = np.pad(density, ((0, 0), (1, 1))), np.pad(wide, ((0, 0), (1, 1)))
+    around = pad_density[:, :-2] * pad_wide[:, :-2] + pad_density[:, 2:] * pad_wide[:, 2:]
+    neighbours = pad_wide[:, :-2].astype(np.float64) + pad_wide[:, 2:]
+    spread = np.minimum(np.where(neighbours > 0, around / np.maximum(neighbours, 1.0), 0.0) * width, b.counts)
     holds = (a <= value) & (z >= value)
-    return _share(b.counts * np.where(holds, 1.0, inside), b.total)
+    counted = np.where(holds, (b.counts - spread) + spread * inside, b.counts * inside)
+    return _share(counted, b.total)
 
 
 def mass_at_zero(b: Buckets) -> np.ndarray:
