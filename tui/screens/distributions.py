@@ -40,6 +40,14 @@ def histogram_order(tags: list[str]) -> list[str]:
     return sorted(tags, key=lambda tag: (rank.get(histogram_kind(tag) or "", len(rank)), tag))
 
 
+#: Widest tag in the list (the pane is 28 cells); longer ones keep their end, where the layer is named.
+TAG_CELLS = 24
+
+
+def _fit_tag(tag: str) -> str:
+    return tag if len(tag) <= TAG_CELLS else "…" + tag[-(TAG_CELLS - 1) :]
+
+
 def nearest_index(steps: np.ndarray, step: int | None) -> int:
     """The index of the last point at or before `step` (the first point when none is; the last when None)."""
     if step is None or not steps.size:
@@ -109,7 +117,7 @@ class DistributionsScreen(Screen):
             self.hist_tags = tags
             options = self.query_one("#hist-tags", OptionList)
             options.clear_options()
-            options.add_options([Option(Text(plain(tag), no_wrap=True, overflow="ellipsis")) for tag in tags])
+            options.add_options([Option(Text(_fit_tag(plain(tag)), no_wrap=True)) for tag in tags])
             if self.tag not in tags:
                 self.tag = tags[0] if tags else None
             if self.tag is not None:

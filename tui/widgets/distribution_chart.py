@@ -134,11 +134,16 @@ class DistributionChart(Widget):
             out.append("\n")
         steps = summary.steps
         first, last = number(int(steps[0])), number(int(steps[-1]))
-        axis = list(first + last.rjust(max(columns - len(first), 0)))
+        axis = list(first.ljust(columns))
+        ends = [(columns - len(last), last)]  # the last step at the right edge, unless the marker needs it
         if cursor_column >= 0 and self.cursor is not None:  # the selected step, under its column
             label = f"{'^' if self.ascii_only else '▲'}{int(steps[self.cursor])}"
             at = min(cursor_column, max(columns - len(label), 0))
-            axis[at : at + len(label)] = label
+            if at + len(label) >= columns - len(last):
+                ends = []
+            ends.append((at, label))
+        for at, label in ends:
+            axis[max(at, 0) : max(at, 0) + len(label)] = label
         out.append(f"{'step':>{AXIS_CELLS}} " + "".join(axis)[:columns], style="dim")
         return out
 
