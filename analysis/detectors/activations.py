@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import RunData, confident, finding
+from .base import RunData, confident, finding, some_of
 from .histograms import from_histograms, saturated_units
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -68,7 +68,7 @@ def _dead_units(data: RunData) -> list:
         "layer_count": len(dead),
     }
     evidence.update(data.context_evidence(onset))
-    names = ", ".join(d[0] for d in dead[:3]) + (f" and {len(dead) - 3} more" if len(dead) > 3 else "")
+    names = some_of([d[0] for d in dead])
     message = f"dead units: {recent:.0%} of activations are zero in {names}"
     suggestion = (
         "Lower the learning rate (one large update can kill ReLUs for good), use LeakyReLU/GELU, "

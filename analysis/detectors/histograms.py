@@ -27,7 +27,7 @@ import numpy as np
 from ..datamodel import Finding
 from ..features import series_features
 from ..histograms import histogram_kind, layer_name, layer_series, mass_at_ends, saturation_ends, series_buckets
-from .base import RunData, confident, finding
+from .base import RunData, confident, finding, some_of
 
 #: Histogram kind -> the role its per-point number (`histograms.layer_series`) plays for the scalar rules.
 VIEW_ROLES = {"gradient": "grad_norm_layer", "weight": "weight_norm", "activation": "activation_zero_frac"}
@@ -110,7 +110,7 @@ def saturated_units(data: RunData, dead_frac: float, critical_frac: float) -> li
         "source": "histograms",
     }
     evidence.update(data.context_evidence(onset))
-    names = ", ".join(h[0] for h in hot[:3]) + (f" and {len(hot) - 3} more" if len(hot) > 3 else "")
+    names = some_of([h[0] for h in hot])
     message = f"saturated units: {recent:.0%} of activations sit at {low}/{high} in {names}"
     suggestion = (
         "Saturated tanh/sigmoid units pass almost no gradient: scale the inputs, use Xavier initialisation, "
