@@ -72,6 +72,7 @@ class DistributionsScreen(Screen):
         self.flow = False
         self.grad_layers: dict[str, Series] = {}
         self.grad_source: str | None = None
+        self._shown_flow: bool | None = None  # the view the layout and title were last set for
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -163,14 +164,16 @@ class DistributionsScreen(Screen):
 
     def redraw(self) -> None:
         sep = self.app.separator
-        for pane in ("#hist-tags-pane", "#distribution-pane", "#histogram-pane"):
-            self.query_one(pane).display = not self.flow
-        for pane in ("#flow-bars-pane", "#flow-heatmap-pane"):
-            self.query_one(pane).display = self.flow
-        view = "gradient flow" if self.flow else "distributions"
-        other = "distributions" if self.flow else "gradient flow"
-        title = [f"Run {plain(self.run_name)}", view, "[ ]: step", f"v: {other}", "esc: back"]
-        self.query_one("#distributions-title", Static).update(Text(sep.join(title), style="bold"))
+        if self._shown_flow != self.flow:  # a step key changes neither the layout nor the title
+            self._shown_flow = self.flow
+            for pane in ("#hist-tags-pane", "#distribution-pane", "#histogram-pane"):
+                self.query_one(pane).display = not self.flow
+            for pane in ("#flow-bars-pane", "#flow-heatmap-pane"):
+                self.query_one(pane).display = self.flow
+            view = "gradient flow" if self.flow else "distributions"
+            other = "distributions" if self.flow else "gradient flow"
+            title = [f"Run {plain(self.run_name)}", view, "[ ]: step", f"v: {other}", "esc: back"]
+            self.query_one("#distributions-title", Static).update(Text(sep.join(title), style="bold"))
         if self.flow:
             self._redraw_flow()
         else:

@@ -94,6 +94,7 @@ class DistributionChart(Widget):
         self.ascii_only = ascii_only
         self.series: HistogramSeries | None = None
         self.cursor: int | None = None  # index of the selected point
+        self._shaded: tuple[tuple, Text | None] | None = None  # (what it was drawn for, the shaded rows)
 
     def show(self, series: HistogramSeries | None, cursor: int | None) -> None:
         self.series, self.cursor = series, cursor
@@ -105,33 +106,23 @@ class DistributionChart(Widget):
         summary = summarise(self.series)
         columns = max(self.size.width - AXIS_CELLS - 1, 1)
         rows = max(self.size.height - 1, 1)
-        depth, median_row, shown = band_depths(summary, columns, rows)
-        finite = summary.bands[np.isfinite(summary.bands)]
-        if not finite.size:
+        # The shaded rows depend on the tag, the size and the theme, not on the step: drawn once, then only the
+        # selected column is restyled (a key press redraws a few spans, not thousands of cells).
+        key = (self.series, columns, rows, self.app.theme, self.ascii_only)
+        if self._shaded is None or self._shaded[0] != key:
+            self._shaded = (key, self._shade(summary, columns, rows))
+        shaded = self._shaded[1]
+        if shaded is None:
             return Text("This tag's histograms hold no finite values.", style="dim")
-        low, high = float(finite.min()), float(finite.max())
-        variables = self.app.theme_variables
-        start, end = (Color.parse(c) for c in heatmap_ends(variables))
-        styles = [""] + [start.blend(end, k / 4).hex for k in range(1, 5)]
-        median_style = f"bold {variables.get('accent', 'yellow')}"
-        shades = ASCII_SHADES if self.ascii_only else SHADES
-        mark = ASCII_MEDIAN if self.ascii_only else MEDIAN
+        out = shaded.copy()
         cursor_column = -1
         if self.cursor is not None:  # the column the selected step falls in (it may share it with later points)
             origin, span = int(summary.steps[0]), max(int(summary.steps[-1] - summary.steps[0]), 1)
             cursor_column = min(int((summary.steps[self.cursor] - origin) * columns // span), columns - 1)
-        labels = {0: number(high), rows - 1: number(low), rows // 2: number((high + low) / 2)}
-        out = Text(no_wrap=True, overflow="crop")
-        for r in range(rows):
-            out.append(labels.get(r, "")[:AXIS_CELLS].rjust(AXIS_CELLS) + " ", style="dim")
-            cells = [
-                (mark, median_style) if median_row[c] == r else (shades[d], styles[d]) for c, d in enumerate(depth[r])
-            ]
-            if cursor_column >= 0:
-                glyph, style = cells[cursor_column]
-                cells[cursor_column] = (glyph, f"{style} reverse" if style else "reverse")
-            append_cells(out, cells)
-            out.append("\n")
+            line = AXIS_CELLS + 1 + columns + 1  # label, space, cells, newline: every glyph is one character
+            for r in range(rows):
+                at = r * line + AXIS_CELLS + 1 + cursor_column
+                out.stylize("reverse", at, at + 1)
         steps = summary.steps
         first, last = number(int(steps[0])), number(int(steps[-1]))
         axis = list(first.ljust(columns))
@@ -145,6 +136,30 @@ class DistributionChart(Widget):
         for at, label in ends:
             axis[max(at, 0) : max(at, 0) + len(label)] = label
         out.append(f"{'step':>{AXIS_CELLS}} " + "".join(axis)[:columns], style="dim")
+        return out
+
+    def _shade(self, summary: HistogramSummary, columns: int, rows: int) -> Text | None:
+        """The chart's rows (value labels and shaded cells, each line ending in a newline); None: nothing finite."""
+        depth, median_row, _shown = band_depths(summary, columns, rows)
+        finite = summary.bands[np.isfinite(summary.bands)]
+        if not finite.size:
+            return None
+        low, high = float(finite.min()), float(finite.max())
+        variables = self.app.theme_variables
+        start, end = (Color.parse(c) for c in heatmap_ends(variables))
+        styles = [""] + [start.blend(end, k / 4).hex for k in range(1, 5)]
+        median_style = f"bold {variables.get('accent', 'yellow')}"
+        shades = ASCII_SHADES if self.ascii_only else SHADES
+        mark = ASCII_MEDIAN if self.ascii_only else MEDIAN
+        labels = {0: number(high), rows - 1: number(low), rows // 2: number((high + low) / 2)}
+        out = Text(no_wrap=True, overflow="crop")
+        for r in range(rows):
+            out.append(labels.get(r, "")[:AXIS_CELLS].rjust(AXIS_CELLS) + " ", style="dim")
+            cells = [
+                (mark, median_style) if median_row[c] == r else (shades[d], styles[d]) for c, d in enumerate(depth[r])
+            ]
+            append_cells(out, cells)
+            out.append("\n")
         return out
 
 

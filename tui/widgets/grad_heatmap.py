@@ -87,6 +87,8 @@ class GradHeatmap(Widget):
         self.grad_layers = layers
         self.ascii_only = ascii_only
         self.cursor_step: int | None = None  # marked under the heatmap (the gradient flow view's step)
+        # (the layers it was drawn for, the size and options, what `_rows` drew): redrawn when any changes.
+        self._drawn: tuple[dict[str, Series], tuple, tuple[HeatmapGrid, int, Text, str] | None] | None = None
 
     def set_layers(self, layers: dict[str, Series], cursor_step: int | None = None) -> None:
         self.grad_layers = layers
@@ -94,6 +96,30 @@ class GradHeatmap(Widget):
         self.refresh()
 
     def render(self) -> Text:
+        # The rows depend on the layers, the size and the theme, not on the marked step: drawn once per change.
+        key = (self.size.width, self.size.height, self.cursor_step is not None, self.app.theme, self.ascii_only)
+        if self._drawn is None or self._drawn[0] is not self.grad_layers or self._drawn[1] != key:
+            self._drawn = (self.grad_layers, key, self._rows())
+        drawn = self._drawn[2]
+        if drawn is None:
+            return Text("No per-layer gradient norms or gradient histograms in this run.", style="dim")
+        grid, label_cells, rows, scale = drawn
+        out = rows.copy()
+        if self.cursor_step is not None:
+            columns = grid.levels.shape[1]
+            span = max(grid.last_step - grid.first_step, 1)
+            at = min(max((self.cursor_step - grid.first_step) * columns // span, 0), columns - 1)
+            marker, label = "^" if self.ascii_only else "▲", f" step {self.cursor_step}"
+            at += label_cells + 1
+            line = " " * at + marker + label  # the label after the marker, or before it near the right edge
+            if len(line) > self.size.width:
+                line = " " * max(at - len(label), 0) + label.strip() + " " + marker
+            out.append(line[: self.size.width] + "\n", style="bold")
+        out.append(scale, style="dim")
+        return out
+
+    def _rows(self) -> tuple[HeatmapGrid, int, Text, str] | None:
+        """(the grid, label width, one shaded line per layer shown, the scale line); None without layers."""
         label_cells = min(
             max((len(plain(t)) for t in layer_labels(sorted(self.grad_layers))), default=0), MAX_LABEL_CELLS
         )
@@ -101,7 +127,7 @@ class GradHeatmap(Widget):
         rows_available = max(self.size.height - 2 - (self.cursor_step is not None), 1)
         grid = heatmap_grid(self.grad_layers, max(self.size.width - label_cells - 1, 1))
         if grid is None:
-            return Text("No per-layer gradient norms or gradient histograms in this run.", style="dim")
+            return None
         variables = self.app.theme_variables
         low, high = (Color.parse(c) for c in heatmap_ends(variables))
         shades = ASCII_SHADES if self.ascii_only else SHADES
@@ -131,18 +157,7 @@ class GradHeatmap(Widget):
             f"{'':>{label_cells}} steps {grid.first_step}-{grid.last_step} "
             f"{10**grid.low:.0e}{shades[1:]}{10**grid.high:.0e}{more}"
         )
-        if self.cursor_step is not None:
-            columns = grid.levels.shape[1]
-            span = max(grid.last_step - grid.first_step, 1)
-            at = min(max((self.cursor_step - grid.first_step) * columns // span, 0), columns - 1)
-            marker, label = "^" if self.ascii_only else "▲", f" step {self.cursor_step}"
-            at += label_cells + 1
-            line = " " * at + marker + label  # the label after the marker, or before it near the right edge
-            if len(line) > self.size.width:
-                line = " " * max(at - len(label), 0) + label.strip() + " " + marker
-            out.append(line[: self.size.width] + "\n", style="bold")
-        out.append(scale[: self.size.width], style="dim")
-        return out
+        return grid, label_cells, out, scale[: self.size.width]
 
 
 def values_at(layers: dict[str, Series], step: int) -> dict[str, float]:
