@@ -23,8 +23,9 @@ from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, wri
 STEPS = np.arange(0, 200, 10)
 
 
-def _histogram_run(logdir: Path, name: str = "hist_run") -> Path:
-    """Loss every step; gradient, weight and ReLU histograms every 10 steps; layer 0's gradient shrinks."""
+def _histogram_run(logdir: Path, name: str = "hist_run", extra: tuple[str, ...] = ()) -> Path:
+    """Loss every step; gradient, weight and ReLU histograms (and `extra` ones) every 10 steps; layer 0's
+    gradient shrinks."""
     write_run(logdir, name, {"train/loss": decaying_loss(200)})
     rng = np.random.default_rng(0)
     writer = SummaryWriter(str(logdir / name))
@@ -34,6 +35,8 @@ def _histogram_run(logdir: Path, name: str = "hist_run") -> Path:
             writer.add_histogram(f"grads/fc{k}.weight", scale * rng.standard_normal(500), int(step))
             writer.add_histogram(f"weights/fc{k}.weight", 0.1 * rng.standard_normal(500), int(step))
         writer.add_histogram("activations/relu1", np.maximum(rng.standard_normal(500), 0), int(step))
+        for tag in extra:
+            writer.add_histogram(tag, rng.standard_normal(100), int(step))
     writer.close()
     return logdir / name
 
@@ -175,3 +178,26 @@ def test_histogram_tags_list_gradients_then_weights_then_activations_then_the_re
         "activations/relu1",
         "loss_distribution",
     ]
+
+
+def test_with_ascii_the_charts_bars_and_tag_list_use_printable_ascii_only(tmp_path):
+    _histogram_run(tmp_path, extra=("activations/a_very_long_module_name.block3.relu",))  # wider than the list
+    seen = {}
+
+    async def scenario(app, pilot):
+        await pilot.press("h", "left_square_bracket")
+        await pilot.pause()
+        screen = app.screen
+        options = screen.query_one("#hist-tags")
+        seen["distributions"] = [str(screen.query_one(w).render()) for w in (DistributionChart, HistogramAtStep)]
+        seen["tags"] = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        await pilot.press("v")
+        await pilot.pause()
+        seen["flow"] = [str(screen.query_one(w).render()) for w in (LayerBars, GradHeatmap)]
+
+    app = make_app(tmp_path, config=Config(), follow=False, clock=fixed_clock, analyzer=HandAnalyzer(), ascii=True)
+    drive(app, scenario, size=(120, 36))
+    for text in seen["distributions"] + seen["tags"] + seen["flow"]:
+        assert text.isascii(), text
+    assert "^" in seen["distributions"][0] and "#" in seen["flow"][0]
+    assert any(tag.startswith("~") and tag.endswith("block3.relu") for tag in seen["tags"])

@@ -44,8 +44,9 @@ def histogram_order(tags: list[str]) -> list[str]:
 TAG_CELLS = 24
 
 
-def _fit_tag(tag: str) -> str:
-    return tag if len(tag) <= TAG_CELLS else "…" + tag[-(TAG_CELLS - 1) :]
+def _fit_tag(tag: str, ascii_only: bool) -> str:
+    cut = "~" if ascii_only else "…"
+    return tag if len(tag) <= TAG_CELLS else cut + tag[-(TAG_CELLS - 1) :]
 
 
 def nearest_index(steps: np.ndarray, step: int | None) -> int:
@@ -118,7 +119,7 @@ class DistributionsScreen(Screen):
             self.hist_tags = tags
             options = self.query_one("#hist-tags", OptionList)
             options.clear_options()
-            options.add_options([Option(Text(_fit_tag(plain(tag)), no_wrap=True)) for tag in tags])
+            options.add_options([Option(Text(_fit_tag(plain(tag), app.ascii_only), no_wrap=True)) for tag in tags])
             if self.tag not in tags:
                 self.tag = tags[0] if tags else None
             if self.tag is not None:
