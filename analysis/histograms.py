@@ -59,20 +59,39 @@ def buckets(
     A point without a usable min/max (NaN, inverted) is bounded by its own finite edges instead.
     """
     n = len(limits)
-    width = max((len(c) for c in counts), default=0) or 1
+    # A point's buckets are the first k of its edges and counts (a hostile file may give more of one).
+    edge_count = np.fromiter((len(e) for e in limits), dtype=np.int64, count=n)
+    bucket_count = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
+    k = np.minimum(edge_count, bucket_count)
+    width = int(k.max()) if n and k.max() > 0 else 1
+    if np.array_equal(edge_count, bucket_count):  # the usual case: nothing to cut
+        same, weights = list(limits), list(counts)
+    else:
+        same = [np.asarray(e, np.float64)[:m] for e, m in zip(limits, k.tolist())]
+        weights = [np.asarray(c, np.float64)[:m] for c, m in zip(counts, k.tolist())]
+    # Scatter every point's buckets into its row at once (one concatenation, no per-point arithmetic).
+    rows = np.repeat(np.arange(n), k)
+    cols = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+    inside = np.zeros((n, width), bool)
+    inside[rows, cols] = True
     right = np.zeros((n, width))
     weight = np.zeros((n, width))
+    if rows.size:
+        right[rows, cols] = np.concatenate(same).astype(np.float64, copy=False)
+        weight[rows, cols] = np.nan_to_num(
+            np.concatenate(weights).astype(np.float64, copy=False), nan=0.0, posinf=0.0, neginf=0.0
+        )
     lo = np.asarray(mins, dtype=np.float64).copy()
     hi = np.asarray(maxs, dtype=np.float64).copy()
-    for i, (edges, count) in enumerate(zip(limits, counts)):  # one copy per point; the maths below is per array
-        edges = np.asarray(edges, dtype=np.float64)
-        finite = edges[np.isfinite(edges)]
-        if not (np.isfinite(lo[i]) and np.isfinite(hi[i]) and hi[i] >= lo[i]):
-            lo[i], hi[i] = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
-        k = min(edges.size, len(count))
-        right[i, :k] = edges[:k]
-        right[i, k:] = hi[i]
-        weight[i, :k] = np.nan_to_num(np.asarray(count, dtype=np.float64)[:k], nan=0.0, posinf=0.0, neginf=0.0)
+    usable = np.isfinite(lo) & np.isfinite(hi) & (hi >= lo)
+    if not usable.all():  # bounded by the point's own finite edges instead (0, 0 when it has none)
+        finite = inside & np.isfinite(right)
+        own_lo = np.where(finite, right, np.inf).min(axis=1)
+        own_hi = np.where(finite, right, -np.inf).max(axis=1)
+        has = finite.any(axis=1)
+        lo = np.where(usable, lo, np.where(has, own_lo, 0.0))
+        hi = np.where(usable, hi, np.where(has, own_hi, 0.0))
+    right = np.where(inside, right, hi[:, None])  # padding: empty buckets of no width at the max
     lo2, hi2 = lo[:, None], hi[:, None]
     left = np.concatenate((lo2, right[:, :-1]), axis=1)
     weight = np.clip(weight, 0.0, None)

@@ -157,6 +157,25 @@ def baseline(series) -> tuple[float, float]:
     return naive, time.perf_counter() - start
 
 
+def engine_cost(logdir: Path) -> str:
+    """What reading the histograms costs the engine: the run analysed with them and without them."""
+    from dataclasses import replace
+
+    import tbtriage
+    from tbtriage.analysis.engine import analyze_run
+
+    start = time.perf_counter()
+    run = tbtriage.load(logdir).runs["histograms_run"]
+    read = time.perf_counter() - start
+    start = time.perf_counter()
+    analyze_run(replace(run, histograms={}))
+    bare = time.perf_counter() - start
+    start = time.perf_counter()
+    analyze_run(run)
+    full = time.perf_counter() - start
+    return f"read {read:.2f} s; analysed {full:.2f} s with its histograms, {bare:.2f} s without them"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tags", type=int, default=50)
@@ -170,6 +189,7 @@ def main() -> None:
         size = sum(f.stat().st_size for f in logdir.rglob("*") if f.is_file())
         print(f"generated 1 run x {args.tags} histogram tags x {args.steps} steps ({size / 1e6:.0f} MB) in "
               f"{time.perf_counter() - start:.1f} s")  # fmt: skip
+        print(engine_cost(logdir))
         figures = asyncio.run(measure(logdir, args.presses))
         print(f"{figures['tags']} tags x {figures['steps']} steps, median {figures['buckets']} buckets a point, "
               f"terminal {SIZE[0]}x{SIZE[1]}; keypress to redrawn:")  # fmt: skip

@@ -73,7 +73,8 @@ def saturated_units(data: RunData, dead_frac: float, critical_frac: float) -> li
     ends is at least `dead_frac` (critical from `critical_frac`), with the onset where it last rose past it."""
     hot = []
     for tag, hist in sorted(data.run.histograms.items()):
-        if len(hist) < 3 or histogram_kind(tag) != "activation":
+        # The name must say tanh or sigmoid (values in [0, 1] fit either range) before buckets are worth building.
+        if len(hist) < 3 or histogram_kind(tag) != "activation" or saturation_ends(tag, 0.0, 1.0) is None:
             continue
         b = series_buckets(hist)
         ends = saturation_ends(tag, float(np.nanmin(b.left[:, 0])), float(np.nanmax(b.right[:, -1])))
