@@ -119,12 +119,13 @@ def test_the_dashboard_draws_gradient_histograms_when_the_run_has_no_per_layer_n
         assert isinstance(dashboard, RunDashboard)
         seen["empty"] = dashboard.query_one("#panel-grads").has_class("-empty")
         seen["layers"] = sorted(dashboard.query_one(GradHeatmap).grad_layers)
+        seen["title"] = str(dashboard.query_one("#panel-grads").border_title)
         await pilot.press("h")
         await pilot.pause()
         seen["opened"] = type(app.screen)
 
     drive(_app(tmp_path), scenario)
-    assert seen["empty"] is False
+    assert seen["empty"] is False and seen["title"].endswith("from gradient histograms")
     assert seen["layers"] == ["grads/fc0.weight", "grads/fc1.weight", "grads/fc2.weight"]
     assert seen["opened"] is DistributionsScreen
 

@@ -114,12 +114,13 @@ class RunDashboard(Screen):
         scalars = dict(run.scalars)
         by_role = self.tags_by_role()
         options = replace(app.view.options, window=None)  # zoom belongs to the main chart
-        for panel_id, _title, charts, _empty in PANELS:
+        for panel_id, title, charts, _empty in PANELS:
             panel = self.query_one(f"#panel-{panel_id}")
             if panel_id == "grads":
                 # Per-layer norm scalars, else the norms of the run's gradient histograms.
-                layers, _source = gradient_layers(scalars, dict(run.histograms), app.store.roles_of(self.run_name))
+                layers, source = gradient_layers(scalars, dict(run.histograms), app.store.roles_of(self.run_name))
                 self.query_one(GradHeatmap).set_layers(layers)
+                panel.border_title = title + (f"{sep}from gradient histograms" if source == "histograms" else "")
                 has_data = bool(layers)
             else:
                 has_data = False
