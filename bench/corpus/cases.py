@@ -158,6 +158,20 @@ def _act_zero_fractions(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return steps, zeros
 
 
+def _saturated_shares(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, the largest share of |x| > 0.95 over the logged tanh activation histograms at each)."""
+    names = [n for n in trace.histograms if n.startswith("hist_act/")]
+    steps = np.array([s for s, _, _ in trace.histograms[names[0]]])
+    shares = np.max([[float((np.abs(v) > 0.95).mean()) for _, v, _ in trace.histograms[n]] for n in names], axis=0)
+    return steps, shares
+
+
+def _saturated_onset(trace: Trace, setup) -> list[Expect]:
+    steps, shares = _saturated_shares(trace)
+    over = np.flatnonzero(_rolling_median(shares, 3) > SATURATED_FRACTION)
+    return [Expect("dead_units", int(steps[over[0]]) if over.size else 0, max(60, trace.last_step // 8))]
+
+
 def _dead_onset_histograms(trace: Trace, setup) -> list[Expect]:
     steps, zeros = _act_zero_fractions(trace)
     over = np.flatnonzero(_rolling_median(zeros, 3) > DEAD_FRACTION)
@@ -178,6 +192,8 @@ def _saddle(trace: Trace, setup) -> list[Expect]:
 EXPLOSION_FACTOR = 100.0
 #: A ReLU layer with more than this fraction of zero activations is mostly dead.
 DEAD_FRACTION = 0.9
+#: A tanh layer with more than this fraction of outputs beyond ±0.95 is mostly saturated (passes ~no gradient).
+SATURATED_FRACTION = 0.8
 
 
 def _final(trace: Trace, name: str, share: float = 0.1) -> float:
@@ -249,6 +265,12 @@ def check_vanishing(trace: Trace) -> str | None:
 def check_dead(trace: Trace) -> str | None:
     worst = max(_final(trace, n) for n in trace.names("zero_frac/"))
     return None if worst > DEAD_FRACTION else f"at most {worst:.2f} of units are zero"
+
+
+def check_saturated_histograms(trace: Trace) -> str | None:
+    shares = _saturated_shares(trace)[1]
+    worst = float(np.median(shares[-max(3, shares.size // 10) :]))
+    return None if worst > SATURATED_FRACTION else f"at most {worst:.2f} of outputs are saturated"
 
 
 def check_dead_histograms(trace: Trace) -> str | None:
@@ -671,6 +693,26 @@ def cases() -> list[Case]:
             "healthy_relu_histograms",
             "healthy",
             replace(MLP, act="relu", log_histograms=HIST_EVERY),
+            ("pytorch", "tensorboardx"),
+            healthy=True,
+            seeds=(0, 1),
+        ),
+        Case(
+            "saturated_tanh_histograms",
+            "lr_too_high",
+            replace(MLP, lr=0.05, log_histograms=HIST_EVERY),
+            ("pytorch", "tensorboardx"),
+            twin="healthy_tanh_histograms",
+            expect=_saturated_onset,
+            also_ok=("overfitting", "oscillation", "loss_spike"),
+            check=check_saturated_histograms,
+            seeds=(0, 1),
+            note="tanh MLP, Adam 0.05: most outputs of the second layer pinned at ±1 within a hundred steps",
+        ),
+        Case(
+            "healthy_tanh_histograms",
+            "healthy",
+            replace(MLP, log_histograms=HIST_EVERY),
             ("pytorch", "tensorboardx"),
             healthy=True,
             seeds=(0, 1),
