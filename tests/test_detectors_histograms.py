@@ -85,6 +85,8 @@ def test_tanh_units_pinned_at_plus_minus_one_are_reported_as_saturated(tmp_path)
     dead = [f for f in report.findings if f.kind == "dead_units"]
     assert len(dead) == 1 and dead[0].tags == ("activations/tanh3",)
     assert 490 <= dead[0].step <= 520 and "saturated" in dead[0].message
+    # Saturating during training, not from the start: large updates, as for ReLUs that die on the way.
+    assert dead[0].causes[0].cause == "lr_too_high" and "saturated" in str(dead[0].causes[0].evidence)
 
 
 def test_a_sigmoid_stack_whose_first_layers_get_no_gradient_has_vanishing_gradients_there(tmp_path):
