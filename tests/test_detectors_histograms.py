@@ -3,6 +3,7 @@ the scalar rules give runs that log per-layer norms, with the layers named; heal
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ from tensorboardX import SummaryWriter
 
 import tbtriage
 from tbtriage.analysis.engine import analyze_run
+from tests._report_contract import assert_follows
 
 STEPS = np.arange(0, 1000, 10)  # a histogram every 10 steps, as loggers usually do (they are large)
 UNITS = 2000
@@ -72,6 +74,10 @@ def test_relus_that_die_at_step_400_are_dead_units_from_that_step_naming_the_lay
     assert dead[0].tags[0] == "activations/relu1" and dead[0].evidence["layer_names"][0] == "relu1"
     assert 390 <= dead[0].step <= 420 and dead[0].evidence["source"] == "histograms"
     assert dead[0].evidence["recent_zero_fraction"] >= 0.95
+    # The JSON report carries it like any finding, the layers in its evidence.
+    doc = assert_follows(json.loads(tbtriage.diagnose(tmp_path).to_json()))
+    (reported,) = [f for f in doc["runs"][0]["findings"] if f["kind"] == "dead_units"]
+    assert reported["evidence"]["layer_names"][0] == "relu1" and reported["step"] == dead[0].step
 
 
 def test_tanh_units_pinned_at_plus_minus_one_are_reported_as_saturated(tmp_path):
