@@ -116,9 +116,15 @@ def percentiles(b: Buckets, qs: tuple[float, ...] = DISTRIBUTION_PERCENTILES) ->
     n, k = b.counts.shape
     cumulative = np.cumsum(b.counts, axis=1)
     targets = np.asarray(qs, dtype=np.float64)[None, :] / 100.0 * b.total[:, None]
-    # Per point, the first bucket whose cumulative count reaches each target.
-    index = np.minimum((cumulative[:, None, :] < targets[:, :, None]).sum(axis=2), k - 1)
+    # Per point, the first bucket whose cumulative share reaches each q: one sorted search over all points,
+    # each point's shares lifted into its own interval [2i, 2i + 1] so the rows stay apart and in order.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(b.total[:, None] > 0, cumulative / np.where(b.total > 0, b.total, 1.0)[:, None], 0.0)
     rows = np.arange(n)[:, None]
+    lifted = (share + 2.0 * rows).ravel()
+    wanted = (np.asarray(qs, dtype=np.float64)[None, :] / 100.0 + 2.0 * rows).ravel()
+    found = np.searchsorted(lifted, wanted, side="left").reshape(n, len(qs))
+    index = np.clip(found - rows * k, 0, k - 1)
     before = np.where(index > 0, cumulative[rows, np.maximum(index - 1, 0)], 0.0)
     inside = b.counts[rows, index]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -159,22 +165,42 @@ def mass_near(b: Buckets, value: np.ndarray | float, band: np.ndarray | float) -
     predicts for its width, and counts whole; the spread part counts by its overlap like any bucket.
     """
     a, z = b.left, b.right
-    value = np.broadcast_to(np.asarray(value, dtype=np.float64), (len(b),))[:, None]
-    band = np.broadcast_to(np.asarray(band, dtype=np.float64), (len(b),))[:, None]
+    n, k = b.counts.shape
+    value = np.broadcast_to(np.asarray(value, dtype=np.float64), (n,))[:, None]
+    band = np.broadcast_to(np.asarray(band, dtype=np.float64), (n,))[:, None]
     overlap = np.clip(np.minimum(z, value + band) - np.maximum(a, value - band), 0.0, None)
     width = z - a
-    wide = width > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        inside = np.where(wide, overlap / np.where(wide, width, 1.0), (a >= value - band) & (z <= value + band))
-        density = np.where(wide, b.counts / np.where(wide, width, 1.0), 0.0)
-    # The neighbours' mean density (those of positive width), for the spread a bucket's own width holds.
-    pad_density, pad_wide = np.pad(density, ((0, 0), (1, 1))), np.pad(wide, ((0, 0), (1, 1)))
-    around = pad_density[:, :-2] * pad_wide[:, :-2] + pad_density[:, 2:] * pad_wide[:, 2:]
-    neighbours = pad_wide[:, :-2].astype(np.float64) + pad_wide[:, 2:]
-    spread = np.minimum(np.where(neighbours > 0, around / np.maximum(neighbours, 1.0), 0.0) * width, b.counts)
+        inside = np.where(width > 0, overlap / width, (a >= value - band) & (z <= value + band))
+    counted = (b.counts * inside).sum(axis=1)
+    # The holding buckets (two when `value` is an edge between them): add back their point mass's outside part.
     holds = (a <= value) & (z >= value)
-    counted = np.where(holds, (b.counts - spread) + spread * inside, b.counts * inside)
-    return _share(counted, b.total)
+    held = holds.any(axis=1)
+    first, last = np.argmax(holds, axis=1), k - 1 - np.argmax(holds[:, ::-1], axis=1)
+    for j, rows in ((first, held), (last, held & (last != first))):
+        counted += np.where(rows, _point_mass(b, j) * (1.0 - inside[np.arange(n), j]), 0.0)
+    return np.where(b.total > 0, counted / np.where(b.total > 0, b.total, 1.0), np.nan)
+
+
+def _point_mass(b: Buckets, j: np.ndarray) -> np.ndarray:
+    """Per point, bucket j's count beyond the spread its neighbours' mean density puts in its width."""
+    n, k = b.counts.shape
+    rows = np.arange(n)
+    width = b.right - b.left
+
+    def density(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ok = (at >= 0) & (at < k)
+        at = np.clip(at, 0, k - 1)
+        w = width[rows, at]
+        usable = ok & (w > 0)
+        return np.where(usable, b.counts[rows, at] / np.where(usable, w, 1.0), 0.0), usable
+
+    before, has_before = density(j - 1)
+    after, has_after = density(j + 1)
+    neighbours = has_before.astype(np.float64) + has_after
+    mean_density = np.where(neighbours > 0, (before + after) / np.maximum(neighbours, 1.0), 0.0)
+    count = b.counts[rows, j]
+    return count - np.minimum(mean_density * width[rows, j], count)
 
 
 def mass_at_zero(b: Buckets) -> np.ndarray:

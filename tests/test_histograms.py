@@ -15,6 +15,7 @@ from tbtriage.analysis.histograms import (
     layer_name,
     mass_at_ends,
     mass_at_zero,
+    mass_near,
     mean_abs,
     percentiles,
     saturation_ends,
@@ -99,3 +100,12 @@ def test_tags_say_which_kind_of_histogram_and_which_layer():
     assert saturation_ends("act/tanh2", -1.0, 1.0) == (-1.0, 1.0)
     assert saturation_ends("act/sigmoid", 0.0, 1.0) == (0.0, 1.0)
     assert saturation_ends("act/tanh2", -3.0, 3.0) is None  # not a tanh's output after all
+
+
+def test_a_point_mass_is_the_holding_buckets_count_beyond_its_neighbours_density():
+    # Zeros in [0, 1) next to an empty [-1, 0): 80 values, of which the neighbours' density (10 and 0 per unit)
+    # explains 5 as spread; 0 is the edge of both buckets and is counted once.
+    b = buckets([np.array([-1.0, 0.0, 1.0, 2.0])], [np.array([10.0, 0.0, 80.0, 10.0])], np.array([-2.0]),
+                np.array([2.0]))  # fmt: skip
+    assert mass_near(b, 0.0, 0.0)[0] == pytest.approx(0.75)
+    assert mass_near(b, 0.0, 1.0)[0] == pytest.approx(0.80)  # the band takes the whole bucket
