@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
 from tbtriage.analysis.datamodel import HistogramSeries, Series
 from tbtriage.analysis.histograms import HISTOGRAM_KINDS, gradient_layers, histogram_kind, summarise
@@ -101,11 +102,26 @@ class DistributionsScreen(Screen):
         self.flow = not self.hist_tags and bool(self.grad_layers)  # a run with per-layer norms but no histograms
         self.query_one("#hist-tags", OptionList).focus()
         self.redraw()
+        self.summarise_ahead()
+
+    @work(thread=True, exclusive=True, group="summaries", exit_on_error=False)
+    def summarise_ahead(self) -> None:
+        """Summarise every tag in the list order in a thread (`summarise` caches them), so moving to the next
+        tag redraws from the cache instead of computing its 1000 points on the key press."""
+        run = self.app.store.runs.get(self.run_name)
+        worker = get_current_worker()
+        for tag in list(self.hist_tags):
+            if worker.is_cancelled or run is None:
+                return
+            series = run.histograms.get(tag)
+            if series is not None and len(series):
+                summarise(series)
 
     def _data_changed(self, change: DataChange) -> None:
         if change.touches([self.run_name]):
             self.reload()
             self.redraw()
+            self.summarise_ahead()
 
     def reload(self) -> None:
         """Take the run's histogram tags and per-layer gradients afresh (a live run gains points)."""
