@@ -11,6 +11,8 @@ a redraw is array arithmetic on at most a few thousand cells.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 from rich.text import Text
 from textual.color import Color
@@ -28,6 +30,8 @@ ASCII_SHADES = " .:=#"
 MEDIAN, ASCII_MEDIAN = "━", "-"
 #: Value labels on the y axis take this many cells.
 AXIS_CELLS = 9
+#: Shaded charts kept for tags shown recently: going back to one redraws only its selected column.
+SHADED_KEPT = 16
 #: Partial block glyphs for the end of a bar (eighths), and the ASCII stand-in.
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 
@@ -94,7 +98,8 @@ class DistributionChart(Widget):
         self.ascii_only = ascii_only
         self.series: HistogramSeries | None = None
         self.cursor: int | None = None  # index of the selected point
-        self._shaded: tuple[tuple, Text | None] | None = None  # (what it was drawn for, the shaded rows)
+        # What each recently shown tag was drawn for -> its shaded rows (SHADED_KEPT of them, oldest dropped).
+        self._shaded: OrderedDict[tuple, Text | None] = OrderedDict()
 
     def show(self, series: HistogramSeries | None, cursor: int | None) -> None:
         self.series, self.cursor = series, cursor
@@ -109,9 +114,12 @@ class DistributionChart(Widget):
         # The shaded rows depend on the tag, the size and the theme, not on the step: drawn once, then only the
         # selected column is restyled (a key press redraws a few spans, not thousands of cells).
         key = (self.series, columns, rows, self.app.theme, self.ascii_only)
-        if self._shaded is None or self._shaded[0] != key:
-            self._shaded = (key, self._shade(summary, columns, rows))
-        shaded = self._shaded[1]
+        if key not in self._shaded:
+            self._shaded[key] = self._shade(summary, columns, rows)
+            while len(self._shaded) > SHADED_KEPT:
+                self._shaded.popitem(last=False)
+        self._shaded.move_to_end(key)
+        shaded = self._shaded[key]
         if shaded is None:
             return Text("This tag's histograms hold no finite values.", style="dim")
         out = shaded.copy()
