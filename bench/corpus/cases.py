@@ -150,32 +150,31 @@ def _dead_onset(trace: Trace, setup) -> list[Expect]:
     return [Expect("dead_units", int(steps[over[0]]) if over.size else 0, max(60, trace.last_step // 8))]
 
 
-def _act_zero_fractions(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, the largest share of exact zeros over the logged activation histograms at each)."""
-    names = [n for n in trace.histograms if n.startswith("hist_act/")]
-    steps = np.array([s for s, _, _ in trace.histograms[names[0]]])
-    zeros = np.max([[float((v == 0).mean()) for _, v, _ in trace.histograms[n]] for n in names], axis=0)
-    return steps, zeros
+def _zero(values: np.ndarray) -> np.ndarray:
+    return values == 0
 
 
-def _saturated_shares(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, the largest share of |x| > 0.95 over the logged tanh activation histograms at each)."""
+def _saturated(values: np.ndarray) -> np.ndarray:
+    return np.abs(values) > 0.95
+
+
+def _act_shares(trace: Trace, state) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, the largest share of units in `state` (`_zero`, `_saturated`) over the activation histograms)."""
     names = [n for n in trace.histograms if n.startswith("hist_act/")]
     steps = np.array([s for s, _, _ in trace.histograms[names[0]]])
-    shares = np.max([[float((np.abs(v) > 0.95).mean()) for _, v, _ in trace.histograms[n]] for n in names], axis=0)
+    shares = np.max([[float(state(v).mean()) for _, v, _ in trace.histograms[n]] for n in names], axis=0)
     return steps, shares
 
 
-def _saturated_onset(trace: Trace, setup) -> list[Expect]:
-    steps, shares = _saturated_shares(trace)
-    over = np.flatnonzero(_rolling_median(shares, 3) > SATURATED_FRACTION)
-    return [Expect("dead_units", int(steps[over[0]]) if over.size else 0, max(60, trace.last_step // 8))]
+def _act_onset(state, threshold: float):
+    """The expectation: dead_units from where the rolling median of the share in `state` passes `threshold`."""
 
+    def expect(trace: Trace, setup) -> list[Expect]:
+        steps, shares = _act_shares(trace, state)
+        over = np.flatnonzero(_rolling_median(shares, 3) > threshold)
+        return [Expect("dead_units", int(steps[over[0]]) if over.size else 0, max(60, trace.last_step // 8))]
 
-def _dead_onset_histograms(trace: Trace, setup) -> list[Expect]:
-    steps, zeros = _act_zero_fractions(trace)
-    over = np.flatnonzero(_rolling_median(zeros, 3) > DEAD_FRACTION)
-    return [Expect("dead_units", int(steps[over[0]]) if over.size else 0, max(60, trace.last_step // 8))]
+    return expect
 
 
 def _saddle(trace: Trace, setup) -> list[Expect]:
@@ -267,16 +266,15 @@ def check_dead(trace: Trace) -> str | None:
     return None if worst > DEAD_FRACTION else f"at most {worst:.2f} of units are zero"
 
 
-def check_saturated_histograms(trace: Trace) -> str | None:
-    shares = _saturated_shares(trace)[1]
-    worst = float(np.median(shares[-max(3, shares.size // 10) :]))
-    return None if worst > SATURATED_FRACTION else f"at most {worst:.2f} of outputs are saturated"
+def _check_act(state, threshold: float, what: str):
+    """The check: the recent median share of units in `state` is above `threshold`."""
 
+    def check(trace: Trace) -> str | None:
+        shares = _act_shares(trace, state)[1]
+        worst = float(np.median(shares[-max(3, shares.size // 10) :]))
+        return None if worst > threshold else f"at most {worst:.2f} of units are {what}"
 
-def check_dead_histograms(trace: Trace) -> str | None:
-    zeros = _act_zero_fractions(trace)[1]
-    worst = float(np.median(zeros[-max(3, zeros.size // 10) :]))
-    return None if worst > DEAD_FRACTION else f"at most {worst:.2f} of units are zero"
+    return check
 
 
 def _first_layer_grad(trace: Trace) -> float:
@@ -683,9 +681,9 @@ def cases() -> list[Case]:
             replace(MLP, act="relu", lr=0.05, log_histograms=HIST_EVERY),
             ("pytorch", "tensorboardx"),
             twin="healthy_relu_histograms",
-            expect=_dead_onset_histograms,
+            expect=_act_onset(_zero, DEAD_FRACTION),
             also_ok=("overfitting", "oscillation", "loss_spike"),
-            check=check_dead_histograms,
+            check=_check_act(_zero, DEAD_FRACTION, "zero"),
             seeds=(0, 1),
             note="dying_relu, logging histograms of every layer's weights, gradients and outputs instead of zero fractions",
         ),
@@ -703,9 +701,9 @@ def cases() -> list[Case]:
             replace(MLP, lr=0.05, log_histograms=HIST_EVERY),
             ("pytorch", "tensorboardx"),
             twin="healthy_tanh_histograms",
-            expect=_saturated_onset,
+            expect=_act_onset(_saturated, SATURATED_FRACTION),
             also_ok=("overfitting", "oscillation", "loss_spike"),
-            check=check_saturated_histograms,
+            check=_check_act(_saturated, SATURATED_FRACTION, "saturated"),
             seeds=(0, 1),
             note="tanh MLP, Adam 0.05: most outputs of the second layer pinned at ±1 within a hundred steps",
         ),
