@@ -51,9 +51,9 @@ def histogram_view(data: RunData, kind: str) -> RunData | None:
     return replace(data, run=run, roles=roles, features=features)
 
 
-def _from_histograms(found: Finding) -> Finding:
-    evidence = {**found.evidence, "source": "histograms", "layer_names": [layer_name(t) for t in found.tags[:10]]}
-    return replace(found, evidence=evidence)
+def _from_histograms(found: Finding, data: RunData) -> Finding:
+    layers = [layer_name(t) for t in found.tags if t in data.run.histograms]
+    return replace(found, evidence={**found.evidence, "source": "histograms", "layer_names": layers[:10]})
 
 
 def from_histograms(
@@ -65,7 +65,7 @@ def from_histograms(
     if view is None:
         return []
     known = {f.kind for f in found}
-    return [_from_histograms(f) for f in rule(view) if f.kind not in known]
+    return [_from_histograms(f, data) for f in rule(view) if f.kind not in known]
 
 
 def saturated_units(data: RunData, dead_frac: float, critical_frac: float) -> list[Finding]:
