@@ -699,11 +699,14 @@ def _score_signals(
                 "no_grad_clipping", -0.5, f"{grad_tag} rose only ×{fmt(leap)} around the onset: no single huge gradient"
             )
     if finding.kind == "dead_units":
-        start, recent = finding.evidence.get("start_zero_fraction"), finding.evidence.get("recent_zero_fraction")
+        # Zeros of ReLUs, or (from tanh/sigmoid histograms) outputs pinned at the saturation ends.
+        state = "zero" if "recent_zero_fraction" in finding.evidence else "saturated"
+        start = finding.evidence.get(f"start_{state}_fraction")
+        recent = finding.evidence.get(f"recent_{state}_fraction")
         if isinstance(start, (int, float)) and isinstance(recent, (int, float)):
             if recent - start >= DYING_RISE:
                 add("lr_too_high", 1.5, f"units kept dying during training ({start:.0%} → {recent:.0%} "
-                    "zero): large updates push them past the point of no return")  # fmt: skip
+                    f"{state}): large updates push them past the point of no return")  # fmt: skip
             elif start >= DEAD_AT_START:
                 add("saturating_activations_or_init", 1.5, f"{start:.0%} of the units were dead from the "
                     "start: the init or the bias leaves them off")  # fmt: skip

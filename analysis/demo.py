@@ -37,6 +37,8 @@ END_WALL_TIME = 1_717_480_800.0  # 2024-06-04 06:00 UTC
 TOTAL_STEPS = 4000
 LOG_EVERY = 10
 EPOCH_STEPS = 250  # validation runs once an epoch, so val curves have 16 points
+#: Histograms are large: loggers write them every few dozen steps, not every step.
+HIST_EVERY = 50
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,8 @@ def resnet50_step_decay(directory: Path, rng) -> list[_RunWriter]:
     for step in range(0, TOTAL_STEPS + 1, 1000):
         w.histogram("weights/fc", step, _weights(rng, step, 0.05))
         w.histogram("weights/conv1", step, _weights(rng, step, 0.12))
+    for step in range(0, TOTAL_STEPS + 1, 4 * HIST_EVERY):  # healthy ReLUs: about half the outputs are zero
+        w.histogram("activations/layer4.relu", step, np.maximum(rng.standard_normal(2000) + 0.1, 0.0))
     w.hparams({"lr": 0.1, "optimizer": "sgd", "momentum": 0.9, "batch_size": 256, "schedule": "step"})
     return [w]
 
@@ -357,6 +361,21 @@ def gpt_small_lr3e_3_noclip(directory: Path, rng) -> list[_RunWriter]:
     val[val_steps >= 2600] = np.nan
     w.scalars("eval/loss", val_steps, val)
     w.text("args", 0, json.dumps({"learning_rate": 3e-3, "warmup_steps": 100, "max_grad_norm": 0.0, "seed": 0}))
+    # A callback logs the device and, every HIST_EVERY steps, per-layer gradient and activation histograms:
+    # the blow-up starts in the last blocks and reaches the embedding a few hundred steps later.
+    res = _resources(rng, steps, 0.35, 0.02, 97.0, 38.0)
+    w.scalars("system/gpu_util", steps, res["gpu_util"])
+    w.scalars("system/step_time", steps, res["step_time"])
+    layers = ("transformer.wte", "transformer.h.0.attn", "transformer.h.11.mlp", "lm_head")
+    for step in range(0, 2600, HIST_EVERY):  # the process stops logging histograms once they hold NaN
+        at = int(np.searchsorted(steps, step))
+        for depth, layer in enumerate(layers):
+            # Deeper layers feel the explosion first: layer k's gradients lag the total by (3 - k) × 20 steps.
+            lag = (len(layers) - 1 - depth) * 20
+            scale = float(grad[max(at - lag // LOG_EVERY, 0)]) * (0.4 + 0.2 * depth) / 200
+            w.histogram(f"gradients/{layer}.weight", step, rng.standard_normal(2000) * scale)
+        hidden = rng.standard_normal(2000) * (1.0 + (grad[at] / grad[0] - 1.0) * 0.05 if step >= 2500 else 1.0)
+        w.histogram("activations/transformer.h.11.mlp.gelu", step, hidden * 0.5 * (1 + np.tanh(0.8 * hidden)))
     return [w]
 
 

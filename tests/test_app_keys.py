@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pytest
+from tensorboardX import SummaryWriter
 
 from tbtriage.analysis.config import Config
 from tbtriage.cli import app as cmd_app
@@ -12,6 +14,7 @@ from tbtriage.themes import THEME_ORDER, load_themes, series_colours
 from tbtriage.tui.app import make_app
 from tbtriage.tui.bindings import KEY_ACTIONS, SCREENS
 from tbtriage.tui.commands import TriageCommands
+from tbtriage.tui.screens.distributions import DistributionsScreen
 from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.widgets.series_style import series_style
 from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
@@ -21,6 +24,9 @@ from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, set
 def logdir(tmp_path):
     write_run(tmp_path, "run_a", {"train/loss": decaying_loss(20)})
     write_run(tmp_path, "run_b", {"train/loss": decaying_loss(20, seed=2)})
+    with SummaryWriter(str(tmp_path / "run_a")) as writer:  # something for `h` to open
+        for step in range(0, 20, 5):
+            writer.add_histogram("grads/fc1.weight", np.random.default_rng(step).standard_normal(100), step)
     return tmp_path
 
 
@@ -179,6 +185,7 @@ _EFFECTS = {
     # Nothing is selected on the main screen here: `C` says how to compare (it opens the screen in test_app_compare).
     "compare": (lambda app: any("Select two or more runs" in n.message for n in app._notifications), "true"),
     "maximize": (lambda app: app.screen.maximized, "changes"),
+    "histograms": (lambda app: isinstance(app.screen, DistributionsScreen), "true"),
 }
 
 
@@ -196,6 +203,7 @@ def test_on_every_screen_the_palette_offers_exactly_the_actions_that_work_there(
         "dashboard": ("enter",),
         "help": ("question_mark",),
         "compare": ("space", "j", "space", "C"),
+        "distributions": ("h",),
     }[screen]
 
     async def scenario(app, pilot):
@@ -209,7 +217,8 @@ def test_on_every_screen_the_palette_offers_exactly_the_actions_that_work_there(
             if action.scope == "app":
                 assert app.check_action(action.name, ()) == (screen in action.screens), action.id
 
-        for action in sorted(works_here, key=lambda a: a.id == "help"):  # help last: it covers the screen
+        # The actions that open a screen over this one last (help the very last): they cover the screen.
+        for action in sorted(works_here, key=lambda a: (a.id == "help", a.id == "histograms")):
             if action.id == "quit":
                 continue
             if action.id.startswith("pan"):

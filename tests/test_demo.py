@@ -20,6 +20,8 @@ from tbtriage.analysis.demo import (
     default_demo_dir,
     write_demo,
 )
+from tbtriage.analysis.histograms import gradient_layers
+from tbtriage.analysis.roles import assign_roles
 from tbtriage.cli import demo as cmd_demo
 from tbtriage.cli.main import main
 
@@ -76,6 +78,23 @@ def test_the_planted_facts_are_in_the_files(demo):
     keras = loaded.runs["keras_mnist_cnn/validation"].scalars["epoch_loss"]
     assert len(keras) == 40  # TF2 tensor scalars, metadata only on each tag's first event
     assert "conv2d/kernel_0" in loaded.runs["keras_mnist_cnn/train"].histograms
+
+
+def test_the_worst_run_logs_what_fills_every_panel_of_its_dashboard(demo):
+    """Loss, per-layer gradients (from histograms), lr and device: the dashboard has nothing left empty."""
+    _, loaded = demo
+    gpt = loaded.runs["gpt_small_lr3e-3_noclip"]
+    roles = {tag: role for tag, (role, _) in assign_roles(list(gpt.scalars), run_name=gpt.name).items()}
+    layers, source = gradient_layers(gpt.scalars, gpt.histograms, roles)
+    assert source == "histograms" and len(layers) == 4
+    assert {"train_loss", "lr", "gpu_util", "step_time"} <= set(roles.values())
+    # The deepest block's gradients leave their early level before the embedding's do.
+    deep, embedding = layers["gradients/transformer.h.11.mlp.weight"], layers["gradients/transformer.wte.weight"]
+    assert (
+        deep.values[deep.steps == 2550] / deep.values[0]
+        > embedding.values[embedding.steps == 2550] / embedding.values[0]
+    )
+    assert any(tag.startswith("activations/") for tag in gpt.histograms)
 
 
 def test_writing_is_deterministic_and_fast(tmp_path):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tbtriage.analysis.config import Config
-from tbtriage.analysis.datamodel import Run, Series
+from tbtriage.analysis.datamodel import HistogramSeries, Run, Series
 from tbtriage.tui.app import make_app
 from tests._app_data import NOW, HandAnalyzer, fixed_clock, settle
 from tests._report_data import finding
@@ -136,3 +136,74 @@ async def _compare(pilot) -> None:
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_compare_screen(snap_compare, size):
     assert snap_compare(_app(), terminal_size=size, run_before=_compare)
+
+
+HIST_STEPS = np.arange(0, 2000, 20, dtype=np.int64)
+
+
+def _histograms(samples) -> HistogramSeries:
+    """One histogram per HIST_STEPS step of `samples(step, rng)`, 30 equal buckets (Keras's TF2 layout)."""
+    rng = np.random.default_rng(11)
+    limits, counts, mins, maxs, sums = [], [], [], [], []
+    for step in HIST_STEPS:
+        values = samples(int(step), rng)
+        c, edges = np.histogram(values, bins=30)
+        limits.append(edges[1:])
+        counts.append(c.astype(np.float64))
+        mins.append(values.min())
+        maxs.append(values.max())
+        sums.append(values.sum())
+    walls = NOW - 3600 + HIST_STEPS.astype(np.float64)
+    nums = np.array([c.sum() for c in counts])
+    return HistogramSeries(HIST_STEPS, walls, tuple(limits), tuple(counts), np.array(mins), np.array(maxs), nums,
+                           np.array(sums))  # fmt: skip
+
+
+def _histogram_runs() -> dict[str, Run]:
+    run = _run("mlp_relu_dying", {"train/loss": 0.4 + 2.0 * np.exp(-np.arange(POINTS) / 80)}, 1.0)
+    for k in range(4):  # the first layers' gradients fade: 0.3x per layer back from the output
+        run.histograms[f"grads/fc{k}.weight"] = _histograms(
+            lambda step, rng, k=k: 0.01 * 0.3 ** (3 - k) * (1 + step / 2000) * rng.standard_normal(400)
+        )
+    run.histograms["weights/fc1.weight"] = _histograms(
+        lambda step, rng: (0.1 + step / 10000) * rng.standard_normal(400)
+    )
+    run.histograms["activations/relu1"] = _histograms(
+        lambda step, rng: np.where(rng.random(400) < (1.0 if step < 1000 else 0.1), np.maximum(rng.standard_normal(400), 0), 0)
+    )  # fmt: skip
+    return {run.name: run}
+
+
+def _histogram_app():
+    return make_app(
+        "runs",
+        config=Config(),
+        follow=False,
+        clock=fixed_clock,
+        analyzer=HandAnalyzer({}),
+        loader=lambda path, **_: FixedLogdir(_histogram_runs()),
+    )
+
+
+async def _distributions(pilot) -> None:
+    await _loaded(pilot)
+    await pilot.press("h", "down", "down", "down", "down", "down")  # the ReLU activations, which die at 1000
+    for _ in range(40):
+        await pilot.press("left_square_bracket")
+    await pilot.pause()
+
+
+async def _gradient_flow(pilot) -> None:
+    await _loaded(pilot)
+    await pilot.press("h", "v", "left_square_bracket")
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_distributions(snap_compare, size):
+    assert snap_compare(_histogram_app(), terminal_size=size, run_before=_distributions)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_gradient_flow(snap_compare, size):
+    assert snap_compare(_histogram_app(), terminal_size=size, run_before=_gradient_flow)

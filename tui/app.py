@@ -53,6 +53,7 @@ from tbtriage.tui.messages import (
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.screens.compare import CompareScreen
 from tbtriage.tui.screens.dashboard import RunDashboard
+from tbtriage.tui.screens.distributions import DistributionsScreen
 from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.screens.main import MainScreen
 from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with_valid_tag
@@ -351,6 +352,17 @@ class TriageApp(App[int]):
     def open_dashboard(self, name: str) -> None:
         if name in self.store.runs:
             self.push_screen(RunDashboard(name))
+
+    def action_open_histograms(self) -> None:
+        # On a run's dashboard, that run; elsewhere, the run under the cursor.
+        name = getattr(self.screen, "run_name", None) or self.view.current_run
+        run = self.store.runs.get(name) if name else None
+        if run is None:
+            self.notify("Select a run first.", severity="warning", markup=False)
+        elif not run.histograms and "grad_norm_layer" not in self.store.roles_of(run.name).values():
+            self.notify(f"{plain(run.name)} logged no histograms and no per-layer gradient norms.", markup=False)
+        else:
+            self.push_screen(DistributionsScreen(run.name))
 
     def _set_options(self, options: ChartOptions) -> None:
         self.view = replace(self.view, options=options)

@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 #: Which widget or screen holds an action's binding. "app" bindings are the app's own (they work
 #: on the screens in the action's `screens`); "lists" is every list pane (runs, tags, findings);
 #: the others are one pane or screen each.
-SCOPES = ("app", "lists", "runs", "findings", "chart", "filter", "dashboard", "compare")
+SCOPES = ("app", "lists", "runs", "findings", "chart", "filter", "dashboard", "compare", "distributions")
 
 SCOPE_TITLES = {
     "app": "App (every screen unless noted)",
@@ -25,16 +25,21 @@ SCOPE_TITLES = {
     "filter": "Filter box",
     "dashboard": "Run dashboard",
     "compare": "Compare screen",
+    "distributions": "Distributions and gradient flow",
 }
 
 #: The screens an "app" action can work on (each screen class names itself in `SCREEN`). The help
 #: screen is modal over the others: keys that change the chart or theme still reach what is below it.
-SCREENS = ("main", "dashboard", "help", "compare")
+SCREENS = ("main", "dashboard", "help", "compare", "distributions")
 EVERYWHERE = frozenset(SCREENS)
 #: Actions on the main screen's chart, lists, filter boxes or diagnosis pane: nowhere else to act on.
 MAIN_ONLY = frozenset({"main"})
 #: Screens made of panes (not the modal help).
 WITH_PANES = frozenset({"main", "dashboard", "compare"})
+#: The chart options (smoothing, log-y, x axis, outliers) act on the scalar charts of these screens.
+SCALAR_CHARTS = frozenset({"main", "dashboard", "help", "compare"})
+#: Where a run is chosen (the cursor's run, or the dashboard's) for a view of that run to open.
+RUN_VIEWS = frozenset({"main", "dashboard"})
 
 
 @dataclass(frozen=True)
@@ -64,12 +69,23 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
         "filter", "slash", "filter", "Filter", "Filter the runs by name or value (or the tags, when they have focus, by regex)", "app",
         screens=MAIN_ONLY,
     ),
-    KeyAction("smoothing", "s", "cycle_smoothing", "Smooth", "Cycle the chart's EMA smoothing weight", "app"),
-    KeyAction("log_y", "l", "toggle_log_y", "Log-y", "Toggle a logarithmic y axis", "app"),
-    KeyAction("x_axis", "x", "cycle_x_axis", "X-axis", "Cycle the x axis: step, relative time, wall time", "app"),
+    KeyAction(
+        "smoothing", "s", "cycle_smoothing", "Smooth", "Cycle the chart's EMA smoothing weight", "app",
+        screens=SCALAR_CHARTS,
+    ),
+    KeyAction("log_y", "l", "toggle_log_y", "Log-y", "Toggle a logarithmic y axis", "app", screens=SCALAR_CHARTS),
+    KeyAction(
+        "x_axis", "x", "cycle_x_axis", "X-axis", "Cycle the x axis: step, relative time, wall time", "app",
+        screens=SCALAR_CHARTS,
+    ),
     KeyAction(
         "outliers", "o", "toggle_outliers", "Outliers", "Toggle an outlier-ignoring y range (5th-95th percentile)",
-        "app",
+        "app", screens=SCALAR_CHARTS,
+    ),
+    KeyAction(
+        "histograms", "h", "open_histograms", "Histograms",
+        "Distributions of the histograms over steps, and the gradient flow by layer", "app",
+        screens=RUN_VIEWS,
     ),
     KeyAction(
         "export", "e", "export_csv", "Export",
@@ -139,6 +155,22 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
     ),
     KeyAction("close_dashboard", "escape", "close", "Back", "Back to the main screen", "dashboard", palette=False),
     KeyAction("close_compare", "escape", "close", "Back", "Back to the main screen", "compare", palette=False),
+    KeyAction(
+        "prev_step", "left_square_bracket", "step(-1)", "Step -", "Show the previous logged step", "distributions",
+        palette=False,
+    ),
+    KeyAction(
+        "next_step", "right_square_bracket", "step(1)", "Step +", "Show the next logged step", "distributions",
+        palette=False,
+    ),
+    KeyAction(
+        "toggle_flow", "v", "toggle_flow", "Grad flow", "Switch between the distributions and the gradient flow",
+        "distributions", palette=False,
+    ),
+    KeyAction(
+        "close_distributions", "escape", "close", "Back", "Back to the screen before", "distributions",
+        palette=False,
+    ),
 )  # fmt: skip
 
 BY_ID = {action.id: action for action in KEY_ACTIONS}

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import RunData, confident, finding
+from .base import RunData, confident, finding, some_of
+from .histograms import from_histograms, saturated_units
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("dead_units",)
@@ -25,6 +26,14 @@ def _as_fraction(values: np.ndarray, all_values: np.ndarray) -> np.ndarray:
 
 
 def detect(data: RunData) -> list:
+    found = _dead_units(data)
+    # ReLU-like activation histograms stand in for zero-fraction scalars the run did not log, and tanh/sigmoid
+    # ones are judged on their saturation ends.
+    found += from_histograms(data, "activation", found, _dead_units)
+    return found or saturated_units(data, DEAD_FRAC, CRITICAL_FRAC)
+
+
+def _dead_units(data: RunData) -> list:
     dead = []
     for tag in data.tags("activation_zero_frac"):
         feats = data.features[tag]
@@ -59,7 +68,7 @@ def detect(data: RunData) -> list:
         "layer_count": len(dead),
     }
     evidence.update(data.context_evidence(onset))
-    names = ", ".join(d[0] for d in dead[:3]) + (f" and {len(dead) - 3} more" if len(dead) > 3 else "")
+    names = some_of([d[0] for d in dead])
     message = f"dead units: {recent:.0%} of activations are zero in {names}"
     suggestion = (
         "Lower the learning rate (one large update can kill ReLUs for good), use LeakyReLU/GELU, "

@@ -227,6 +227,11 @@ def clip_advice(data: RunData, before_step: int | None) -> str:
     return f"clip gradients at max_norm={fmt(threshold)} (1.5× the healthy 95th percentile of {data.primary.grad_norm})"
 
 
+def some_of(names: list[str], shown: int = 3) -> str:
+    """`a, b, c and 4 more`: the first `shown` names of a list a message cannot hold whole."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 def sentence(parts: Iterable[str]) -> str:
     """Advice clauses joined with '; ', the first letter capitalised."""
     text = "; ".join(p for p in parts if p)

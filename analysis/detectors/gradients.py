@@ -42,6 +42,7 @@ import numpy as np
 
 from ..smoothing import diff_noise
 from .base import RunData, clip_advice, confident, finding, fmt, sentence, smoothed_level
+from .histograms import from_histograms
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("exploding_gradients", "vanishing_gradients")
@@ -490,4 +491,6 @@ def _vanishing_global(data: RunData) -> list:
 
 
 def detect(data: RunData) -> list:
-    return _exploding(data) + (_vanishing_layers(data) or _vanishing_global(data))
+    found = _exploding(data) + (_vanishing_layers(data) or _vanishing_global(data))
+    # Per-layer gradient histograms stand in for per-layer norm scalars the run did not log.
+    return found + from_histograms(data, "gradient", found, lambda view: _exploding(view) + _vanishing_layers(view))

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..smoothing import bucket_medians
 from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt, sentence
+from .histograms import from_histograms
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("weight_growth",)
@@ -51,6 +52,12 @@ def two_segment_fit(x: np.ndarray, y: np.ndarray, min_points: int) -> tuple[int,
 
 
 def detect(data: RunData) -> list:
+    found = _weight_growth(data)
+    # Per-layer weight histograms stand in for weight-norm scalars the run did not log.
+    return found + from_histograms(data, "weight", found, _weight_growth)
+
+
+def _weight_growth(data: RunData) -> list:
     grown = []
     for tag in data.tags("weight_norm"):
         steps, values = data.finite(tag)

@@ -150,6 +150,33 @@ def _dead_onset(trace: Trace, setup) -> list[Expect]:
     return [Expect("dead_units", int(steps[over[0]]) if over.size else 0, max(60, trace.last_step // 8))]
 
 
+def _zero(values: np.ndarray) -> np.ndarray:
+    return values == 0
+
+
+def _saturated(values: np.ndarray) -> np.ndarray:
+    return np.abs(values) > 0.95
+
+
+def _act_shares(trace: Trace, state) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, the largest share of units in `state` (`_zero`, `_saturated`) over the activation histograms)."""
+    names = [n for n in trace.histograms if n.startswith("hist_act/")]
+    steps = np.array([s for s, _, _ in trace.histograms[names[0]]])
+    shares = np.max([[float(state(v).mean()) for _, v, _ in trace.histograms[n]] for n in names], axis=0)
+    return steps, shares
+
+
+def _act_onset(state, threshold: float):
+    """The expectation: dead_units from where the rolling median of the share in `state` passes `threshold`."""
+
+    def expect(trace: Trace, setup) -> list[Expect]:
+        steps, shares = _act_shares(trace, state)
+        over = np.flatnonzero(_rolling_median(shares, 3) > threshold)
+        return [Expect("dead_units", int(steps[over[0]]) if over.size else 0, max(60, trace.last_step // 8))]
+
+    return expect
+
+
 def _saddle(trace: Trace, setup) -> list[Expect]:
     """The plateau at ln K from the start until the gradient norm leaves the saddle."""
     steps, norm, _ = trace.get("grad_norm")
@@ -164,6 +191,8 @@ def _saddle(trace: Trace, setup) -> list[Expect]:
 EXPLOSION_FACTOR = 100.0
 #: A ReLU layer with more than this fraction of zero activations is mostly dead.
 DEAD_FRACTION = 0.9
+#: A tanh layer with more than this fraction of outputs beyond ±0.95 is mostly saturated (passes ~no gradient).
+SATURATED_FRACTION = 0.8
 
 
 def _final(trace: Trace, name: str, share: float = 0.1) -> float:
@@ -237,6 +266,31 @@ def check_dead(trace: Trace) -> str | None:
     return None if worst > DEAD_FRACTION else f"at most {worst:.2f} of units are zero"
 
 
+def _check_act(state, threshold: float, what: str):
+    """The check: the recent median share of units in `state` is above `threshold`."""
+
+    def check(trace: Trace) -> str | None:
+        shares = _act_shares(trace, state)[1]
+        worst = float(np.median(shares[-max(3, shares.size // 10) :]))
+        return None if worst > threshold else f"at most {worst:.2f} of units are {what}"
+
+    return check
+
+
+def _first_layer_grad(trace: Trace) -> float:
+    first = next(n for n in trace.histograms if n.startswith("hist_grad/"))
+    return float(np.median([np.linalg.norm(v) for _, v, _ in trace.histograms[first]]))
+
+
+def check_vanishing_histograms(trace: Trace) -> str | None:
+    norm = _first_layer_grad(trace)
+    return None if norm < 1e-6 else f"first layer's gradient norm is {norm:.2g}"
+
+
+def check_healthy_histograms(trace: Trace) -> str | None:
+    return check_healthy(trace) or (None if _first_layer_grad(trace) > 1e-4 else "the first layer gets no gradient")
+
+
 def check_imbalance(trace: Trace) -> str | None:
     share = np.mean(trace.get("task/reg")[1] / trace.get("loss")[1])
     cls = _final(trace, "val_task/cls", 0.2)
@@ -284,6 +338,9 @@ DEEP = replace(MLP, depth=12, hidden=32, optimizer="sgd", lr=0.05, log_layers=Tr
 SADDLE = replace(MLP, depth=3, init_gain=1e-3, bias=False, lr=3e-4)
 #: Shared trunk, a classification head and a regression head, loss = CE + MSE.
 TWO_HEAD = replace(MLP, model="twohead", optimizer="sgd", lr=0.01)
+#: Histograms are logged every this many steps: 21 points in a 640-step run (findings on fewer than 20 points
+#: are only `info`), and a file of ~100 KB.
+HIST_EVERY = 32
 
 
 def cases() -> list[Case]:
@@ -616,6 +673,72 @@ def cases() -> list[Case]:
             replace(MLP, act="relu", log_zero_frac=True),
             ("pytorch", "tensorboardx", "lightning", "hf", "detectron2"),
             healthy=True,
+        ),
+    ]
+    # -- the same stories told only by histograms (add_histogram of weights, gradients, activations) --
+    c += [
+        Case(
+            "dying_relu_histograms",
+            "lr_too_high",
+            replace(MLP, act="relu", lr=0.05, log_histograms=HIST_EVERY),
+            ("pytorch", "tensorboardx"),
+            twin="healthy_relu_histograms",
+            expect=_act_onset(_zero, DEAD_FRACTION),
+            also_ok=("overfitting", "oscillation", "loss_spike"),
+            check=_check_act(_zero, DEAD_FRACTION, "zero"),
+            seeds=(0, 1),
+            note="dying_relu, logging histograms of every layer's weights, gradients and outputs instead of zero fractions",
+        ),
+        Case(
+            "healthy_relu_histograms",
+            "healthy",
+            replace(MLP, act="relu", log_histograms=HIST_EVERY),
+            ("pytorch", "tensorboardx"),
+            healthy=True,
+            seeds=(0, 1),
+        ),
+        Case(
+            "saturated_tanh_histograms",
+            "lr_too_high",
+            replace(MLP, lr=0.05, log_histograms=HIST_EVERY),
+            ("pytorch", "tensorboardx"),
+            twin="healthy_tanh_histograms",
+            expect=_act_onset(_saturated, SATURATED_FRACTION),
+            also_ok=("overfitting", "oscillation", "loss_spike"),
+            check=_check_act(_saturated, SATURATED_FRACTION, "saturated"),
+            seeds=(0, 1),
+            note="tanh MLP, Adam 0.05: most outputs of the second layer pinned at ±1 within a hundred steps",
+        ),
+        Case(
+            "healthy_tanh_histograms",
+            "healthy",
+            replace(MLP, log_histograms=HIST_EVERY),
+            ("pytorch", "tensorboardx"),
+            healthy=True,
+            seeds=(0, 1),
+        ),
+        Case(
+            "vanishing_sigmoid_histograms",
+            "sigmoid_deep_stack",
+            replace(DEEP, act="sigmoid", log_layers=False, log_histograms=HIST_EVERY, histogram_kinds=("grad",)),
+            ("pytorch", "tensorboardx"),
+            twin="healthy_deep_relu_histograms",
+            expect=whole_run("vanishing_gradients"),
+            also_ok=("no_learning", "plateau", "slow_convergence"),
+            check=check_vanishing_histograms,
+            seeds=(0, 1),
+            note="12 sigmoid layers with only gradient histograms per layer: the first layer's are ~1e-10 wide",
+        ),
+        Case(
+            "healthy_deep_relu_histograms",
+            "healthy",
+            replace(
+                DEEP, act="relu", init_gain=2.45, log_layers=False, log_histograms=HIST_EVERY, histogram_kinds=("grad",)
+            ),
+            ("pytorch", "tensorboardx"),
+            healthy=True,
+            check=check_healthy_histograms,
+            seeds=(0, 1),
         ),
     ]
     # -- multi-task, system, precision --

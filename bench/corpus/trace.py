@@ -47,12 +47,18 @@ class Trace:
     prior_loss: float | None = None
     prior_acc: float | None = None  # accuracy of always answering the most frequent class
     optimizer: str = "Adam"  # the optimizer's class name (Lightning's LearningRateMonitor puts it in the tag)
+    #: Samples for histograms, by logical name (`hist_weight/<layer>`, `hist_grad/<layer>`, `hist_act/<layer>`):
+    #: (step, values, wall) every `Setup.log_histograms` steps, the values the framework's add_histogram sees.
+    histograms: dict[str, list[tuple[int, np.ndarray, float]]] = field(default_factory=dict)
 
     def log(self, name: str, step: int, value: float, wall: float) -> None:
         s = self.series.setdefault(name, Series())
         s.steps.append(int(step))
         s.values.append(float(value) if math.isfinite(value) else float(value))
         s.walls.append(float(wall))
+
+    def log_histogram(self, name: str, step: int, values: np.ndarray, wall: float) -> None:
+        self.histograms.setdefault(name, []).append((int(step), values, float(wall)))
 
     def get(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.series[name].arrays()

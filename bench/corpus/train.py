@@ -75,6 +75,9 @@ class Setup:
     eval_every: int | None = None  # default: once per epoch
     log_layers: bool = False
     log_zero_frac: bool = False
+    #: Every this many steps, histograms of each linear layer's weights, gradients and (MLP) activations (0: none).
+    log_histograms: int = 0
+    histogram_kinds: tuple[str, ...] = ("weight", "grad", "act")
     pretrain_steps: int = 0  # start from a checkpoint trained this long on the same task (a fine-tune)
     # process
     crash_at: int | None = None  # the process dies here
@@ -165,6 +168,7 @@ class MLP(nn.Module):
         self.head = nn.Linear(dims[-1], out, bias=setup.bias)
         self.half = setup.amp  # autocast: linear layers run in fp16, forward and backward
         self.zero_frac: list[float] = []
+        self.acts: list[torch.Tensor] = []  # each hidden layer's output in the last forward pass
 
     def _linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         if not self.half:
@@ -174,9 +178,11 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.zero_frac = []
+        self.acts = []
         for layer in self.layers:
             x = self.act(self._linear(layer, x))
             self.zero_frac.append(float((x <= 0).float().mean()))
+            self.acts.append(x.detach())
             x = self.drop(x)
         return self._linear(self.head, x)
 
@@ -306,6 +312,22 @@ def _grad_norm(params) -> float:
     if not grads:
         return 0.0
     return float(torch.stack(grads).norm())
+
+
+def _log_histograms(trace: Trace, setup: Setup, model: nn.Module, step: int, wall: float) -> None:
+    """What `writer.add_histogram` gets in a loop that logs every linear layer: its weight after the update, the
+    gradient that made it, and (MLP) the layer's output on this batch."""
+    for name, p in model.named_parameters():
+        if p.dim() < 2:
+            continue
+        layer = name.rsplit(".", 1)[0]
+        if "weight" in setup.histogram_kinds:
+            trace.log_histogram(f"hist_weight/{layer}", step, p.detach().numpy().ravel().copy(), wall)
+        if "grad" in setup.histogram_kinds and p.grad is not None:
+            trace.log_histogram(f"hist_grad/{layer}", step, p.grad.detach().numpy().ravel().copy(), wall)
+    if "act" in setup.histogram_kinds:
+        for i, out in enumerate(getattr(model, "acts", [])):
+            trace.log_histogram(f"hist_act/{setup.act}{i}", step, out.numpy().ravel().copy(), wall)
 
 
 def _pretrain(model: nn.Module, source, setup: Setup, rng: torch.Generator) -> None:
@@ -450,6 +472,8 @@ def train(setup: Setup) -> Trace:
             trace.log("loss_scale", step, scale, wall)
         trace.log("data_time", step, t_data - t0, wall)
         trace.log("step_time", step, t_end - t0, wall)
+        if setup.log_histograms and step % setup.log_histograms == 0:
+            _log_histograms(trace, setup, model, step, wall)
         if setup.resume_from is not None and step == setup.resume_from:
             checkpoint = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()), (scale, good_steps))
         step += 1

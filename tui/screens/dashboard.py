@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tbtriage.analysis.datamodel import Series
+from tbtriage.analysis.histograms import gradient_layers
 from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.chart_data import SeriesRequest
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 #: (panel id, title, [(chart id, roles charted together on one y axis)], one line when none is there)
 PANELS: tuple[tuple[str, str, list[tuple[str, tuple[str, ...]]], str], ...] = (
     ("loss", "Train vs validation loss", [("loss-chart", ("train_loss", "val_loss"))], "No training or validation loss in this run."),
-    ("grads", "Gradient norm by layer", [], "No per-layer gradient norms in this run."),
+    ("grads", "Gradient norm by layer", [], "No per-layer gradient norms or gradient histograms in this run."),
     ("lr", "Learning rate & momentum", [("lr-chart", ("lr",)), ("momentum-chart", ("momentum",))], "No learning rate or momentum in this run."),
     ("device", "Device utilisation & step time", [("util-chart", ("gpu_util",)), ("time-chart", ("step_time", "data_time"))],
      "No device utilisation or step/data time in this run."),
@@ -113,11 +114,13 @@ class RunDashboard(Screen):
         scalars = dict(run.scalars)
         by_role = self.tags_by_role()
         options = replace(app.view.options, window=None)  # zoom belongs to the main chart
-        for panel_id, _title, charts, _empty in PANELS:
+        for panel_id, title, charts, _empty in PANELS:
             panel = self.query_one(f"#panel-{panel_id}")
             if panel_id == "grads":
-                layers = {tag: scalars[tag] for tag in by_role.get("grad_norm_layer", [])}
+                # Per-layer norm scalars, else the norms of the run's gradient histograms.
+                layers, source = gradient_layers(scalars, dict(run.histograms), app.store.roles_of(self.run_name))
                 self.query_one(GradHeatmap).set_layers(layers)
+                panel.border_title = title + (f"{sep}from gradient histograms" if source == "histograms" else "")
                 has_data = bool(layers)
             else:
                 has_data = False

@@ -46,7 +46,7 @@ def help_tables(keymap: dict[str, str], ascii_only: bool = False) -> list[Table]
         table.add_column(Text("action ([keys] name)"), width=ACTION_CELLS, no_wrap=True)
         table.add_column("what it does", ratio=1)
         for action in (a for a in KEY_ACTIONS if a.scope == scope):
-            where = "" if action.screens == EVERYWHERE else f" ({', '.join(sorted(action.screens))} screen)"
+            where = "" if action.screens == EVERYWHERE else f" ({', '.join(sorted(action.screens - {'help'}))} screen)"
             table.add_row(key_caption(effective_key(action, keymap)), action.id, action.help + where)
         if scope == "app":
             table.add_row(key_caption(keymap.get(PALETTE_ID, PALETTE_KEY)), PALETTE_ID, "Open the command palette")
