@@ -26,8 +26,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="config file (default ~/.config/tbtriage/config.toml)")
     parser.add_argument("--runs", metavar="REGEX", help="only runs whose name matches REGEX")
     parser.add_argument(
+        "--workers",
+        metavar="N",
+        type=_positive,
+        help="processes for the analysis (default: every core once there are many runs; 1: this process only)",
+    )
+    parser.add_argument(
         "--group", metavar="REGEX", help="group runs by this regex (named group 'group', else the first group)"
     )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of processes (1 or more)")
+    return value
 
 
 def _fail(message: str) -> int:
@@ -112,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--group {args.group!r}: not a valid regular expression ({exc})")
     try:
         config = load_config(args.config)
-        report = diagnose(str(args.logdir), config=config, runs=args.runs)
+        report = diagnose(str(args.logdir), config=config, runs=args.runs, workers=args.workers)
     except (ConfigError, LogdirError) as exc:
         return _fail(str(exc))
     except PermissionError as exc:
