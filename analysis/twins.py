@@ -23,6 +23,7 @@ from .causes import HPARAM_KEYS, UNCLEAR_BELOW, Cause, as_number
 from .datamodel import RunReport
 from .detectors.base import fmt
 from .run_config import run_hparams
+from .smoothing import running_median
 
 #: More differing settings than this and the sibling is another experiment, not a twin.
 MAX_DIFFERENCES = 3
@@ -141,7 +142,7 @@ def parted_at(report: RunReport, twin: RunReport, tag: str) -> int | None:
         ratio = np.log(values / reference)
     ratio = np.where(np.isfinite(ratio), ratio, np.inf)  # a NaN here where the twin is fine has parted
     width = PART_HOLD | 1
-    smooth = np.median(np.lib.stride_tricks.sliding_window_view(np.pad(ratio, width // 2, mode="edge"), width), axis=1)
+    smooth = running_median(ratio, width)
     apart = np.abs(smooth) > math.log(PART_RATIO)
     run_length = np.convolve(apart.astype(np.int64), np.ones(PART_HOLD, np.int64), mode="valid")
     held = np.flatnonzero(run_length == PART_HOLD)
