@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -88,8 +89,8 @@ def analyze_runs(
     if count > 1 and isinstance(analyzer, EngineAnalyzer):
         try:
             _pooled(runs, context, analyzer.config, count, reports, on_report, cancel)
-        except (OSError, BrokenProcessPool):
-            pass  # no pool here (no /dev/shm, a sandbox) or a worker died: judge the rest serially
+        except (OSError, ValueError, BrokenProcessPool):
+            pass  # no pool here (no /dev/shm, a sandbox, no usable stderr) or a worker died: the rest serially
     for run in runs[len(reports) :]:
         if cancel():
             break
@@ -125,11 +126,35 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
+    _start_resource_tracker()
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload([__name__])
         return ctx
     return multiprocessing.get_context("spawn")
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (which a fork server or spawned pool needs) with a real stderr.
+
+    It hands its child `sys.stderr.fileno()`; a Textual app replaces sys.stderr with a capture whose fileno
+    is -1, and the start fails ("bad value(s) in fds_to_keep"). For the moment of that start, the process's
+    own stderr stands in; the tracker keeps running for every later pool.
+    """
+    from multiprocessing import resource_tracker
+
+    try:
+        usable = sys.stderr is not None and sys.stderr.fileno() >= 0
+    except (AttributeError, OSError, ValueError):
+        usable = False
+    if usable or sys.__stderr__ is None:
+        resource_tracker.ensure_running()
+        return
+    captured, sys.stderr = sys.stderr, sys.__stderr__
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = captured
 
 
 def _pooled(

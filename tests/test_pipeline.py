@@ -106,3 +106,58 @@ def test_few_runs_are_judged_serially_and_many_on_every_core():
     assert pool_workers(10) == 1
     assert pool_workers(10_000) >= 1
     assert pool_workers(10, workers=4) == 4 and pool_workers(3, workers=4) == 3
+
+
+POOL_FROM_AN_APP = """
+import sys, threading
+import tbtriage
+from tbtriage.analysis.engine import logdir_context
+from tbtriage.analysis.pipeline import _pooled, analyze_runs
+
+class Capture:  # what a Textual app puts in sys.stderr: writable, with no file descriptor
+    def write(self, text): return len(text)
+    def flush(self): pass
+    def fileno(self): return -1
+
+def main():
+    logdir = tbtriage.load(sys.argv[1])
+    context = logdir_context(logdir, now=0.0)
+    runs = list(logdir.runs.values())
+    sys.stderr = Capture()
+    pooled = []
+    _pooled(runs, context, None, 2, pooled, None, lambda: False)
+    serial = analyze_runs(runs, context, workers=1)
+    sys.stderr = sys.__stderr__
+    same = [r.health for r in pooled] == [r.health for r in serial] and [len(r.findings) for r in pooled] == [
+        len(r.findings) for r in serial
+    ]
+    print("judged", len(pooled), "same" if same else "different")
+
+if __name__ == "__main__":
+    idle = threading.Event()
+    ui = threading.Thread(target=idle.wait)  # another thread alive, as in the app: no fork of this process
+    ui.start()
+    worker = threading.Thread(target=main)
+    worker.start()
+    worker.join()
+    idle.set()
+"""
+
+
+def test_an_app_whose_stderr_has_no_file_descriptor_still_gets_a_pool(tmp_path):
+    """Textual replaces sys.stderr with a capture whose fileno is -1; the fork server's resource tracker
+    must still start (it failed with 'bad value(s) in fds_to_keep' and the app fell back to one core)."""
+    import subprocess
+    import sys
+
+    from tests._event_files import write_pytorch_run
+
+    for seed in range(3):
+        write_pytorch_run(tmp_path / "runs" / f"seed{seed}", n=200, seed=seed, nan_at=150 if seed == 2 else None)
+    script = tmp_path / "pool_from_app.py"
+    script.write_text(POOL_FROM_AN_APP)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "judged 3 same"
