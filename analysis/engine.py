@@ -126,7 +126,9 @@ def _sibling(run: Run, context: LogdirContext | None) -> tuple[str, Run] | None:
 
 def _has_train_sibling(run: Run, context: LogdirContext | None) -> bool:
     runs = getattr(context, "runs", None)
-    return bool(runs) and any(name in runs for name in _train_sibling_names(run.name))
+    if not runs:
+        return False
+    return any(name in runs for name in _train_sibling_names(run.name))
 
 
 def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Config | None) -> dict[str, ExternalSeries]:
