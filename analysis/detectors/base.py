@@ -69,6 +69,7 @@ class RunData:
     context: LogdirContext = field(default_factory=LogdirContext)
     sibling_val: dict[str, ExternalSeries] = field(default_factory=dict)  # train tag -> validation series
     has_train_sibling: bool = False  # this is a Keras `X/validation` run whose `X/train` sibling exists
+    _finite: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     # ---- access ---------------------------------------------------------------------------------------
 
@@ -79,7 +80,11 @@ class RunData:
         ]
 
     def finite(self, tag: str) -> tuple[np.ndarray, np.ndarray]:
-        return finite_view(self.run.scalars[tag])
+        """(steps, values) of the tag's finite points; worked out once per run, however many detectors ask."""
+        view = self._finite.get(tag)
+        if view is None:
+            view = self._finite[tag] = finite_view(self.run.scalars[tag])
+        return view
 
     @property
     def first_step(self) -> int | None:
