@@ -258,5 +258,8 @@ def smoothed_level(feats: SeriesFeatures, frac: float = 0.02) -> tuple[np.ndarra
         medians.flags.writeable = False
     _smoothed[key] = (feats, medians)
     while len(_smoothed) > SMOOTHED_CACHE:
-        _smoothed.popitem(last=False)
+        try:
+            _smoothed.popitem(last=False)
+        except KeyError:  # another thread (the app judges in a worker thread) emptied it first
+            break
     return level.steps, medians
