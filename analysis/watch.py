@@ -132,9 +132,9 @@ class Watcher:
         newest = context.latest_wall_time if context.latest_wall_time is not None else 0.0
         due = sorted(self._due(changed, newest))
 
-        def judged(report: RunReport, done: int, total: int) -> None:
-            self.reports[report.name] = report
-            self.judged_at[report.name] = newest
+        def judged(report: RunReport, done: int, total: int) -> None:  # in order: the done-th due run
+            self.reports[due[done - 1]] = report
+            self.judged_at[due[done - 1]] = newest
             if on_report is not None:
                 on_report(report, done, total)
 
