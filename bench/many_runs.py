@@ -73,9 +73,16 @@ def child_report(logdir: str, workers: str) -> dict:
     return {
         "seconds": time.perf_counter() - start,
         "code": code,
+        "cpu_s": _cpu_s(resource.RUSAGE_SELF),
+        "workers_cpu_s": _cpu_s(resource.RUSAGE_CHILDREN),
         "rss_mb": _peak_mb(resource.RUSAGE_SELF),
         "workers_rss_mb": _peak_mb(resource.RUSAGE_CHILDREN),
     }
+
+
+def _cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _burn(n: int) -> int:
@@ -218,8 +225,9 @@ def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
             result, wall = run_child("report", str(logdir), workers)
             rows.append((workers, result, wall))
             print(
-                f"report --workers {workers:4s}  {wall:7.2f} s from the shell ({result['seconds']:.2f} s in main)   "
-                f"peak RSS {result['rss_mb']:,.0f} MB (+ pool workers' largest {result['workers_rss_mb']:,.0f} MB)"
+                f"report --workers {workers:4s}  {wall:7.2f} s from the shell ({result['seconds']:.2f} s in main, CPU "
+                f"{result['cpu_s']:.1f} s + {result['workers_cpu_s']:.1f} s in pool workers)   peak RSS "
+                f"{result['rss_mb']:,.0f} MB (+ pool workers' largest {result['workers_rss_mb']:,.0f} MB)"
             )
         pooled = min(wall for w, _, wall in rows if w == "auto")
         serial = min(wall for w, _, wall in rows if w == "1")
