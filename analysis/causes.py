@@ -31,6 +31,7 @@ from .datamodel import Finding
 from .detectors.base import RunData, fmt, num
 from .detectors.gradients import LAYER_RATIO
 from .findings import KINDS
+from .smoothing import running_median
 
 # ---- the cause library ----------------------------------------------------------------------------------
 
@@ -303,8 +304,7 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
     # A running median over a few points: one noisy batch is not a departure, a shifted level is.
     width = max(1, min(SMOOTH_POINTS, int(before.sum()) // 4)) | 1
     if width > 1 and read.size >= width:
-        padded = np.pad(np.where(np.isfinite(read), read, np.inf), width // 2, mode="edge")
-        smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, width), axis=1)
+        smooth = running_median(np.where(np.isfinite(read), read, np.inf), width)
         read = np.where(np.isfinite(read), smooth, read)  # a non-finite point stays a departure
     base = read[before]
     median = float(np.median(base))

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .axes import keras_steps_per_epoch, restate, step_axes
-from .cache import release
 from .causes import rank_causes
 from .config import Config
 from .datamodel import Finding, Run, RunReport, SeriesFeatures
@@ -91,18 +90,37 @@ def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
     return epoch_length or keras_steps_per_epoch(run) or eval_interval, eval_interval
 
 
+def _val_sibling_names(name: str) -> list[str]:
+    """Where the validation run of training run `name` would be, in the order they are tried."""
+    if _TRAIN_SIBLING.search(name):
+        stem = _TRAIN_SIBLING.sub("", name)
+        return [f"{stem}/{ending}" if stem else ending for ending in _VAL_SIBLINGS]
+    return [ending if name == "." else f"{name}/{ending}" for ending in _VAL_SIBLINGS]
+
+
+def _train_sibling_names(name: str) -> list[str]:
+    """Where the training run of validation run `name` would be (none unless `name` ends like one)."""
+    parts = name.rsplit("/", 1)
+    if parts[-1].lower() not in _VAL_SIBLINGS:
+        return []
+    stem = parts[0] if len(parts) == 2 else ""
+    # Keras: `X/train` beside it; TF Estimator: the model directory `X` (or the logdir itself) above it.
+    return [(f"{stem}/{t}" if stem else t) for t in ("train", "training")] + [stem or "."]
+
+
+def related_runs(name: str, runs: Mapping[str, Run]) -> dict[str, Run]:
+    """The runs of `runs` that analysing run `name` looks at besides itself (its train or validation sibling):
+    a context holding only these (and `name`) judges `name` exactly as the whole logdir's context does."""
+    return {n: runs[n] for n in (*_val_sibling_names(name), *_train_sibling_names(name)) if n in runs and n != name}
+
+
 def _sibling(run: Run, context: LogdirContext | None) -> tuple[str, Run] | None:
     """The validation run belonging to this training run: Keras's `X/validation` beside `X/train`, or a TF
     Estimator's `X/eval` inside the model directory `X`."""
     runs = getattr(context, "runs", None)
     if not runs:
         return None
-    if _TRAIN_SIBLING.search(run.name):
-        stem = _TRAIN_SIBLING.sub("", run.name)
-        names = [f"{stem}/{ending}" if stem else ending for ending in _VAL_SIBLINGS]
-    else:
-        names = [ending if run.name == "." else f"{run.name}/{ending}" for ending in _VAL_SIBLINGS]
-    for name in names:
+    for name in _val_sibling_names(run.name):
         if name in runs and name != run.name:
             return name, runs[name]
     return None
@@ -110,12 +128,9 @@ def _sibling(run: Run, context: LogdirContext | None) -> tuple[str, Run] | None:
 
 def _has_train_sibling(run: Run, context: LogdirContext | None) -> bool:
     runs = getattr(context, "runs", None)
-    parts = run.name.rsplit("/", 1)
-    if not runs or parts[-1].lower() not in _VAL_SIBLINGS:
+    if not runs:
         return False
-    stem = parts[0] if len(parts) == 2 else ""
-    # Keras: `X/train` beside it; TF Estimator: the model directory `X` (or the logdir itself) above it.
-    return any((f"{stem}/{t}" if stem else t) in runs for t in ("train", "training")) or (stem or ".") in runs
+    return any(name in runs for name in _train_sibling_names(run.name))
 
 
 def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Config | None) -> dict[str, ExternalSeries]:
@@ -273,12 +288,17 @@ def diagnose(
     runs: str | None = None,
     now: float | None = None,
     storage_options: dict[str, Any] | None = None,
+    workers: int | None = None,
 ) -> Report:
     """Analyse every run of a logdir (a path or URL, read with `analysis.load`, or an already loaded Logdir).
 
     `runs` keeps only runs whose name matches the regex; `now` (default: the wall clock) tells `stalled`
-    whether the logdir is live; `storage_options` go to fsspec for a URL.
+    whether the logdir is live; `storage_options` go to fsspec for a URL; `workers` is the number of processes
+    (default: every core once there are enough runs to pay for a pool, see `pipeline.analyze_runs`; 1 judges
+    every run in this process).
     """
+    from .pipeline import EngineAnalyzer, analyze_runs
+
     if isinstance(logdir_or_path, (str, os.PathLike)):
         from .logdir import load
 
@@ -289,10 +309,7 @@ def diagnose(
         arg = str(getattr(logdir, "path", ""))
     context = logdir_context(logdir, now=time.time() if now is None else now)
     pattern = re.compile(runs) if runs else None
-    reports = []
-    for name, run in logdir.runs.items():
-        if pattern is None or pattern.search(name):
-            reports.append(analyze_run(run, config, context))
-            release(run)  # its mapped columns' pages: one run's at a time in memory, however large the logdir
+    chosen = [run for name, run in logdir.runs.items() if pattern is None or pattern.search(name)]
+    reports = analyze_runs(chosen, context, EngineAnalyzer(config), workers=workers)
     attach_twins(reports)
     return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)

@@ -36,6 +36,7 @@ from .smoothing import (
     row_medians,
     scale_noise,
     window_medians,
+    windows,
 )
 
 #: Bucket medians kept for shape work: 1/1000 of the run is far below the 2 % onset accuracy we promise,
@@ -274,7 +275,7 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     if m < width + 2:
         return ()
     quarter = max(2, width // 4)
-    quarter_medians = row_medians(np.lib.stride_tricks.sliding_window_view(y, quarter))
+    quarter_medians = row_medians(windows(y, quarter))
     starts = np.arange(m - width + 1)
     drift = np.abs(quarter_medians[starts + width - quarter] - quarter_medians[starts])
     drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)

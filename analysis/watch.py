@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .cache import release
 from .config import Config
 from .datamodel import Finding, Run, RunReport
-from .engine import LogdirContext, analyze_run, logdir_context
+from .engine import LogdirContext, logdir_context
 from .findings import FindingKey, finding_key, finding_order
 from .json_safe import json_safe
+from .pipeline import EngineAnalyzer, analyze_runs
 
 if TYPE_CHECKING:
     from .logdir import Logdir
@@ -113,6 +113,7 @@ class Watcher:
     seen: set[FindingKey] = field(default_factory=set)
     polls: int = 0
     judged_at: dict[str, float] = field(default_factory=dict)  # run -> the logdir's newest wall time then
+    workers: int | None = None  # processes for a pass (`pipeline.analyze_runs`); None: every core when worth it
 
     def poll(
         self,
@@ -130,14 +131,15 @@ class Watcher:
         context = logdir_context(self.logdir, now=self.clock())
         newest = context.latest_wall_time if context.latest_wall_time is not None else 0.0
         due = sorted(self._due(changed, newest))
-        for done, name in enumerate(due, 1):
-            if cancel():
-                break
-            report = self.analyze(self.logdir.runs[name], context)
-            self.reports[name] = report
-            self.judged_at[name] = newest
+
+        def judged(report: RunReport, done: int, total: int) -> None:  # in order: the done-th due run
+            self.reports[due[done - 1]] = report
+            self.judged_at[due[done - 1]] = newest
             if on_report is not None:
-                on_report(report, done, len(due))
+                on_report(report, done, total)
+
+        runs = [self.logdir.runs[name] for name in due]
+        analyze_runs(runs, context, self.analyze, workers=self.workers, on_report=judged, cancel=cancel)
         new: list[Finding] = []
         for report in self.reports.values():
             for finding in report.findings:
@@ -161,11 +163,6 @@ def _siblings(names: set[str], all_runs) -> set[str]:
 
 
 def engine_analyzer(config: Config | None = None) -> RunAnalyzer:
-    """The default `Watcher.analyze`: the engine's verdict on one run, against the logdir as it is now."""
-
-    def analyze(run: Run, context: LogdirContext) -> RunReport:
-        report = analyze_run(run, config, context)
-        release(run)  # its mapped pages: the app and `watch` hold one run's at a time while judging
-        return report
-
-    return analyze
+    """The default `Watcher.analyze`: the engine's verdict on one run, against the logdir as it is now (in a
+    process pool when a pass has many runs to judge)."""
+    return EngineAnalyzer(config)

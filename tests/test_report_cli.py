@@ -188,3 +188,19 @@ def test_an_unreadable_logdir_gets_exit_2(tmp_path, capsys, monkeypatch):
     assert main(["report", str(tmp_path / "locked")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "permission denied" in err[0].lower()
+
+
+def test_the_demo_report_is_the_same_judged_in_two_processes_or_in_one(demo_dir, capsys):
+    outputs = []
+    for workers in ("1", "2"):
+        assert main(["report", str(demo_dir), "--format", "json", "--workers", workers]) in (0, 1)
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0])["runs"]
+
+
+def test_workers_must_be_a_positive_whole_number(logdir, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(logdir), "--workers", "0"])
+    assert exit_info.value.code == 2
+    assert "--workers" in capsys.readouterr().err

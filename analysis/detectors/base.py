@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from ..axes import StepAxes
 from ..datamodel import Finding, Run, Series, SeriesFeatures
 from ..features import context_tags, context_windows, finite_view
 from ..roles import PrimaryTags, rl_term
+from ..smoothing import running_median
 from ..text import number
 
 #: Adversarial loss terms (GAN generator/discriminator/critic): they rise and fall against each other by
@@ -69,6 +71,7 @@ class RunData:
     sibling_val: dict[str, ExternalSeries] = field(default_factory=dict)  # train tag -> validation series
     has_train_sibling: bool = False  # this is a Keras `X/validation` run whose `X/train` sibling exists
     axes: StepAxes = field(default_factory=lambda: StepAxes(frozenset(), frozenset(), None))  # global steps vs epochs
+    _finite: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     # ---- access ---------------------------------------------------------------------------------------
 
@@ -79,7 +82,11 @@ class RunData:
         ]
 
     def finite(self, tag: str) -> tuple[np.ndarray, np.ndarray]:
-        return finite_view(self.run.scalars[tag])
+        """(steps, values) of the tag's finite points; worked out once per run, however many detectors ask."""
+        view = self._finite.get(tag)
+        if view is None:
+            view = self._finite[tag] = finite_view(self.run.scalars[tag])
+        return view
 
     @property
     def first_step(self) -> int | None:
@@ -238,13 +245,29 @@ def sentence(parts: Iterable[str]) -> str:
     return text[:1].upper() + text[1:]
 
 
+#: Smoothed levels remembered (the most recent series'): several detectors ask for the same series' level
+#: while judging one run, and each running median costs as much as a detector.
+SMOOTHED_CACHE = 64
+_smoothed: OrderedDict[tuple[int, float], tuple[SeriesFeatures, np.ndarray]] = OrderedDict()
+
+
 def smoothed_level(feats: SeriesFeatures, frac: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
     """(steps, level): the series' bucket medians under a running median over `frac` of the run (≥ 3 buckets),
     so that a single lucky or unlucky bucket is never taken for the curve's minimum or maximum."""
     level = feats.extra["level"]
+    key = (id(feats), frac)
+    hit = _smoothed.get(key)
+    if hit is not None and hit[0] is feats:  # the entry holds `feats`, so its id cannot have been reused
+        return level.steps, hit[1]
     medians = level.medians
     width = max(3, int(frac * medians.size)) | 1
     if medians.size >= width:
-        padded = np.pad(medians, width // 2, mode="edge")
-        medians = np.median(np.lib.stride_tricks.sliding_window_view(padded, width), axis=1)
+        medians = running_median(medians, width)  # bucket medians are finite: np.median's values exactly
+        medians.flags.writeable = False
+    _smoothed[key] = (feats, medians)
+    while len(_smoothed) > SMOOTHED_CACHE:
+        try:
+            _smoothed.popitem(last=False)
+        except KeyError:  # another thread (the app judges in a worker thread) emptied it first
+            break
     return level.steps, medians

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..smoothing import bucket_medians, diff_noise, mad_sigma, row_medians
+from ..smoothing import bucket_medians, diff_noise, mad_sigma, running_median
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -60,8 +60,7 @@ _MEDIAN_EFFICIENCY = 1.2533
 
 
 def _running_median(values: np.ndarray, width: int) -> np.ndarray:
-    padded = np.pad(values, width // 2, mode="edge")
-    return row_medians(np.lib.stride_tricks.sliding_window_view(padded, width))[: values.size]
+    return running_median(values, width)
 
 
 def _peak_share(residual: np.ndarray) -> float:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..features import LEVEL_BUCKETS
-from ..smoothing import diff_noise, row_medians
+from ..smoothing import diff_noise, running_median
 from .base import RunData, finding, fmt, pct, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -45,8 +45,7 @@ WARN_REL_METRIC = 0.03
 def _running_median3(values: np.ndarray) -> np.ndarray:
     if values.size < 5:
         return values
-    padded = np.pad(values, 1, mode="edge")
-    return row_medians(np.lib.stride_tricks.sliding_window_view(padded, 3))
+    return running_median(values, 3)
 
 
 def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: bool) -> dict | None:

@@ -32,7 +32,9 @@ def _median_interval(data: RunData) -> float | None:
     gaps = []
     for series in data.run.scalars.values():
         if len(series) > 2:
-            walls = np.unique(series.wall_times)
+            walls = series.wall_times
+            if not np.all(walls[1:] > walls[:-1]):  # already its unique values when strictly increasing
+                walls = np.unique(walls)
             if walls.size > 2:
                 gaps.append(float(np.median(np.diff(walls))))
     return min(gaps) if gaps else None

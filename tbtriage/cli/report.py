@@ -36,6 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'best:eval/accuracy>=0.8 resnet', 'top 10 by train/loss' (ranked best first)",
     )
     parser.add_argument(
+        "--workers",
+        metavar="N",
+        type=_positive,
+        help="processes for the analysis (default: every core once there are many runs; 1: this process only)",
+    )
+    parser.add_argument(
         "--group", metavar="REGEX", help="group runs by this regex (named group 'group', else the first group)"
     )
     add_storage_arguments(parser)
@@ -48,6 +54,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dask-workers", metavar="N", type=int, help="worker processes for --dask local (default: one per core)"
     )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of processes (1 or more)")
+    return value
 
 
 def _fail(message: str) -> int:
@@ -172,7 +188,9 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(report, str):
                 return _fail(report)
         else:
-            report = diagnose(str(args.logdir), config=config, runs=args.runs, storage_options=options)
+            report = diagnose(
+                str(args.logdir), config=config, runs=args.runs, storage_options=options, workers=args.workers
+            )
     except (ConfigError, LogdirError) as exc:
         return _fail(str(exc))
     except PermissionError as exc:

@@ -1,0 +1,309 @@
+"""Thousands of runs: `report` wall time and peak RSS (pooled and serial), and the app while it loads them.
+
+    python bench/many_runs.py                           # issue #12's two logdirs: 10,000 runs × 4 tags × 300
+                                                        # points, and 2,000 runs × 4 tags × 900 points
+                                                        # (3,600 points a run, ~384 MB like the issue's)
+    python bench/many_runs.py --runs 500 --points 300   # one smaller logdir
+    python bench/many_runs.py --logdir runs/            # your own logdir
+    python bench/many_runs.py --runs 300 --skip-app     # report only
+
+Logdirs are written into a temporary directory with the project's event writer (real event files, one
+per run, `bench/report_speed.py`'s curves, every fifth run with a planted problem). Every measurement
+runs in a fresh child process, so its figures include imports and its own peak RSS (the pool's workers
+counted apart).
+
+Baselines measured in the same run, printed as ratios:
+- the serial path (`report --workers 1`) for the process pool;
+- what two processes of a pure Python loop gain over one on this machine right now: on a shared machine
+  the spare cores, not the code, bound what any pool can gain;
+- TensorBoard's EventAccumulator, reading a subset of the runs (`--ea-runs`), against tbtriage reading
+  the same runs.
+
+The app (Textual's Pilot, headless, 160×48): time to the first frame, to every run's name listed, to
+every run's health shown, and the key-press latency while loading (a cursor key every `--key-every`
+seconds, each timed to the next idle). The issue's bars: report on the 2,000-run logdir ≤ 8 s on a
+2-core machine; in the app no key waits more than 100 ms and all health is shown within 1.3× the
+report's time. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+#: (runs, tags, points per tag) of the issue's two logdirs.
+SHAPES = ((10_000, 4, 300), (2_000, 4, 900))
+#: Terminal size of the headless app.
+APP_SIZE = (160, 48)
+#: The app gives up waiting for all health after this many seconds.
+APP_TIMEOUT_S = 900.0
+#: Iterations of the pure Python loop that measures what a second process gains here.
+CALIBRATION_LOOP = 4_000_000
+
+
+# ---- children (each measurement in its own process) ----------------------------------------------------
+
+
+def _peak_mb(who: int) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024  # KiB on Linux
+
+
+def child_report(logdir: str, workers: str) -> dict:
+    from tbtriage.cli.main import main
+
+    argv = ["report", logdir, "--format", "json", "--out", os.devnull]
+    if workers != "auto":
+        argv += ["--workers", workers]
+    start = time.perf_counter()
+    code = main(argv)
+    return {
+        "seconds": time.perf_counter() - start,
+        "code": code,
+        "cpu_s": _cpu_s(resource.RUSAGE_SELF),
+        "workers_cpu_s": _cpu_s(resource.RUSAGE_CHILDREN),
+        "rss_mb": _peak_mb(resource.RUSAGE_SELF),
+        "workers_rss_mb": _peak_mb(resource.RUSAGE_CHILDREN),
+    }
+
+
+def _cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _burn(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def child_calibrate() -> dict:
+    """Seconds for 4 loops in 1 process and in 2 (the ratio is what a 2-process pool can gain right now)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    out = {}
+    for workers in (1, 2):
+        start = time.perf_counter()
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            list(pool.map(_burn, [CALIBRATION_LOOP] * 4))
+        out[str(workers)] = time.perf_counter() - start
+    return out
+
+
+def child_accumulator(logdir: str, count: int) -> dict:
+    """EventAccumulator and tbtriage reading the same first `count` runs (every scalar)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    import tbtriage
+
+    names = sorted(p.name for p in Path(logdir).iterdir() if p.is_dir())[:count]
+    start = time.perf_counter()
+    points = 0
+    for name in names:
+        acc = EventAccumulator(str(Path(logdir) / name), size_guidance={"scalars": 0})
+        acc.Reload()
+        points += sum(len(acc.Scalars(tag)) for tag in acc.Tags()["scalars"])
+    ea = time.perf_counter() - start
+    start = time.perf_counter()
+    loaded = tbtriage.load(logdir, runs="^(" + "|".join(map(re.escape, names)) + ")$")
+    ours = time.perf_counter() - start
+    mine = sum(len(s) for run in loaded.runs.values() for s in run.scalars.values())
+    return {"runs": len(names), "points": points, "ea_seconds": ea, "ours_points": mine, "ours_seconds": ours}
+
+
+def child_app(logdir: str, key_every: float) -> dict:
+    """Milestones and key latencies of the app loading `logdir` (seconds from the app's creation)."""
+    from textual.worker import WorkerState
+
+    from tbtriage.tui.app import make_app
+    from tbtriage.tui.widgets.run_table import RunTable
+
+    expected = sum(1 for p in Path(logdir).iterdir() if p.is_dir())
+    marks: dict[str, float] = {}
+    latencies: list[float] = []
+
+    async def main() -> None:
+        start = time.perf_counter()
+        app = make_app(logdir, follow=False)
+        async with app.run_test(size=APP_SIZE) as pilot:
+            marks["first_frame"] = time.perf_counter() - start
+            next_key = time.perf_counter() + key_every
+            down = True
+            while time.perf_counter() - start < APP_TIMEOUT_S:
+                now = time.perf_counter()
+                tables = app.screen.query(RunTable)
+                if "names" not in marks and tables and tables.first().row_count >= expected:
+                    marks["names"] = now - start
+                if "health" not in marks and app.loaded and len(app.store.reports) >= expected:
+                    marks["health"] = now - start
+                    busy = any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers)
+                    if not busy:
+                        break
+                if "health" not in marks and now >= next_key:
+                    pressed = time.perf_counter()
+                    await pilot.press("down" if down else "up")  # returns once the key is handled: idle
+                    latencies.append(time.perf_counter() - pressed)
+                    down = not down
+                    next_key = time.perf_counter() + key_every
+                await asyncio.sleep(0.01)
+            else:
+                marks["timeout"] = APP_TIMEOUT_S
+
+    asyncio.run(main())
+    ordered = sorted(latencies)
+    return {
+        **marks,
+        "keys": len(latencies),
+        "worst_key_ms": 1000 * ordered[-1] if ordered else None,
+        "median_key_ms": 1000 * ordered[len(ordered) // 2] if ordered else None,
+        "rss_mb": _peak_mb(resource.RUSAGE_SELF),
+    }
+
+
+def child_main(argv: list[str]) -> int:
+    kind, *rest = argv
+    if kind == "report":
+        result = child_report(rest[0], rest[1])
+    elif kind == "calibrate":
+        result = child_calibrate()
+    elif kind == "accumulator":
+        result = child_accumulator(rest[0], int(rest[1]))
+    else:
+        result = child_app(rest[0], float(rest[1]))
+    print("RESULT " + json.dumps(result))
+    return 0
+
+
+def run_child(*args: str) -> tuple[dict, float]:
+    """(the child's result, its wall time from the shell: interpreter start and imports included)."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    wall = time.perf_counter() - start
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :]), wall
+    raise RuntimeError(f"child {args[0]} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+
+
+# ---- the parent ------------------------------------------------------------------------------------------
+
+
+def generate(root: Path, runs: int, tags: int, points: int) -> tuple[int, float]:
+    """(bytes written, seconds): `report_speed`'s runs, one event file each."""
+    import report_speed
+
+    start = time.perf_counter()
+    written = report_speed.generate(root, runs, tags, points)
+    return written, time.perf_counter() - start
+
+
+def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
+    runs = sum(1 for p in logdir.iterdir() if p.is_dir())
+    print(f"\n== {label}: {runs:,} runs ==")
+    report_s = None
+    if not args.skip_report:
+        rows = []
+        for workers in ("auto", "1") * args.repeat:
+            result, wall = run_child("report", str(logdir), workers)
+            rows.append((workers, result, wall))
+            print(
+                f"report --workers {workers:4s}  {wall:7.2f} s from the shell ({result['seconds']:.2f} s in main, CPU "
+                f"{result['cpu_s']:.1f} s + {result['workers_cpu_s']:.1f} s in pool workers)   peak RSS "
+                f"{result['rss_mb']:,.0f} MB (+ pool workers' largest {result['workers_rss_mb']:,.0f} MB)"
+            )
+        pooled = min(wall for w, _, wall in rows if w == "auto")
+        serial = min(wall for w, _, wall in rows if w == "1")
+        report_s = pooled
+        calibration, _ = run_child("calibrate")
+        gain = calibration["1"] / calibration["2"]
+        print(
+            f"best of {args.repeat}: pooled {pooled:.2f} s, serial {serial:.2f} s: pool/serial = {pooled / serial:.2f} "
+            f"(a pure-Python loop in 2 processes vs 1 here now: {1 / gain:.2f}, i.e. {gain:.2f}× the throughput)"
+        )
+        print(f"issue bar for 2,000 runs: ≤ 8 s ({'met' if pooled <= 8 else 'not met'} at {runs:,} runs)")
+    if args.ea_runs:
+        acc, _ = run_child("accumulator", str(logdir), str(args.ea_runs))
+        ea_rate = acc["points"] / acc["ea_seconds"]
+        our_rate = acc["ours_points"] / acc["ours_seconds"]
+        print(
+            f"EventAccumulator on {acc['runs']} runs: {acc['ea_seconds']:.2f} s ({ea_rate / 1e3:,.0f} k points/s); "
+            f"tbtriage.load on the same runs {acc['ours_seconds']:.2f} s ({our_rate / 1e3:,.0f} k points/s): "
+            f"{our_rate / ea_rate:.1f}× faster; EventAccumulator would read all {runs:,} runs in "
+            f"~{acc['ea_seconds'] * runs / max(acc['runs'], 1):,.0f} s"
+        )
+    if not args.skip_app:
+        app, wall = run_child("app", str(logdir), str(args.key_every))
+        worst = app.get("worst_key_ms")
+        late = f" (gave up after {APP_TIMEOUT_S:.0f} s)" if "timeout" in app else ""
+        print(
+            f"app: first frame {app['first_frame']:.2f} s, all {runs:,} names listed "
+            f"{app.get('names', float('nan')):.2f} s, all health shown {app.get('health', float('nan')):.2f} s{late}"
+        )
+        if worst is not None:
+            print(
+                f"app: {app['keys']} key presses while loading, median {app['median_key_ms']:.0f} ms, "
+                f"worst {worst:.0f} ms (bar: ≤ 100 ms); peak RSS {app['rss_mb']:,.0f} MB"
+            )
+        if report_s and "health" in app:
+            print(f"app all-health / report = {app['health'] / report_s:.2f} (bar: ≤ 1.3)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        return child_main(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--logdir", type=Path, help="measure this logdir instead of generating them")
+    parser.add_argument("--runs", type=int, help="generate one logdir of this many runs (with --tags, --points)")
+    parser.add_argument("--tags", type=int, default=4)
+    parser.add_argument("--points", type=int, default=300, help="points per tag (default 300)")
+    parser.add_argument("--repeat", type=int, default=2, help="report runs per mode; the best counts (default 2)")
+    parser.add_argument("--ea-runs", type=int, default=20, help="runs EventAccumulator reads (0: skip)")
+    parser.add_argument("--key-every", type=float, default=0.5, help="seconds between key presses in the app")
+    parser.add_argument("--skip-app", action="store_true")
+    parser.add_argument("--skip-report", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the generated logdirs and print where")
+    args = parser.parse_args(argv)
+    print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if args.logdir:
+        measure(args.logdir, args, str(args.logdir))
+        return 0
+    shapes = [(args.runs, args.tags, args.points)] if args.runs else list(SHAPES)
+    temp = Path(tempfile.mkdtemp(prefix="tbtriage-many-"))
+    try:
+        for runs, tags, points in shapes:
+            logdir = temp / f"{runs}x{tags}x{points}"
+            size, seconds = generate(logdir, runs, tags, points)
+            print(
+                f"\ngenerated {runs:,} runs × {tags} tags × {points} points ({runs * tags * points / 1e6:.1f} M points, "
+                f"{size / 1e6:,.0f} MB) in {seconds:.1f} s"
+            )
+            measure(logdir, args, f"{runs} runs × {tags} tags × {points} points")
+    finally:
+        if args.keep:
+            print(f"kept {temp}")
+        else:
+            shutil.rmtree(temp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

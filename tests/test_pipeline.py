@@ -1,0 +1,163 @@
+"""Many runs judged in a process pool get exactly the verdicts the serial path gives.
+
+The labelled suite of `_engine_data` (every pathology, Keras `train`/`validation` siblings, a stalled run)
+is written with real writers into one logdir; the pool's reports must equal the serial reports field by
+field, in the same order, with each report holding the parent's own `Run`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tbtriage
+from tbtriage.analysis.compare import compare
+from tbtriage.analysis.engine import diagnose, finding_dict, logdir_context, related_runs, run_report_dict, scalar_span
+from tbtriage.analysis.pipeline import EngineAnalyzer, _pooled, analyze_runs, pool_workers
+from tbtriage.analysis.watch import Watcher, engine_analyzer
+from tests._engine_data import SCENARIOS, write_scenario
+
+NOW_OFFSET = 86400.0
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pool")
+    for scenario in SCENARIOS:
+        write_scenario(root, scenario)
+    return tbtriage.load(root)
+
+
+@pytest.fixture(scope="module")
+def now(logdir) -> float:
+    return max(scalar_span(run)[1] for run in logdir.runs.values()) + NOW_OFFSET
+
+
+def _verdicts(reports) -> str:
+    """Everything a report says (the JSON contract plus every feature), as one comparable text."""
+    return json.dumps(
+        [
+            {
+                **run_report_dict(r),
+                "features": {tag: repr(f) for tag, f in r.features.items()},
+                "primary": repr(r.primary_tags),
+                "directions": r.directions,
+            }
+            for r in reports
+        ],
+        default=str,
+    )
+
+
+def test_the_pool_judges_every_run_as_the_serial_path_does(logdir, now):
+    context = logdir_context(logdir, now=now)
+    runs = list(logdir.runs.values())
+    serial = analyze_runs(runs, context, workers=1)
+    pooled: list = []
+    _pooled(runs, context, None, 2, pooled, None, lambda: False)  # the pool itself, no serial fallback
+    assert [r.name for r in pooled] == [r.name for r in runs]
+    assert _verdicts(pooled) == _verdicts(serial)
+    assert all(report.run is run for report, run in zip(pooled, runs))
+
+
+def test_a_pooled_report_and_its_comparison_equal_the_serial_ones(logdir, now):
+    serial = diagnose(logdir, now=now, workers=1)
+    pooled = diagnose(logdir, now=now, workers=2)
+    assert _verdicts(pooled.runs) == _verdicts(serial.runs)
+    assert pooled.to_json() == serial.to_json()
+    assert compare(pooled.runs).best == compare(serial.runs).best
+
+
+def test_a_keras_validation_run_reaches_the_pool_with_its_training_sibling(logdir):
+    keras = [name for name in logdir.runs if name.endswith("/validation")]
+    assert keras, "the labelled suite has Keras runs"
+    for name in keras:
+        train = name.rsplit("/", 1)[0] + "/train"
+        assert train in related_runs(name, logdir.runs)
+        assert name in related_runs(train, logdir.runs)
+
+
+def test_the_follower_judges_in_the_pool_as_it_does_serially(logdir, now):
+    judged = []
+    serial = Watcher(logdir, engine_analyzer(), clock=lambda: now, workers=1)
+    pooled = Watcher(logdir, engine_analyzer(), clock=lambda: now, workers=2)
+    new_serial = serial.poll()
+    new_pooled = pooled.poll(on_report=lambda report, done, total: judged.append((done, total)))
+    assert [finding_dict(f) for f in new_pooled] == [finding_dict(f) for f in new_serial]
+    assert _verdicts(pooled.reports.values()) == _verdicts(serial.reports.values())
+    assert judged == [(i, len(logdir.runs)) for i in range(1, len(logdir.runs) + 1)]
+
+
+def test_a_stand_in_analyzer_runs_in_this_process_and_a_cancel_stops_between_runs(logdir, now):
+    context = logdir_context(logdir, now=now)
+    seen = []
+
+    def stand_in(run, ctx):
+        seen.append(run.name)
+        return EngineAnalyzer()(run, ctx)
+
+    runs = list(logdir.runs.values())
+    reports = analyze_runs(runs, context, stand_in, workers=2, cancel=lambda: len(seen) >= 3)
+    assert seen == [r.name for r in runs[:3]] and len(reports) == 3
+
+
+def test_few_runs_are_judged_serially_and_many_on_every_core():
+    assert pool_workers(10) == 1
+    assert pool_workers(10_000) >= 1
+    assert pool_workers(10, workers=4) == 4 and pool_workers(3, workers=4) == 3
+
+
+POOL_FROM_AN_APP = """
+import sys, threading
+import tbtriage
+from tbtriage.analysis.engine import logdir_context
+from tbtriage.analysis.pipeline import _pooled, analyze_runs
+
+class Capture:  # what a Textual app puts in sys.stderr: writable, with no file descriptor
+    def write(self, text): return len(text)
+    def flush(self): pass
+    def fileno(self): return -1
+
+def main():
+    logdir = tbtriage.load(sys.argv[1])
+    context = logdir_context(logdir, now=0.0)
+    runs = list(logdir.runs.values())
+    sys.stderr = Capture()
+    pooled = []
+    _pooled(runs, context, None, 2, pooled, None, lambda: False)
+    serial = analyze_runs(runs, context, workers=1)
+    sys.stderr = sys.__stderr__
+    same = [r.health for r in pooled] == [r.health for r in serial] and [len(r.findings) for r in pooled] == [
+        len(r.findings) for r in serial
+    ]
+    print("judged", len(pooled), "same" if same else "different")
+
+if __name__ == "__main__":
+    idle = threading.Event()
+    ui = threading.Thread(target=idle.wait)  # another thread alive, as in the app: no fork of this process
+    ui.start()
+    worker = threading.Thread(target=main)
+    worker.start()
+    worker.join()
+    idle.set()
+"""
+
+
+def test_an_app_whose_stderr_has_no_file_descriptor_still_gets_a_pool(tmp_path):
+    """Textual replaces sys.stderr with a capture whose fileno is -1; the fork server's resource tracker
+    must still start (it failed with 'bad value(s) in fds_to_keep' and the app fell back to one core)."""
+    import subprocess
+    import sys
+
+    from tests._event_files import write_pytorch_run
+
+    for seed in range(3):
+        write_pytorch_run(tmp_path / "runs" / f"seed{seed}", n=200, seed=seed, nan_at=150 if seed == 2 else None)
+    script = tmp_path / "pool_from_app.py"
+    script.write_text(POOL_FROM_AN_APP)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "judged 3 same"
