@@ -79,19 +79,22 @@ def analyze_runs(
     workers: int | None = None,
     on_report: OnReport | None = None,
     cancel: Callable[[], bool] = lambda: False,
+    niceness: int = 0,
 ) -> list[RunReport]:
     """Every run's report, in the order of `runs` (fewer when `cancel()` turned true part-way).
 
     `analyzer` defaults to the engine with no config; an `EngineAnalyzer` (or the default) may run in a
     process pool of `workers` processes (default: `pool_workers`), any other callable runs here.
-    `on_report(report, done, total)` is called in order as each verdict arrives.
+    `on_report(report, done, total)` is called in order as each verdict arrives. The pool's workers
+    lower their priority by `niceness` (`os.nice`): the app's, so that its UI thread gets a core the
+    moment a key needs one, while the workers still use every core the rest of the time.
     """
     analyzer = analyzer or EngineAnalyzer()
     count = pool_workers(len(runs), workers) if isinstance(analyzer, EngineAnalyzer) else 1
     reports: list[RunReport] = []
     if count > 1 and isinstance(analyzer, EngineAnalyzer):
         try:
-            _pooled(runs, context, analyzer.config, count, reports, on_report, cancel)
+            _pooled(runs, context, analyzer.config, count, reports, on_report, cancel, niceness)
         except (OSError, ValueError, BrokenProcessPool):
             pass  # no pool here (no /dev/shm, a sandbox, no usable stderr) or a worker died: the rest serially
     for run in runs[len(reports) :]:
@@ -109,9 +112,14 @@ _worker_context: LogdirContext = LogdirContext()
 _worker_config: Config | None = None
 
 
-def _start_worker(context: LogdirContext, config: Config | None) -> None:
+def _start_worker(context: LogdirContext, config: Config | None, niceness: int = 0) -> None:
     global _worker_context, _worker_config
     _worker_context, _worker_config = context, config
+    if niceness and hasattr(os, "nice"):
+        try:
+            os.nice(niceness)
+        except OSError:
+            pass  # not allowed here: the workers run at the caller's priority
 
 
 def _analyze_batch(runs: list[Run], related: dict[str, Run]) -> list[RunReport]:
@@ -168,13 +176,14 @@ def _pooled(
     reports: list[RunReport],
     on_report: OnReport | None,
     cancel: Callable[[], bool],
+    niceness: int = 0,
 ) -> None:
     """Judge `runs` in a pool, appending each verdict to `reports` in order as it arrives."""
     everything = getattr(context, "runs", None) or {}
     shared = replace(context, runs=None) if isinstance(context, AnalysisContext) else context
     batches = [list(runs[i : i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)]
     pool = ProcessPoolExecutor(
-        workers, mp_context=_pool_context(), initializer=_start_worker, initargs=(shared, config)
+        workers, mp_context=_pool_context(), initializer=_start_worker, initargs=(shared, config, niceness)
     )
     try:
         futures: list[Future[list[RunReport]]] = []

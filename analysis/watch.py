@@ -114,6 +114,7 @@ class Watcher:
     polls: int = 0
     judged_at: dict[str, float] = field(default_factory=dict)  # run -> the logdir's newest wall time then
     workers: int | None = None  # processes for a pass (`pipeline.analyze_runs`); None: every core when worth it
+    niceness: int = 0  # the pool's workers lower their priority by this much (the app's, to keep keys quick)
 
     def poll(
         self,
@@ -139,7 +140,9 @@ class Watcher:
                 on_report(report, done, total)
 
         runs = [self.logdir.runs[name] for name in due]
-        analyze_runs(runs, context, self.analyze, workers=self.workers, on_report=judged, cancel=cancel)
+        analyze_runs(
+            runs, context, self.analyze, workers=self.workers, on_report=judged, cancel=cancel, niceness=self.niceness
+        )
         new: list[Finding] = []
         for report in self.reports.values():
             for finding in report.findings:

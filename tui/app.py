@@ -63,6 +63,10 @@ from tbtriage.tui.widgets.tag_chart import TagChart
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
 FOLLOW_SECONDS = 5.0
 
+#: The analysis pool's workers run this much nicer than the app (`os.nice`): on a machine whose cores they
+#: fill, the UI thread still gets one the moment a key arrives; idle cores are still all theirs.
+POOL_NICENESS = 10
+
 #: From this many columns up the main screen shows every pane; below it, the Diagnosis pane folds away.
 WIDE_COLUMNS = 110
 
@@ -188,7 +192,9 @@ class TriageApp(App[int]):
         if worker.is_cancelled:
             return
         self.post_message(LogdirRead(logdir))
-        self.watcher = Watcher(logdir, self._analyzer, clock=self.clock, recheck_silent_s=self.recheck_silent_s)
+        self.watcher = Watcher(
+            logdir, self._analyzer, clock=self.clock, recheck_silent_s=self.recheck_silent_s, niceness=POOL_NICENESS
+        )
         self._follow_pass(worker)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)

@@ -67,6 +67,13 @@ class MainScreen(Screen):
     SCREEN = "main"  # its name in the binding table's `screens`
     app: HostApp
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown_text: dict[str, tuple] = {}  # Static selector -> what it shows (`_show_text`)
+        self._shown_tags: tuple | None = None  # the tag tree's last (tags, roles, kept tag)
+        self._shown_findings: tuple | None = None  # the findings list's last (findings, with run, new, empty)
+        self._details_from: ViewState | None = None  # the view the run's panes show, while their redraw is due
+
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
         with Horizontal(id="status-bar"):
@@ -111,13 +118,33 @@ class MainScreen(Screen):
     # State -> panes --------------------------------------------------------------------------
 
     def _view_changed(self, old: ViewState, new: ViewState) -> None:
-        """Redraw only the panes whose inputs differ between the two views."""
-        store = self.app.store
-        charted_changed = store.charted_runs(old) != store.charted_runs(new)
+        """Redraw only the panes whose inputs differ between the two views.
+
+        When the cursor moved to another run, the frame that shows it moved is drawn first and the panes
+        about the run (tags, chart, findings, diagnosis) after it, once for however many moves came in
+        between: a held arrow key scrolls the list without waiting for every run's diagnosis.
+        """
         if (old.sort_key, old.run_filter, old.selected) != (new.sort_key, new.run_filter, new.selected):
             self.refresh_runs()
         elif old.current_run != new.current_run and self.query_one(RunTable).current_run != new.current_run:
             self.refresh_runs()  # moved by the app (a finding jump, the worst run after loading): follow it
+        if self._details_from is not None:
+            return  # a redraw of the run's panes is due after the next frame; it compares against the view then
+        if old.current_run != new.current_run:
+            self._details_from = old
+            self.call_after_refresh(self._redraw_details)
+        else:
+            self._refresh_details(old, new)
+
+    def _redraw_details(self) -> None:
+        old, self._details_from = self._details_from, None
+        if old is not None:
+            self._refresh_details(old, self.app.view)
+
+    def _refresh_details(self, old: ViewState, new: ViewState) -> None:
+        """Redraw the panes beside the runs table whose inputs differ between `old` and `new`."""
+        store = self.app.store
+        charted_changed = store.charted_runs(old) != store.charted_runs(new)
         if charted_changed or old.tag_filter != new.tag_filter or old.current_tag != new.current_tag:
             self.refresh_tags()
         if charted_changed or old.current_tag != new.current_tag or old.options != new.options:
@@ -140,7 +167,22 @@ class MainScreen(Screen):
                 self.refresh_findings()
         self.refresh_status()
 
+    def _show_text(self, selector: str, text: Text, *, layout: bool = True) -> None:
+        """Show `text` in the Static `selector` unless it already does.
+
+        Every `Static.update` repaints it, and with `layout` re-lays out the whole screen (a full redraw);
+        the status line, legend and filter error are asked to redraw several times a second while
+        thousands of runs load, mostly with what they already show. `layout=False` is for the one-line
+        widgets whose size never depends on their text.
+        """
+        look = (text.plain, str(text.style), tuple(text.spans))
+        if self._shown_text.get(selector) != look:
+            self._shown_text[selector] = look
+            self.query_one(selector, Static).update(text, layout=layout)
+
     def refresh_all(self) -> None:
+        self._shown_text.clear()  # the theme changed: redraw what looks the same in other colours
+        self._shown_tags = self._shown_findings = None
         self.refresh_runs(restyle=True)
         self.refresh_tags()
         self.refresh_chart()
@@ -152,8 +194,8 @@ class MainScreen(Screen):
         app, view = self.app, self.app.view
         rows, error = app.store.rows(view, app.clock())
         self.query_one("#run-filter").set_class(error is not None, "-invalid")
+        self._show_text("#run-filter-error", Text(plain(error or "")))
         shown_error = self.query_one("#run-filter-error", Static)
-        shown_error.update(Text(plain(error or "")))
         shown_error.set_class(error is not None, "-show")
         swatches = {
             name: series_style(app.store.slots.slot(name), app.theme_variables, app.ascii_only).swatch
@@ -169,7 +211,10 @@ class MainScreen(Screen):
         tags, roles = app.store.charted_tags(view)
         tags, error = regex_filter(tags, view.tag_filter)
         self.query_one("#tag-filter").set_class(error is not None, "-invalid")
-        self.query_one(TagTree).show_tags(tags, roles, keep=view.current_tag)
+        shown = (tags, roles, view.current_tag)
+        if shown != self._shown_tags:  # the next run has the same tags: the tree (and its cursor) stays
+            self._shown_tags = shown
+            self.query_one(TagTree).show_tags(tags, roles, keep=view.current_tag)
 
     def refresh_chart(self) -> None:
         app, view = self.app, self.app.view
@@ -179,7 +224,7 @@ class MainScreen(Screen):
         title = Text(plain(view.current_tag) if view.current_tag else "Chart")
         title.append(f"  {view.options.describe(app.separator)}", style="dim")
         self.query_one("#chart-pane").border_title = title
-        self.query_one("#legend", Static).update(self._legend(requests))
+        self._show_text("#legend", self._legend(requests), layout=False)
 
     def _legend(self, requests: list[SeriesRequest]) -> Text:
         legend = Text(no_wrap=True, overflow="ellipsis")
@@ -203,9 +248,12 @@ class MainScreen(Screen):
             empty = "No findings for this run." if report else "Select an analysed run to see its findings."
             title = "Findings"
         self.query_one("#findings").border_title = f"{title} ({len(findings)})"
-        self.query_one(FindingsList).show_findings(
-            findings, with_run=view.all_findings, new=app.store.new_findings, empty=empty
-        )
+        shown = (findings, view.all_findings, set(app.store.new_findings), empty)
+        if shown != self._shown_findings:  # a verdict on another run leaves this list as it is
+            self._shown_findings = shown
+            self.query_one(FindingsList).show_findings(
+                findings, with_run=view.all_findings, new=app.store.new_findings, empty=empty
+            )
 
     def refresh_diagnosis(self) -> None:
         app, view = self.app, self.app.view
@@ -224,7 +272,7 @@ class MainScreen(Screen):
             parts.append(f"{stage} {done}/{total}" if total else f"{stage}…")
         elif app.load_error:
             parts.append(app.load_error)
-        self.query_one("#status", Static).update(Text(f" {app.separator} ".join(parts)))
+        self._show_text("#status", Text(f" {app.separator} ".join(parts)), layout=False)
         bar = self.query_one(ProgressBar)
         bar.display = app.progress is not None and not app.ascii_only
         if app.progress is not None:

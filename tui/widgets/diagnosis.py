@@ -40,6 +40,7 @@ class DiagnosisPane(VerticalScroll):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.report: RunReport | None = None
+        self._markdown = ""  # what the rule-based Markdown shows
 
     def compose(self) -> ComposeResult:
         yield Markdown("Select a run to read its diagnosis.", id="rule-based")
@@ -50,7 +51,9 @@ class DiagnosisPane(VerticalScroll):
         changed_run = report is None or self.report is None or report.name != self.report.name
         self.report = report
         text = "Analysing this run…" if report is None else multiline(run_markdown(report))
-        self.query_one("#rule-based", Markdown).update(text)
+        if text != self._markdown:  # re-parsing Markdown re-mounts its blocks: skip it when nothing changed
+            self._markdown = text
+            self.query_one("#rule-based", Markdown).update(text)
         if changed_run:
             self._clear_llm()
 
@@ -73,7 +76,8 @@ class DiagnosisPane(VerticalScroll):
 
     def _clear_llm(self) -> None:
         status = self.query_one("#llm-note", Static)
-        status.update("")
-        status.set_class(True, "-empty")
+        if not status.has_class("-empty"):
+            status.update("")
+            status.set_class(True, "-empty")
         for widget in self.query("LLMExplanation"):
             widget.remove()
