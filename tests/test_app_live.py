@@ -10,11 +10,13 @@ import numpy as np
 
 from tbtriage.analysis.config import Config
 from tbtriage.tui.app import make_app
+from tbtriage.tui.messages import RunsAnalyzed
 from tbtriage.tui.screens.dashboard import RunDashboard
 from tbtriage.tui.widgets.findings_list import FindingsList
 from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
 from tbtriage.tui.widgets.run_table import COLUMNS, RunTable
 from tbtriage.tui.widgets.tag_chart import TagChart
+from tbtriage.tui.widgets.tag_tree import TagTree
 from tests._app_data import NOW, HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
 from tests._report_data import finding
 
@@ -240,5 +242,51 @@ def test_many_runs_arrive_in_a_few_coalesced_updates_not_one_redraw_per_run(tmp_
         # Discovered, reading progress, read, a few batches of verdicts, done: not one update per run
         # (that would be 120: a progress and a verdict each). The bound leaves room for a slow machine.
         assert app.data.version < 30
+
+    drive(app, scenario)
+
+
+def test_verdicts_on_other_runs_redraw_their_rows_and_the_status_line_without_relaying_out_the_screen(
+    tmp_path, monkeypatch
+):
+    """While thousands of runs are analysed, each coalesced batch of verdicts must cost the UI thread one
+    table sync and a one-line status redraw: not a full re-layout of the screen (what every `Static.update`
+    asks for), nor a rebuild of the tag tree, findings list or diagnosis of a run the batch did not touch."""
+    from textual.screen import Screen
+    from textual.widgets import Markdown
+
+    for i in range(40):
+        write_run(tmp_path, f"run{i:02d}", {"train/loss": decaying_loss(10, seed=i)})
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=HandAnalyzer())
+    calls: dict[str, int] = {}
+
+    def counting(cls, name):
+        original = getattr(cls, name)
+
+        def counted(self, *args, **kwargs):
+            if name != "_refresh_layout" or self is app.main_screen:
+                calls[name] = calls.get(name, 0) + 1
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, counted)
+
+    async def scenario(app, pilot):
+        current = app.view.current_run
+        others = [name for name in sorted(app.reports) if name != current]
+        for cls, name in ((Screen, "_refresh_layout"), (RunTable, "sync_rows"), (TagTree, "show_tags")):
+            counting(cls, name)
+        for cls, name in ((FindingsList, "show_findings"), (Markdown, "update")):
+            counting(cls, name)
+        batches = 12
+        for done in range(1, batches + 1):  # the same verdicts again: only the status line's count changes
+            reports = [app.reports[name] for name in others[(done - 1) * 3 : done * 3]]
+            app.post_message(RunsAnalyzed(reports, done, batches + 1))
+            await pilot.pause()
+        await settle(app, pilot)
+        assert calls.get("sync_rows") == batches  # one per batch, however many verdicts it holds
+        assert "analysing 12/13" in str(app.main_screen.query_one("#status").render())
+        # The progress bar showing up is the one layout; one per batch would be 12 or more.
+        assert calls.get("_refresh_layout", 0) <= 2
+        assert "show_tags" not in calls and "show_findings" not in calls and "update" not in calls
 
     drive(app, scenario)
