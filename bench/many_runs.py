@@ -192,8 +192,8 @@ def child_app(logdir: str, key_every: float) -> dict:
                     marks["names"] = now - start
                 if "health" not in marks and app.loaded and len(app.store.reports) >= expected:
                     marks["health"] = now - start
-                    busy = any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers)
-                    if not busy:
+                if "health" in marks:  # done once the workers it started (a chart's) are done too
+                    if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
                         break
                 if "health" not in marks and now >= next_key and tables and tables.first().row_count > 1:
                     # Down from the top row, else up: the cursor follows its run as rows re-sort, so it must move.
