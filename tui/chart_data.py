@@ -215,7 +215,7 @@ def sorted_percentiles(parts: Sequence[np.ndarray], percentiles: Sequence[float]
     if not count:
         return None
     q = np.asarray(percentiles, dtype=np.float64) / 100
-    virtual = count * q + (1 + q * -1) - 1  # numpy's virtual index for the linear method, term for term
+    virtual = (count - 1) * q  # numpy's virtual index for the linear method
     found = []
     for at in virtual:
         if at >= count - 1 or at < 0:
