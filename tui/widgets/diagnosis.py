@@ -15,12 +15,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
-from tbtriage.analysis.datamodel import RunReport
-from tbtriage.analysis.llm import enable_hint
-from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.tui.safe_text import multiline
 
 if TYPE_CHECKING:
+    from tbtriage.analysis.datamodel import RunReport
     from tbtriage.tui.state import HostApp
 
 
@@ -47,6 +45,8 @@ class DiagnosisPane(VerticalScroll):
 
     def show_report(self, report: RunReport | None) -> None:
         """Explain `report`'s findings (None: the run is still being analysed)."""
+        from tbtriage.analysis.render_markdown import run_markdown  # not on the way to the first frame
+
         changed_run = report is None or self.report is None or report.name != self.report.name
         self.report = report
         text = "Analysing this run…" if report is None else multiline(run_markdown(report))
@@ -58,6 +58,8 @@ class DiagnosisPane(VerticalScroll):
         """Ask the local model to explain `report`'s findings, streaming its answer into this pane."""
         self._clear_llm()
         if not llm_available():
+            from tbtriage.analysis.llm import enable_hint
+
             self._say(enable_hint())
             return
         from tbtriage.tui.widgets.llm_explanation import LLMExplanation
