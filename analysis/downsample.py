@@ -191,29 +191,41 @@ def _range_extremes(pyramid: Pyramid, y: np.ndarray, starts: np.ndarray, ends: n
     first_block = -(-starts // block)
     end_block = ends // block
     whole = first_block < end_block  # the range covers at least one aligned block
-    head_end = np.where(whole, first_block * block, ends)
-    tail_start = np.where(whole, end_block * block, ends)
-    best = _raw_extremes(y, starts, head_end, 2 * block)
-    _merge(best, slice(None), _raw_extremes(y, tail_start, ends, block))
+    rows = np.arange(starts.size)
+    # Candidates (range, value, index): the raw points of the partial blocks at both ends, then the blocks
+    # of the usual bottom-up segment-tree walk (a left edge on a right child, or a right edge after a left
+    # child, is taken whole at its level; the rest moves up to the parents).
+    parts = [
+        (rows, *_raw_extremes(y, starts, np.where(whole, first_block * block, ends), 2 * block)),
+        (rows, *_raw_extremes(y, np.where(whole, end_block * block, ends), ends, block)),
+    ]
     left, right = np.where(whole, first_block, 0), np.where(whole, end_block, 0)
     for level in range(len(pyramid.mins)):
         if not (left < right).any():
             break
-        # The usual bottom-up segment-tree walk: a left edge on a right child, or a right edge after a
-        # left child, is taken whole at this level; the rest moves up to the parents.
         take = ((left & 1) == 1) & (left < right)
-        _merge(best, take, _level_extremes(pyramid, level, left[take]))
+        parts.append((rows[take], *_level_extremes(pyramid, level, left[take])))
         left = left + take
         take = ((right & 1) == 1) & (left < right)
         right = right - take
-        _merge(best, take, _level_extremes(pyramid, level, right[take]))
+        parts.append((rows[take], *_level_extremes(pyramid, level, right[take])))
         left, right = left >> 1, right >> 1
-    return best
+    owner, low, low_at, high, high_at = (np.concatenate(column) for column in zip(*parts))
+    # Per range, the lowest (highest) value, and of equal ones the first index: one sort for all ranges.
+    lowest = _first_per_owner(owner, np.lexsort((low_at, low, owner)))
+    highest = _first_per_owner(owner, np.lexsort((high_at, -high, owner)))
+    return low[lowest], low_at[lowest], high[highest], high_at[highest]
+
+
+def _first_per_owner(owner: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The first of `order` for each owner (every owner 0..k-1 has candidates, sorted by owner first)."""
+    sorted_owner = owner[order]
+    return order[np.r_[True, sorted_owner[1:] != sorted_owner[:-1]]]
 
 
 def _level_extremes(pyramid: Pyramid, level: int, blocks: np.ndarray):
-    return [pyramid.mins[level][blocks], pyramid.min_at[level][blocks],
-            pyramid.maxs[level][blocks], pyramid.max_at[level][blocks]]  # fmt: skip
+    return (pyramid.mins[level][blocks], pyramid.min_at[level][blocks],
+            pyramid.maxs[level][blocks], pyramid.max_at[level][blocks])  # fmt: skip
 
 
 def _raw_extremes(y: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int):
@@ -225,15 +237,4 @@ def _raw_extremes(y: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: in
     low = np.where(usable, values, np.inf)
     high = np.where(usable, values, -np.inf)
     low_at, high_at = low.argmin(axis=1), high.argmax(axis=1)
-    return [low[rows, low_at], starts + low_at, high[rows, high_at], starts + high_at]
-
-
-def _merge(best: list[np.ndarray], rows, found: list[np.ndarray]) -> None:
-    """Fold `found` extremes into `best[...][rows]`: a lower (higher) value wins, an equal one if it comes first."""
-    low, low_at, high, high_at = best
-    f_low, f_low_at, f_high, f_high_at = found
-    b_low, b_low_at, b_high, b_high_at = low[rows], low_at[rows], high[rows], high_at[rows]
-    wins = (f_low < b_low) | ((f_low == b_low) & (f_low_at < b_low_at))
-    low[rows], low_at[rows] = np.where(wins, f_low, b_low), np.where(wins, f_low_at, b_low_at)
-    wins = (f_high > b_high) | ((f_high == b_high) & (f_high_at < b_high_at))
-    high[rows], high_at[rows] = np.where(wins, f_high, b_high), np.where(wins, f_high_at, b_high_at)
+    return low[rows, low_at], starts + low_at, high[rows, high_at], starts + high_at

@@ -84,7 +84,7 @@ def use_direct_path() -> None:
         requests, options, width, smoother
     )
     tag_chart.TagChart.full_x_range = lambda self: chart_data.full_x_range(self.requests, self.options.x_axis)
-    chart_data.SeriesCache.warm = lambda self, weights, axes=("step",): None
+    chart_data.SeriesCache.warm = lambda self, axis, cancelled=None: None
 
 
 async def measure(logdir: Path, direct: bool = False) -> dict[str, object]:
@@ -131,8 +131,7 @@ async def measure(logdir: Path, direct: bool = False) -> dict[str, object]:
         await pilot.pause()
         # The chart's worker goes on computing the caches the keys will read; a user reads the chart first.
         shown = time.perf_counter()
-        group = f"prepare-{id(chart)}"
-        while any(w.group == group and not w.is_finished for w in app.workers):
+        while chart.preparing:
             await asyncio.sleep(0.005)
         figures["warmed"] = time.perf_counter() - shown
         redraws: dict[str, list[float]] = {}
@@ -142,7 +141,7 @@ async def measure(logdir: Path, direct: bool = False) -> dict[str, object]:
             while not renders or renders[-1] < pressed:
                 await asyncio.sleep(0.001)
             redraws.setdefault(key, []).append(renders[-1] - pressed)
-            while any(w.group == group and not w.is_finished for w in app.workers):
+            while chart.preparing:
                 await asyncio.sleep(0.005)  # the next key waits for this one's work, caches included
         figures["redraw"] = redraws
         figures["chart cells"] = (chart.size.width, chart.size.height)

@@ -161,9 +161,10 @@ class BucketedLines:
         """The OUTLIER_PERCENTILES of every finite raw value in the window (of log10 of the positive ones)."""
         if log_y not in self._percentiles:
             parts = [values() for values in self.window_sorted]
-            if log_y:  # log10 keeps the order, so the positive tail stays sorted
-                parts = [np.log10(v[np.searchsorted(v, 0.0, side="right") :]) for v in parts]
-            self._percentiles[log_y] = sorted_percentiles([v for v in parts if v.size], OUTLIER_PERCENTILES)
+            if log_y:  # the positive tail; log10 keeps the order, so it is applied to the chosen values only
+                parts = [v[np.searchsorted(v, 0.0, side="right") :] for v in parts]
+            parts = [v for v in parts if v.size]
+            self._percentiles[log_y] = sorted_percentiles(parts, OUTLIER_PERCENTILES, np.log10 if log_y else None)
         return self._percentiles[log_y]
 
 
@@ -208,9 +209,13 @@ def _sorted_finite(values: np.ndarray) -> np.ndarray:
     return np.sort(values[np.isfinite(values)])
 
 
-def sorted_percentiles(parts: Sequence[np.ndarray], percentiles: Sequence[float]) -> tuple[float, float] | None:
-    """`np.percentile(np.concatenate(parts), percentiles)` (linear method) for non-empty ascending `parts`,
-    read from the two order statistics each percentile needs instead of partitioning every value."""
+def sorted_percentiles(
+    parts: Sequence[np.ndarray], percentiles: Sequence[float], transform: Callable[[np.float64], float] | None = None
+) -> tuple[float, float] | None:
+    """`np.percentile(transform(np.concatenate(parts)), percentiles)` (linear method) for non-empty ascending
+    `parts` and an increasing `transform`, read from the two order statistics each percentile needs instead of
+    transforming and partitioning every value."""
+    order = (lambda k: transform(_kth(parts, k))) if transform is not None else (lambda k: _kth(parts, k))
     count = sum(int(v.size) for v in parts)
     if not count:
         return None
@@ -219,10 +224,10 @@ def sorted_percentiles(parts: Sequence[np.ndarray], percentiles: Sequence[float]
     found = []
     for at in virtual:
         if at >= count - 1 or at < 0:
-            found.append(float(_kth(parts, count - 1 if at >= 0 else 0)))
+            found.append(float(order(count - 1 if at >= 0 else 0)))
             continue
         below = int(np.floor(at))
-        a, b, t = _kth(parts, below), _kth(parts, below + 1), at - np.floor(at)
+        a, b, t = order(below), order(below + 1), at - np.floor(at)
         diff = b - a  # numpy's _lerp: the nearer end is the anchor, so t near 1 gives exactly b
         found.append(float(b - diff * (1 - t) if t >= 0.5 else a + diff * t))
     return found[0], found[1]
@@ -323,7 +328,7 @@ class SeriesCache:
         def make():
             y = self.pyramid(0.0, axis)[0]
             finite = np.flatnonzero(np.isfinite(y))
-            order = np.argsort(y[finite], kind="stable")
+            order = np.argsort(y[finite])  # any order among equal values: only the values' ranks matter
             positions = finite[order].astype(np.int32 if y.size < 2**31 else np.int64)
             return y[positions], positions
 
@@ -342,13 +347,16 @@ class SeriesCache:
         x, _, finite = self.column(axis)
         return (float(x[0]), float(x[-1])) if finite else (float(x.min()), float(x.max()))
 
-    def warm(self, weights: Sequence[float], axes: Sequence[str] = ("step",)) -> None:
-        """Compute now what the keys will ask for: every weight's pyramid and the outlier ranking."""
-        for axis in axes:
-            if self.column(axis)[2]:
-                for weight in weights:
-                    self.pyramid(weight, axis)
-                self.ranked(axis)
+    def warm(self, axis: str, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Compute now what the keys will ask for, cheapest first: every smoothing weight's pyramid on `axis`,
+        the other axes' columns, then the outlier ranking (a sort of every value). Stops when `cancelled()`."""
+        steps: list[Callable[[], object]] = [partial(self.pyramid, w, axis) for w in SMOOTHING_WEIGHTS if w > 0]
+        steps += [partial(self.column, other) for other in X_AXES]
+        steps.append(partial(self.ranked, axis))
+        for step in steps:
+            if cancelled() or not self.column(axis)[2]:
+                return
+            step()
 
 
 #: Series whose caches a chart keeps (least recently used dropped first): a few selections' worth.

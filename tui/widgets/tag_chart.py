@@ -7,6 +7,7 @@ build and never re-reads or re-smooths the data.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
@@ -20,7 +21,6 @@ from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from tbtriage.tui.chart_data import (
-    SMOOTHING_WEIGHTS,
     BucketedLines,
     ChartCaches,
     ChartOptions,
@@ -68,6 +68,7 @@ class TagChart(PlotextPlot):
         self.options = ChartOptions()
         self._prepared: tuple[tuple, PreparedChart] | None = None
         self._caches = ChartCaches()
+        self._preparing: set[int] = set()  # threads preparing (or warming caches) for this chart now
         self._bucketed: dict[tuple, tuple[tuple[SeriesRequest, ...], BucketedLines]] = {}
 
     # What to draw --------------------------------------------------------------------------
@@ -137,15 +138,23 @@ class TagChart(PlotextPlot):
             exit_on_error=False,
         )
 
+    @property
+    def preparing(self) -> bool:
+        """True while a thread prepares this chart or warms its caches."""
+        return bool(self._preparing)
+
     def _prepare_in_thread(self, key: tuple, requests: tuple[SeriesRequest, ...]) -> None:
-        self.post_message(self.Prepared(key, self._compute(key, requests)))
-        # Then, still off the UI thread, what the next keys will ask for: every smoothing weight's curve and
-        # pyramid, and the outlier ranking, so each key press only reads caches.
-        worker = get_current_worker()
-        for request in requests:
-            if worker.is_cancelled:
-                return
-            self._caches(request.series).warm(SMOOTHING_WEIGHTS, (key[1].x_axis,))
+        thread = threading.get_ident()
+        self._preparing.add(thread)
+        try:
+            self.post_message(self.Prepared(key, self._compute(key, requests)))
+            # Then, still off the UI thread, what the next keys will ask for: every smoothing weight's curve
+            # and pyramid, the other x axes, the outlier ranking; so each key press only reads caches.
+            worker = get_current_worker()
+            for request in requests:
+                self._caches(request.series).warm(key[1].x_axis, lambda: worker.is_cancelled)
+        finally:
+            self._preparing.discard(thread)
 
     def _compute(self, key: tuple, requests: tuple[SeriesRequest, ...]) -> PreparedChart:
         """The chart for `key`, re-bucketing only when the x axis, window, smoothing, width or data changed."""
