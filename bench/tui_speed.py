@@ -131,7 +131,7 @@ async def measure(logdir: Path, direct: bool = False) -> dict[str, object]:
         await pilot.pause()
         # The chart's worker goes on computing the caches the keys will read; a user reads the chart first.
         shown = time.perf_counter()
-        while chart.preparing:
+        while chart.preparing or chart._prepared is None or chart._prepared[0] != chart._key():
             await asyncio.sleep(0.005)
         figures["warmed"] = time.perf_counter() - shown
         redraws: dict[str, list[float]] = {}
