@@ -403,8 +403,8 @@ def bucket_lines_cached(
         weight = options.smoothing if options.smoothing > 0 and len(x) else 0.0
         if not finite:  # the direct way, on this series alone
             x = x_column(request.series, options.x_axis)
-            smooth = cache.curve(weight) if weight else None
-            line, inside = _direct_line(request, x, request.series.values, smooth, options.window, buckets)
+            curve = cache.curve(weight) if weight else None
+            line, inside = _direct_line(request, x, request.series.values, curve, options.window, buckets)
             lines.append(line)
             window_sorted.append(partial(_sorted_finite, inside))
             continue
