@@ -181,3 +181,14 @@ def test_a_series_is_smoothed_and_ranked_once_and_new_data_gets_a_new_cache():
     assert caches(appended) is not cache
     caches(_series(10, 6))
     assert caches(series) is not cache  # evicted: at most two series kept
+
+
+def test_caches_keep_a_bounded_number_of_points_but_always_the_latest_series():
+    caches = ChartCaches(size=10, points=25_000)
+    first, second, big = _series(10_000, 7), _series(10_000, 8), _series(30_000, 9)
+    kept = caches(first)
+    caches(second)
+    assert caches(first) is kept  # 20,000 points: both fit
+    caches(big)  # 30,000 alone exceeds the budget: only it stays
+    assert caches(big) is caches(big)
+    assert caches(first) is not kept

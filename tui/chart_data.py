@@ -362,15 +362,19 @@ class SeriesCache:
             step()
 
 
-#: Series whose caches a chart keeps (least recently used dropped first): a few selections' worth.
+#: Series whose caches a chart keeps (least recently used dropped first): a few selections' worth...
 SERIES_CACHE_SIZE = 32
+#: ...and at most this many points in all (a warmed cache holds ~60 bytes per point: EMAs, x columns, ranking);
+#: the series asked for last is always kept, however long.
+SERIES_CACHE_POINTS = 8_000_000
 
 
 class ChartCaches:
     """`SeriesCache`s by series identity, least recently used dropped first."""
 
-    def __init__(self, size: int = SERIES_CACHE_SIZE) -> None:
+    def __init__(self, size: int = SERIES_CACHE_SIZE, points: int = SERIES_CACHE_POINTS) -> None:
         self.size = size
+        self.points = points
         self._entries: dict[int, SeriesCache] = {}
         self._lock = threading.Lock()
 
@@ -380,8 +384,9 @@ class ChartCaches:
             # The series is kept in its entry, so its id cannot be reused by another series meanwhile.
             if entry is None or entry.series is not series:
                 entry = SeriesCache(series)
-            while len(self._entries) >= self.size:
-                self._entries.pop(next(iter(self._entries)))
+            held = sum(len(e.series) for e in self._entries.values()) + len(series)
+            while self._entries and (len(self._entries) >= self.size or held > self.points):
+                held -= len(self._entries.pop(next(iter(self._entries))).series)
             self._entries[id(series)] = entry
             return entry
 
