@@ -342,7 +342,9 @@ class SeriesCache:
         values, positions = self.ranked(axis)
         if lo <= 0 and hi >= len(self.series):
             return values
-        return values[(positions >= lo) & (positions < hi)]
+        # lo <= position < hi in two passes: below lo wraps around to a huge unsigned offset.
+        offset = (positions - positions.dtype.type(lo)).view(np.uint32 if positions.dtype == np.int32 else np.uint64)
+        return values[offset < hi - lo]
 
     def x_range(self, axis: str) -> tuple[float, float] | None:
         if not len(self.series):
