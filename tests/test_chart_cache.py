@@ -192,3 +192,29 @@ def test_caches_keep_a_bounded_number_of_points_but_always_the_latest_series():
     caches(big)  # 30,000 alone exceeds the budget: only it stays
     assert caches(big) is caches(big)
     assert caches(first) is not kept
+
+
+def test_a_growing_live_series_is_not_warmed_ahead_but_a_new_one_is():
+    caches = ChartCaches()
+    old = _series(20_000, 10)
+    caches(old).warm("step")
+    assert caches(old).ranked("step") is caches(old).ranked("step")
+    more = _series(1_000, 12)
+    grown = Series(  # the same curve with 1,000 points appended
+        np.r_[old.steps, old.steps[-1] + 2 + more.steps],
+        np.r_[old.wall_times, old.wall_times[-1] + 1 + more.wall_times - more.wall_times[0]],
+        np.r_[old.values, more.values],
+    )
+    live = caches(grown)
+    live.warm("step")
+    assert live.grown and not live._ranked and not live._curves  # nothing computed ahead
+    other = caches(_series(21_000, 11))  # another curve: warmed as usual
+    other.warm("step")
+    assert not other.grown and other._ranked and set(other._curves) == {0.6, 0.9, 0.99}
+    # What a grown series draws is still the direct computation.
+    options = ChartOptions(smoothing=0.9, ignore_outliers=True)
+    request = [SeriesRequest("live", 0, grown)]
+    _assert_same_chart(
+        finish_chart(bucket_lines_cached(request, options, 80, caches), options),
+        finish_chart(bucket_lines(request, options, 80, _smoother), options),
+    )

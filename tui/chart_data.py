@@ -270,8 +270,11 @@ class SeriesCache:
     values sorted for the outlier range. Thread-safe: the UI thread reads x ranges while a worker fills it.
     """
 
-    def __init__(self, series: Series) -> None:
+    def __init__(self, series: Series, grown: bool = False) -> None:
         self.series = series
+        #: The series is a longer version of one already cached (a live run): it is replaced again at the next
+        #: follow pass, so only what is drawn is computed, nothing ahead (`warm` does nothing).
+        self.grown = grown
         self._lock = threading.RLock()
         self._columns: dict[str, tuple[np.ndarray, np.ndarray | None, bool]] = {}
         self._curves: dict[float, np.ndarray] = {}
@@ -359,7 +362,7 @@ class SeriesCache:
         steps += [partial(self.column, other) for other in X_AXES]
         steps.append(partial(self.ranked, axis))
         for step in steps:
-            if cancelled() or not self.column(axis)[2]:
+            if self.grown or cancelled() or not self.column(axis)[2]:
                 return
             step()
 
@@ -385,7 +388,7 @@ class ChartCaches:
             entry = self._entries.pop(id(series), None)
             # The series is kept in its entry, so its id cannot be reused by another series meanwhile.
             if entry is None or entry.series is not series:
-                entry = SeriesCache(series)
+                entry = SeriesCache(series, any(_grown_from(e.series, series) for e in self._entries.values()))
             held = sum(len(e.series) for e in self._entries.values()) + len(series)
             while self._entries and (len(self._entries) >= self.size or held > self.points):
                 held -= len(self._entries.pop(next(iter(self._entries))).series)
@@ -396,6 +399,19 @@ class ChartCaches:
         """`full_x_range`, from the cached columns."""
         ranges = [r for r in (self(request.series).x_range(axis) for request in requests) if r is not None]
         return (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+
+
+def _grown_from(old: Series, new: Series) -> bool:
+    """Whether `new` is `old` with points appended (a live run's next read), judged by both ends of `old`."""
+    n = len(old)
+    if not 0 < n < len(new):
+        return False
+    return bool(
+        new.steps[0] == old.steps[0]
+        and new.steps[n - 1] == old.steps[n - 1]
+        and new.wall_times[n - 1] == old.wall_times[n - 1]
+        and (new.values[n - 1] == old.values[n - 1] or (np.isnan(new.values[n - 1]) and np.isnan(old.values[n - 1])))
+    )
 
 
 def bucket_lines_cached(
