@@ -87,7 +87,7 @@ def use_direct_path() -> None:
     chart_data.SeriesCache.warm = lambda self, axis, cancelled=None: None
 
 
-async def measure(logdir: Path, direct: bool = False) -> dict[str, object]:
+async def measure(logdir: Path, direct: bool = False, rounds: int = 3) -> dict[str, object]:
     from tbtriage.analysis.config import Config
     from tbtriage.tui.app import make_app
     from tbtriage.tui.chart_data import ChartCaches
@@ -134,7 +134,7 @@ async def measure(logdir: Path, direct: bool = False) -> dict[str, object]:
             await asyncio.sleep(0.005)
         await pilot.pause()
         redraws: dict[str, list[float]] = {}
-        for key in KEYS:
+        for key in KEYS * rounds:
             pressed = time.perf_counter()
             await pilot.press(key)
             while not renders or renders[-1] < pressed:
@@ -312,6 +312,7 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--table-runs", type=int, default=2000, help="rows in the runs-table update figure (0: none)")
     parser.add_argument("--repeats", type=int, default=5, help="first-frame and --help timings per figure")
+    parser.add_argument("--rounds", type=int, default=3, help="times the key sequence is pressed, per path")
     parser.add_argument("--startup-only", action="store_true", help="only the first-frame and --help figures")
     args = parser.parse_args()
     if args.table_runs and not args.startup_only:
@@ -337,15 +338,16 @@ def main() -> None:
         startup_figures(logdir, args.repeats)
         if args.startup_only:
             return
-        figures = asyncio.run(measure(logdir))
-        direct = asyncio.run(measure(logdir, direct=True))
+        figures = asyncio.run(measure(logdir, rounds=args.rounds))
+        direct = asyncio.run(measure(logdir, direct=True, rounds=args.rounds))
         print(f"logdir: {logdir} ({figures['runs']} runs, {figures['points']:,} points), terminal {SIZE[0]}x{SIZE[1]}")
         for name in ("first frame", "runs listed", "events read", "all analysed"):
             print(f"  {name:<13} {figures[name] * 1000:9.0f} ms after start")
         width, height = figures["chart cells"]
         print(
             f"keypress to chart redrawn ({len(figures['series'])} runs overlaid, "
-            f"{sum(n for _, n in figures['series']):,} points, chart {width}x{height})"
+            f"{sum(n for _, n in figures['series']):,} points, chart {width}x{height}; {' '.join(KEYS)} pressed "
+            f"{args.rounds} times per path)"
         )
         print(
             f"  the caches (EMA per weight, pyramids, x columns, outlier ranking) of these series take "
