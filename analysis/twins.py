@@ -315,9 +315,14 @@ def _train_loss(report: RunReport) -> tuple[str, Series] | None:
     return (tag, series) if tag is not None and series is not None else None
 
 
+def _points(report: RunReport) -> int:
+    found = _train_loss(report)
+    return max(1, len(found[1])) if found is not None else 1
+
+
 def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]], healthy: set[str]) -> None:
     """Add `oscillation` to each run that bounces above its lr twin: the healthy run that differs from it ONLY
-    in the lr, the nearest lower one (a twin logging the same loss tag first, then by name). In place; the
+    in the lr, the nearest lower one. In place; the
     run's health is scored again with it."""
     places: dict[tuple, list[tuple[float, RunReport]]] = {}
     for report in reports:
@@ -325,7 +330,11 @@ def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str
             places.setdefault(found[0], []).append((found[1], report))
     for group in places.values():
         for lr, report in group:
-            if any(f.kind == "oscillation" and f.severity != "info" for f in report.findings):
+            # A diverged or non-finite loss (a critical finding) is not bouncing in a valley; an oscillation
+            # already warned of needs no twin.
+            if any(
+                f.severity == "critical" or f.kind == "oscillation" and f.severity != "info" for f in report.findings
+            ):
                 continue
             mine = _train_loss(report)
             lower = [(other_lr, r) for other_lr, r in group if r.name in healthy and 0 < other_lr < lr]
@@ -333,10 +342,12 @@ def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str
                 continue
             tag, series = mine
             nearest = max(other_lr for other_lr, _ in lower)
-            twins = sorted(
-                (r.primary_tags.train_loss != tag, r.name, r) for other_lr, r in lower if other_lr == nearest
+            # Of equal twins (seeds), the one logged most like this run: its loss under the same tag, else at the
+            # nearest number of points (a loss averaged over a window or an epoch scatters less than per step).
+            twin = min(
+                (r for other_lr, r in lower if other_lr == nearest),
+                key=lambda r: (r.primary_tags.train_loss != tag, abs(math.log(_points(r) / len(series))), r.name),
             )
-            twin = twins[0][2]
             theirs = _train_loss(twin)
             found = against_twin(report.name, tag, series, twin.name, theirs[1], (lr, nearest)) if theirs else None
             if found is None:
