@@ -94,3 +94,19 @@ def test_two_healthy_lrs_of_a_sweep_stay_healthy_though_the_higher_one_ends_high
     for run in report.runs:
         assert not [f for f in run.findings if f.severity != "info"], run.name
         assert not any(f.kind == "oscillation" for f in run.findings), run.name
+
+
+def test_saved_configs_that_differ_only_in_the_lr_make_twins_and_one_more_difference_does_not(tmp_path):
+    import json
+
+    bouncing = {"lr": 0.45, "batch_size": 64, "model": "mlp", "seed": 1}
+    for logdir, twin_batch in (("same", 64), ("ablation", 256)):
+        _copy(BOUNCING, tmp_path / logdir / "a")
+        (tmp_path / logdir / "a" / "config.json").write_text(json.dumps(bouncing))
+        _copy(HEALTHY, tmp_path / logdir / "b")
+        twin = {**bouncing, "lr": 0.02, "batch_size": twin_batch, "seed": 0}
+        (tmp_path / logdir / "b" / "config.json").write_text(json.dumps(twin))
+    run, _ = _alarms(diagnose(str(tmp_path / "same")), "a")
+    assert [f.evidence["twin"] for f in run.findings if f.kind == "oscillation"] == ["b"]
+    run, _ = _alarms(diagnose(str(tmp_path / "ablation")), "a")
+    assert not any(f.kind == "oscillation" and f.severity != "info" for f in run.findings)
