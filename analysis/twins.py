@@ -322,12 +322,11 @@ def _points(report: RunReport) -> int:
 
 def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]], healthy: set[str]) -> None:
     """Add `oscillation` to each run that bounces above its lr twin: the healthy run that differs from it ONLY
-    in the lr, the nearest lower one. In place; the
-    run's health is scored again with it."""
+    in the lr, the nearest lower one. In place; the run's health is scored again with it."""
     places: dict[tuple, list[tuple[float, RunReport]]] = {}
     for report in reports:
-        if (found := _lr_place(report, settings.get(report.name, {}))) is not None:
-            places.setdefault(found[0], []).append((found[1], report))
+        if (place := _lr_place(report, settings.get(report.name, {}))) is not None:
+            places.setdefault(place[0], []).append((place[1], report))
     for group in places.values():
         for lr, report in group:
             # A diverged or non-finite loss (a critical finding) is not bouncing in a valley; an oscillation
