@@ -345,7 +345,7 @@ def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str
             # nearest number of points (a loss averaged over a window or an epoch scatters less than per step).
             twin = min(
                 (r for other_lr, r in lower if other_lr == nearest),
-                key=lambda r: (r.primary_tags.train_loss != tag, abs(math.log(_points(r) / len(series))), r.name),
+                key=lambda r: (r.primary_tags.train_loss != tag, abs(math.log(_points(r) / _points(report))), r.name),
             )
             theirs = _train_loss(twin)
             found = against_twin(report.name, tag, series, twin.name, theirs[1], (lr, nearest)) if theirs else None
