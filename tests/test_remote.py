@@ -152,6 +152,10 @@ def test_an_object_rewritten_at_the_same_size_or_cut_shorter_is_stale(s3, tmp_pa
     flipped[-20] ^= 0xFF  # the same length under a new ETag: nothing short of reading it says what changed
     s3.put("cshort", key, bytes(flipped))
     assert _states(load("s3://cshort/runs", storage_options=s3.options)) == {"live": "stale"}
+    s3.put("cshort", key, cut + data[len(cut) :])  # longer, the same head, other bytes just before the offset read
+    longer = load("s3://cshort/runs", storage_options=s3.options)
+    assert _states(longer) == {"live": "stale"}
+    assert len(longer.runs["live"].scalars["train/loss"]) == 400
     half = cut[: len(cut) // 2]
     s3.put("cshort", key, half)
     again = load("s3://cshort/runs", storage_options=s3.options)
