@@ -19,9 +19,9 @@ is back-and-forth motion shorter than its window. Two signatures:
 - scatter: through the run's second half the logged loss scatters by at least SCATTER_REL of its own local
   level (robust sigma of the relative deviations from a running median of SCATTER_WINDOW points) at an lr
   that did not decay. Healthy per-batch losses of the real-run corpus scatter by 0.1-0.32 of their level
-  (batches of 4 to 64, Adam or SGD, RNNs with clipping included); SGD at 15x a sane lr by 0.46-0.51. A
-  batch of a few samples scatters this much too and a log does not say the batch size, so this pattern is
-  information, never a warning.
+  (batches of 4 to 64, Adam or SGD, RNNs with clipping included). A batch of a few samples scatters this
+  much too, a log does not say the batch size, and a loss memorising noisy labels scatters widely around its
+  low level, so this pattern is information, never a warning.
 - against a twin (`against_twin`, called by `twins.attach_twins` once every run is judged): from one run,
   an lr too high to settle cannot be told from healthy noise (a small-batch, RNN or transformer loss jumps as
   much), but a healthy sibling that differs ONLY in a lower lr can tell it: through the second half this
