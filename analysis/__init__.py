@@ -6,10 +6,17 @@ This package never imports Textual: it is usable from notebooks, cron jobs and C
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    #: One version, from the package metadata: `tbtriage --version`, the JSON report and the diagnosis agree.
-    __version__ = version("tbtriage")
-except PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
-    __version__ = "0+unknown"
+def __getattr__(name: str) -> str:
+    """`__version__`, read from the package metadata on first use (importlib.metadata is not free, and the
+    app's first frame and `--help` never need it): `tbtriage --version`, the JSON report and the diagnosis agree."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("tbtriage")
+    except PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
+        found = "0+unknown"
+    globals()["__version__"] = found
+    return found

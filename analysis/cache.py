@@ -8,6 +8,14 @@ because the reader merges a run's files: a restart in one file supersedes points
 would have to be merged again on every open; inside the entry every file is still recorded by its identity
 (path, size, mtime_ns, device and inode, and a hash of its first 4 KiB).
 
+A run on an object store (`storage.RemoteStorage`) has its entry keyed by the run's URL rather than a local
+path, and each object is recorded by its URL, size and ETag (the listing's `version`) with the hash of its
+first 4 KiB, read through the store by one small ranged read. On open, an object the listing shows with the
+same ETag and size is the object that was read: a hit, with no request beyond the listing. One with a new
+ETag that is longer, whose first 4 KiB and whose bytes around the stored offset are unchanged (the reader's
+fingerprint, two small ranged reads), only grew: it is resumed from the stored offset, and only the new bytes
+are fetched. Anything else (shorter, the same size under a new ETag, a changed head) is stale: a cold read.
+
 On open (`restore`), an entry is used only when every file it records is still the file that was read: same
 inode, not shorter, the same first 4 KiB and the same bytes around the offset read to; a file of the same size
 must also have the same mtime. A file that only grew is resumed from its stored offset (the reader decodes the
@@ -95,7 +103,19 @@ def max_bytes() -> int:
 
 
 def _key(reader) -> dict:
-    """What makes two readers read the same thing the same way (the run's name is in its notes)."""
+    """What makes two readers read the same thing the same way (the run's name is in its notes).
+
+    A store's run is its URL, and the endpoint that serves it when one is set (two S3-compatible services
+    can have buckets of the same name); credentials never enter the key (it is written in the entry)."""
+    if reader.storage.objects:
+        return {
+            "url": reader.storage.url(reader.path),
+            "endpoint": _endpoint(reader.storage.options),
+            "name": reader.name,
+            "only_file": reader.only_file,
+            "verify": bool(reader.verify),
+            "kernel": reader.kernel_pref,
+        }
     return {
         "path": os.path.abspath(reader.path),
         "name": reader.name,
@@ -111,8 +131,21 @@ def entry_path(reader, key: dict | None = None) -> Path:
     return root() / (digest + _SUFFIX)
 
 
+def _endpoint(options: dict) -> str | None:
+    """The endpoint URL among a store's options (top level, in `client_kwargs`, or under a chained protocol)."""
+    for scope in (options, *(v for v in options.values() if isinstance(v, dict))):
+        for where in (scope, scope.get("client_kwargs")):
+            if isinstance(where, dict) and isinstance(where.get("endpoint_url"), str):
+                return where["endpoint_url"]
+    return None
+
+
 def _writes_into_logdir(reader) -> bool:
-    """True when the cache directory lies inside the logdir (`tbtriage report ~`): the logdir is read-only to us."""
+    """True when the cache directory lies inside the logdir (`tbtriage report ~`): the logdir is read-only to us.
+
+    A store's logdir is a URL: the local cache cannot lie inside it."""
+    if reader.storage.objects:
+        return False
     try:
         logdir = os.path.realpath(reader.logdir)
         return os.path.commonpath([os.path.realpath(root()), logdir]) == logdir
@@ -125,6 +158,14 @@ def head_hash(path: Path, n: int = HEAD_BYTES) -> str | None:
     try:
         with open(path, "rb") as f:
             return hashlib.blake2b(f.read(n), digest_size=16).hexdigest()
+    except OSError:
+        return None
+
+
+def object_head_hash(storage, path: str, n: int = HEAD_BYTES) -> str | None:
+    """`head_hash` of an object on a store: its first `n` bytes by one ranged read (None when it cannot be read)."""
+    try:
+        return hashlib.blake2b(storage.read_range(path, 0, n), digest_size=16).hexdigest()
     except OSError:
         return None
 
@@ -152,9 +193,7 @@ def restore(reader) -> str:
     only a full read can follow), "corrupt" (the entry fails a check; it is ignored, never trusted) or "hit".
     Only on "hit" is the reader touched.
     """
-    if not enabled() or reader.storage.objects:
-        # A store's objects are keyed by URL and ETag, not by inode and mtime: they are read cold (safe) until
-        # the cache learns those identities.
+    if not enabled():
         return "off"
     key = _key(reader)
     path = entry_path(reader, key)
@@ -202,6 +241,8 @@ def _files_unchanged(reader, files: list) -> bool:
     last_known = max(known) if known else None
     if any(n not in known and last_known is not None and n < last_known for n in names):
         return False  # a cold read would put it before files already read: their order changes
+    if reader.storage.objects:
+        return all(_object_unchanged(reader, f) for f in files)
     for f in files:
         p = reader.path / f["name"]
         try:
@@ -221,6 +262,30 @@ def _files_unchanged(reader, files: list) -> bool:
             fp = reader._fingerprint(f["name"], f["offset"])
             if fp is None or fp.hex() != identity[2]:
                 return False
+    return True
+
+
+def _object_unchanged(reader, f: dict) -> bool:
+    """An object the entry read is the same object (same ETag and size: nothing is read), or that object
+    grown (a new ETag, longer, the same head and the same bytes around the stored offset)."""
+    path = reader._file(f["name"])
+    try:
+        stat = reader.storage.stat(path)  # from the listing taken before the readers: no request
+    except OSError:
+        return False
+    if stat.size < f["size"]:
+        return False
+    if stat.version is not None and stat.version == f["version"] and stat.size == f["size"]:
+        return True  # the very object that was read: its bytes cannot have changed
+    if stat.size == f["size"] or f["offset"] == 0:
+        return False  # rewritten under a new ETag, or nothing was read from it: what it holds now is all new
+    if object_head_hash(reader.storage, path, min(HEAD_BYTES, f["size"])) != f["head"]:
+        return False
+    identity = f["identity"]
+    if identity is not None:
+        fp = reader._fingerprint(f["name"], f["offset"])
+        if fp is None or fp.hex() != identity[2]:
+            return False
     return True
 
 
@@ -427,22 +492,14 @@ def _snapshot(reader) -> tuple[dict, list[tuple[str, list[np.ndarray]]]]:
     arrays: list[tuple[str, list[np.ndarray]]] = []
     files = []
     for st in reader._files.values():
+        if reader.storage.objects:
+            files.append(_object_record(reader, st))
+            continue
         p = reader.path / st.name
         stat = _stat_or_none(p)
         files.append(
             {
-                "name": st.name,
-                "index": st.index,
-                "offset": st.offset,
-                "records": st.records,
-                "problems_seen": [list(p) if isinstance(p, tuple) else p for p in st.problems_seen],
-                "tallies": {w: [t.count, t.first, t.last, t.message, t.note_index] for w, t in st.tallies.items()},
-                "noted_empty": st.noted_empty,
-                "noted_unreadable": st.noted_unreadable,
-                "identity": None
-                if st.identity is None or st.identity[2] is None
-                else [st.identity[0], st.identity[1], st.identity[2].hex()],
-                "restarts": st.restarts,
+                **_file_state(st),
                 "size": stat.st_size if stat else -1,
                 "mtime_ns": stat.st_mtime_ns if stat else -1,
                 "dev": stat.st_dev if stat else -1,
@@ -489,6 +546,41 @@ def _snapshot(reader) -> tuple[dict, list[tuple[str, list[np.ndarray]]]]:
         },
     }
     return state, arrays
+
+
+def _file_state(st) -> dict:
+    """What the reader knows of one file, whatever holds it."""
+    return {
+        "name": st.name,
+        "index": st.index,
+        "offset": st.offset,
+        "records": st.records,
+        "problems_seen": [list(p) if isinstance(p, tuple) else p for p in st.problems_seen],
+        "tallies": {w: [t.count, t.first, t.last, t.message, t.note_index] for w, t in st.tallies.items()},
+        "noted_empty": st.noted_empty,
+        "noted_unreadable": st.noted_unreadable,
+        "identity": None
+        if st.identity is None or st.identity[2] is None
+        else [st.identity[0], st.identity[1], st.identity[2].hex()],
+        "restarts": st.restarts,
+    }
+
+
+def _object_record(reader, st) -> dict:
+    """One object's state and identity: its URL, size and ETag as listed, and the hash of its head."""
+    path = reader._file(st.name)
+    try:
+        stat = reader.storage.stat(path)
+    except OSError:
+        stat = None
+    size = stat.size if stat else -1
+    return {
+        **_file_state(st),
+        "url": reader.storage.url(path),
+        "size": size,
+        "version": stat.version if stat else None,
+        "head": object_head_hash(reader.storage, path, min(HEAD_BYTES, size)) if st.offset and stat else None,
+    }
 
 
 def _stat_or_none(p: Path):

@@ -6,7 +6,10 @@ did not. When a run with findings has a healthy sibling — the same hyperparame
 settings differ, where the two curves part, and moves the causes those settings speak to: a higher lr than the
 healthy twin counts for "lr too high", a warmup the twin had and this run lacks for "no warmup", and so on.
 
-Twins only re-rank causes; a finding's kind, step and severity never depend on which other runs were loaded.
+Twins re-rank causes; a finding's kind, step and severity never depend on which other runs were loaded, but
+for one finding that only a twin can show: a run whose healthy sibling differs ONLY in a lower lr, and whose
+loss bounces on a higher level than that sibling's, is `oscillation` (`detectors.oscillation.against_twin`;
+from one run such bouncing looks like any noisy healthy run). Its evidence names the twin.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from .causes import HPARAM_KEYS, UNCLEAR_BELOW, Cause, as_number
+from .causes import CAUSES, HPARAM_KEYS, UNCLEAR_BELOW, Cause, as_number
 from .compare import parting_step
-from .datamodel import RunReport
+from .datamodel import RunReport, Series
 from .detectors.base import fmt
+from .detectors.oscillation import against_twin
+from .health import health
 from .run_config import run_hparams
 
 #: More differing settings than this and the sibling is another experiment, not a twin.
@@ -270,16 +275,88 @@ def run_settings(reports: Sequence[RunReport]) -> dict[str, dict[str, Any]]:
 
 
 def attach_twins(reports: Sequence[RunReport]) -> None:
-    """Give every run with a warning or critical finding its healthy twin's evidence (in place)."""
-    sick = [r for r in reports if any(f.severity in ("critical", "warning") and f.causes for f in r.findings)]
-    if not sick:
-        return
+    """Give every run with a warning or critical finding its healthy twin's evidence, and every run that bounces
+    above its lower-lr twin an `oscillation` (`lr_oscillation`), in place."""
     settings = run_settings(reports)
     # Only a healthy run can be a twin: judged once here, not once per sick run (a sweep of 2,000 runs with
     # 800 sick ones made that 1.6 M health checks and name comparisons).
     healthy = sorted((r for r in reports if _healthy(r)), key=lambda r: r.name)
+    sick = [r for r in reports if any(f.severity in ("critical", "warning") and f.causes for f in r.findings)]
     for report in sick:
         twin = find_twin(report, healthy, settings)
         if twin is None:
             continue
         report.findings = [replace(f, causes=apply_twin(f.causes, twin)) if f.causes else f for f in report.findings]
+    lr_oscillation(reports, settings, {r.name for r in healthy})
+
+
+def _lr_place(report: RunReport, settings: dict[str, Any]) -> tuple[tuple, float] | None:
+    """(everything about the run but its lr, its lr) when it states one lr (a setting, else a name token)."""
+    if settings:
+        keys = [k for k in settings if _setting_kind(str(k)) == "lr"]
+        lr = as_number(settings[keys[0]]) if len(keys) == 1 else None
+        if lr is None:
+            return None
+        rest = tuple(sorted((str(k), str(as_number(v) if as_number(v) is not None else v)) for k, v in
+                            settings.items() if k != keys[0]))  # fmt: skip
+        return ("hparams", rest), lr
+    tokens = _tokens(report.name)
+    at = [i for i, t in enumerate(tokens) if (found := _name_setting(t)) is not None and found[0] == "lr"]
+    value = _name_setting(tokens[at[0]]) if len(at) == 1 else None
+    lr = as_number(value[1]) if value is not None else None
+    if lr is None:
+        return None
+    return ("name", (*tokens[: at[0]], "lr", *tokens[at[0] + 1 :])), lr
+
+
+def _train_loss(report: RunReport) -> tuple[str, Series] | None:
+    tag = report.primary_tags.train_loss
+    series = report.run.scalars.get(tag) if tag is not None else None
+    return (tag, series) if tag is not None and series is not None else None
+
+
+def _points(report: RunReport) -> int:
+    found = _train_loss(report)
+    return max(1, len(found[1])) if found is not None else 1
+
+
+def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]], healthy: set[str]) -> None:
+    """Add `oscillation` to each run that bounces above its lr twin: the healthy run that differs from it ONLY
+    in the lr, the nearest lower one. In place; the run's health is scored again with it."""
+    places: dict[tuple, list[tuple[float, RunReport]]] = {}
+    for report in reports:
+        if (place := _lr_place(report, settings.get(report.name, {}))) is not None:
+            places.setdefault(place[0], []).append((place[1], report))
+    for group in places.values():
+        for lr, report in group:
+            # A diverged or non-finite loss (a critical finding) is not bouncing in a valley; an oscillation
+            # already warned of needs no twin.
+            if any(
+                f.severity == "critical" or f.kind == "oscillation" and f.severity != "info" for f in report.findings
+            ):
+                continue
+            mine = _train_loss(report)
+            lower = [(other_lr, r) for other_lr, r in group if r.name in healthy and 0 < other_lr < lr]
+            if mine is None or not lower:
+                continue
+            tag, series = mine
+            nearest = max(other_lr for other_lr, _ in lower)
+            # Of equal twins (seeds), the one logged most like this run: its loss under the same tag, else at the
+            # nearest number of points (a loss averaged over a window or an epoch scatters less than per step).
+            twin = min(
+                (r for other_lr, r in lower if other_lr == nearest),
+                key=lambda r: (r.primary_tags.train_loss != tag, abs(math.log(_points(r) / _points(report))), r.name),
+            )
+            theirs = _train_loss(twin)
+            found = against_twin(report.name, tag, series, twin.name, theirs[1], (lr, nearest)) if theirs else None
+            if found is None:
+                continue
+            row = CAUSES["lr_too_high"]
+            fact = f"the healthy twin {twin.name} differs only in lr={fmt(lr)} here vs {fmt(nearest)}"
+            # The twin's difference is the cause's whole case: its weight (TWIN_WEIGHT) on an even prior.
+            confidence = round(1 / (1 + math.exp(-TWIN_WEIGHT)), 2)
+            evidence = {"for": [fact], "twin": {"run": twin.name, "differs": {"lr": [lr, nearest]}}}
+            cause = Cause("lr_too_high", row.summary, confidence, evidence, row.fix)
+            kept = [f for f in report.findings if f.kind != "oscillation"]  # an info `scatter` gives way to it
+            report.findings = [*kept, replace(found, causes=(cause,))]
+            report.health = health(report.findings, report.features, report.roles)

@@ -1,6 +1,8 @@
-"""Remote logdirs and Dask: read throughput from S3 vs disk, listing time, and `report` local vs `--dask local`.
+"""Remote logdirs and Dask: read throughput from S3 vs disk, listing time, the decoded-column cache on an s3://
+logdir (cold vs warm load), and `report` local vs `--dask local`.
 
     python bench/remote_read.py                          # defaults: 2M points, 10,000 objects, 2,000 runs
+    python bench/remote_read.py --skip listing dask      # read throughput and the cache only
     python bench/remote_read.py --points 8000000 --objects 10000 --runs 2000 --workers 2
 
 The S3 API is moto's server on 127.0.0.1 (what the tests use): no network, so the figures are the cost of
@@ -55,7 +57,10 @@ def timed(fn, repeat: int = 3):
 
 
 def bench_read(s3, points: int, tmp: Path) -> None:
+    """Decoding throughput: every load reads its bytes (the cache would serve the repeats)."""
     from tbtriage.analysis.logdir import load
+
+    os.environ["TBTRIAGE_NO_CACHE"] = "1"
 
     root = tmp / "big"
     runs = 4
@@ -74,6 +79,35 @@ def bench_read(s3, points: int, tmp: Path) -> None:
         f"  S3 (moto)  : {remote_s:6.3f} s  {n / remote_s / 1e6:6.2f} M points/s  {nbytes / remote_s / 1e6:7.1f} MB/s"
     )
     print(f"  S3 / local : {remote_s / local_s:.2f}x the time")
+    del os.environ["TBTRIAGE_NO_CACHE"]
+
+
+def bench_cache(s3, points: int, tmp: Path) -> None:
+    """The second morning on an s3:// logdir: a cold read vs a load the cache serves (ETag and size unchanged)."""
+    from tbtriage.analysis.logdir import load
+
+    root = tmp / "morning"
+    runs = 8
+    for r in range(runs):
+        write_run(root / f"run_{r}", points // runs // len(TAGS), seed=r)
+    url = s3.upload(root, "bench", "morning")
+    os.environ["TBTRIAGE_NO_CACHE"] = "1"
+    cold_s, cold = timed(lambda: load(url, storage_options=s3.options))
+    del os.environ["TBTRIAGE_NO_CACHE"]
+    first_s, _ = timed(lambda: load(url, storage_options=s3.options), repeat=1)  # a cold read that writes entries
+    warm_s, warm = timed(lambda: load(url, storage_options=s3.options))
+    states = {r.cache_state for r in warm._readers.values()}
+    n = sum(len(s) for run in warm.runs.values() for s in run.scalars.values())
+    same = all(
+        np.array_equal(s.values, cold.runs[name].scalars[tag].values, equal_nan=True)
+        for name, run in warm.runs.items()
+        for tag, s in run.scalars.items()
+    )
+    print(f"load of an s3:// logdir, {n:,} points, {size_of(root) / 1e6:.1f} MB in {runs} runs (best of 3):")
+    print(f"  cold (--no-cache)             : {cold_s:6.3f} s")
+    print(f"  first, writing the cache      : {first_s:6.3f} s  ({first_s / cold_s:.2f}x cold)")
+    print(f"  warm (the listing, no reads)  : {warm_s:6.3f} s  ({cold_s / warm_s:.1f}x faster than cold)")
+    print(f"  cache states: {sorted(states)}; values identical to the cold read: {same}")
 
 
 def bench_listing(s3, objects: int, tmp: Path) -> None:
@@ -141,15 +175,18 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=2_000)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["read", "listing", "dask"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["read", "cache", "listing", "dask"])
     args = parser.parse_args()
     from tests._s3 import S3
 
     s3 = S3()
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "xdg-cache")  # never the user's ~/.cache
             if "read" not in args.skip:
                 bench_read(s3, args.points, Path(tmp))
+            if "cache" not in args.skip:
+                bench_cache(s3, args.points, Path(tmp))
             if "listing" not in args.skip:
                 bench_listing(s3, args.objects, Path(tmp))
             if "dask" not in args.skip:

@@ -1,22 +1,33 @@
-"""How fast the app is on a large logdir: time to first frame, loading milestones, keypress-to-redraw.
+"""How fast the app is on a large logdir: first frame from the shell, loading milestones, keypress-to-redraw.
 
     python bench/tui_speed.py                           # 50 runs x 1M points of one tag, in a temp dir
     python bench/tui_speed.py --runs 10 --points 200000 # smaller
     python bench/tui_speed.py --logdir runs/            # your own logdir
     python bench/tui_speed.py --runs 0 --table-runs 2000 # only the runs-table figure
 
+First frame: `python -m tbtriage LOGDIR` is started in a pseudo-terminal (160x48) and timed until the
+chart pane's first line is on the terminal; a bare Textual app drawing that line is timed the same way
+(the floor any Textual app pays), and so are `tbtriage --help` and `tbtriage report --help`.
+
 The app runs headless (Textual's `run_test`) at 160x48 with the real reader and engine. Redraw is
 timed from the key press to the end of the first `render()` that draws the chart prepared for the
-new view (preparation runs in a thread worker), with five runs overlaid.
-The baseline, measured in the same run, is plotext drawing one raw series without min/max
-bucketing (what a naive chart does). Prints figures; asserts nothing.
+new view (preparation runs in a thread worker), with five runs overlaid, once with the chart's
+per-series caches (EMA per weight, bucket pyramids, the sorted outlier ranking; warmed in the worker
+after the first draw, timed) and once on the direct path that rescans every point on each key (the
+baseline, as the chart worked before the caches), in the same run. The first chart-drawing baseline
+is plotext drawing one raw series without min/max bucketing (what a naive chart does). Prints
+figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import re
+import select
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,11 +65,36 @@ def generate(root: Path, runs: int, points: int) -> None:
                 out.write(encode_scalar_block([TAG], steps, t0 + steps * 0.05, values[None, :]))
 
 
-async def measure(logdir: Path) -> dict[str, object]:
+def use_direct_path() -> None:
+    """Make the chart rescan every point on each key (the baseline): bucketing from the raw columns, the
+    EMA computed once per weight and kept (as the widget did before its caches), nothing warmed ahead."""
+    from tbtriage.analysis.smoothing import ema
+    from tbtriage.tui import chart_data
+    from tbtriage.tui.widgets import tag_chart
+
+    smoothed: dict[tuple[int, float], tuple[object, np.ndarray]] = {}
+
+    def smoother(request, weight):
+        key = (id(request.series), weight)
+        if key not in smoothed or smoothed[key][0] is not request.series:
+            smoothed[key] = (request.series, ema(request.series.values, weight))
+        return smoothed[key][1]
+
+    tag_chart.bucket_lines_cached = lambda requests, options, width, caches: chart_data.bucket_lines(
+        requests, options, width, smoother
+    )
+    tag_chart.TagChart.full_x_range = lambda self: chart_data.full_x_range(self.requests, self.options.x_axis)
+    chart_data.SeriesCache.warm = lambda self, axis, cancelled=None: None
+
+
+async def measure(logdir: Path, direct: bool = False, rounds: int = 3) -> dict[str, object]:
     from tbtriage.analysis.config import Config
     from tbtriage.tui.app import make_app
+    from tbtriage.tui.chart_data import ChartCaches
     from tbtriage.tui.widgets.tag_chart import TagChart
 
+    if direct:
+        use_direct_path()
     renders: list[float] = []
     original = TagChart.render
 
@@ -90,23 +126,115 @@ async def measure(logdir: Path) -> dict[str, object]:
         figures["runs"] = len(app.runs)
         figures["points"] = sum(len(s) for run in app.runs.values() for s in run.scalars.values())
 
+        chart = app.screen.query_one("#chart", TagChart)
         for _ in range(OVERLAID_RUNS):
             await pilot.press("space", "j")
+        # The chart's worker goes on computing the caches the keys will read; a user reads the chart first.
+        while chart.preparing or chart._prepared is None or chart._prepared[0] != chart._key():
+            await asyncio.sleep(0.005)
         await pilot.pause()
         redraws: dict[str, list[float]] = {}
-        for key in KEYS:
+        for key in KEYS * rounds:
             pressed = time.perf_counter()
             await pilot.press(key)
             while not renders or renders[-1] < pressed:
                 await asyncio.sleep(0.001)
             redraws.setdefault(key, []).append(renders[-1] - pressed)
+            while chart.preparing:
+                await asyncio.sleep(0.005)  # the next key waits for this one's work, caches included
         figures["redraw"] = redraws
-        chart = app.screen.query_one("#chart", TagChart)
+        caches = ChartCaches()
+        start = time.perf_counter()
+        for request in chart.requests:
+            caches(request.series).warm("step")
+        figures["warm"] = time.perf_counter() - start
         figures["chart cells"] = (chart.size.width, chart.size.height)
         figures["series"] = [(r.run, len(r.series)) for r in chart.requests]
         await pilot.press("q")
     TagChart.render = original
     return figures
+
+
+#: The chart pane's line before any run is chosen: on the terminal once the first screen is drawn, whatever
+#: has been read (the runs pane's title only gains its count once the runs are discovered).
+FIRST_SCREEN = re.compile(rb"Select a run and a tag to chart")
+#: A bare Textual app, for the floor any Textual app pays from the shell to its first frame.
+BARE_APP = """
+from textual.app import App
+from textual.widgets import Label
+class Bare(App):
+    def compose(self):
+        yield Label("Select a run and a tag to chart.")
+Bare().run()
+"""
+_ESCAPES = re.compile(rb"\x1b(\[[0-9;?<>=$]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\\\)|[@-_])")
+
+
+def first_frame(command: list[str], timeout: float = 30.0) -> float:
+    """Seconds from starting `command` in a 160x48 pseudo-terminal to FIRST_SCREEN on it; then it is quit."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+    env = dict(os.environ, TERM="xterm-256color")
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    screen, drawn = b"", float("nan")
+    try:
+        while time.perf_counter() - start < timeout:
+            if select.select([master], [], [], 0.01)[0]:
+                try:
+                    chunk = os.read(master, 1 << 16)
+                except OSError:
+                    break
+                # Only the new bytes and a little before them (an escape or the title split across reads):
+                # stripping the whole screen on every read would add its own time to what is measured.
+                recent = screen[-4096:] + chunk
+                screen += chunk
+                if FIRST_SCREEN.search(_ESCAPES.sub(b"", recent)):
+                    drawn = time.perf_counter() - start
+                    break
+        os.write(master, b"q" if "tbtriage" in command else b"\x03")  # q quits tbtriage, ctrl+c the bare app
+        deadline = time.perf_counter() + 10
+        while proc.poll() is None and time.perf_counter() < deadline:
+            if select.select([master], [], [], 0.05)[0]:  # keep draining: a full terminal would block its exit
+                try:
+                    os.read(master, 1 << 16)
+                except OSError:
+                    break
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        os.close(master)
+    return drawn
+
+
+def wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def startup_figures(logdir: Path, repeats: int) -> None:
+    """First frame from the shell (median of `repeats`), against a bare Textual app; --help times."""
+    python = sys.executable
+    ours = [first_frame([python, "-m", "tbtriage", str(logdir), "--no-follow"]) for _ in range(repeats)]
+    bare = [first_frame([python, "-c", BARE_APP]) for _ in range(repeats)]
+    helps = {
+        name: statistics.median(wall([python, "-m", "tbtriage", *args, "--help"]) for _ in range(repeats))
+        for name, args in (("tbtriage --help", []), ("tbtriage report --help", ["report"]))
+    }
+    print(
+        f"first frame from the shell (`tbtriage LOGDIR` in a {SIZE[0]}x{SIZE[1]} pty, median of {repeats}): "
+        f"{statistics.median(ours) * 1000:.0f} ms (min {min(ours) * 1000:.0f}); a bare Textual app with one label: "
+        f"{statistics.median(bare) * 1000:.0f} ms (min {min(bare) * 1000:.0f})"
+    )
+    print("  " + "; ".join(f"{name}: {t * 1000:.0f} ms" for name, t in helps.items()))
 
 
 def baseline(logdir: Path, width: int, height: int) -> tuple[float, float]:
@@ -187,15 +315,19 @@ def main() -> None:
     parser.add_argument("--logdir", type=Path)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--points", type=int, default=1_000_000)
-    parser.add_argument("--table-runs", type=int, default=2000, help="rows in the runs-table update figure")
+    parser.add_argument("--table-runs", type=int, default=2000, help="rows in the runs-table update figure (0: none)")
+    parser.add_argument("--repeats", type=int, default=5, help="first-frame and --help timings per figure")
+    parser.add_argument("--rounds", type=int, default=3, help="times the key sequence is pressed, per path")
+    parser.add_argument("--startup-only", action="store_true", help="only the first-frame and --help figures")
     args = parser.parse_args()
-    verdicts = min(100, args.table_runs)
-    ours, rebuilt = asyncio.run(table_updates(args.table_runs, verdicts))
-    print(
-        f"runs table of {args.table_runs} runs, {verdicts} verdicts arriving one by one: in place "
-        f"{ours * 1000:.2f} ms per verdict; rebuilt (baseline) {rebuilt * 1000:.1f} ms; {rebuilt / ours:.0f}x faster"
-        " (and the app applies verdicts in batches, at most 4 a second)"
-    )
+    if args.table_runs and not args.startup_only:
+        verdicts = min(100, args.table_runs)
+        ours, rebuilt = asyncio.run(table_updates(args.table_runs, verdicts))
+        print(
+            f"runs table of {args.table_runs} runs, {verdicts} verdicts arriving one by one: in place "
+            f"{ours * 1000:.2f} ms per verdict; rebuilt (baseline) {rebuilt * 1000:.1f} ms; {rebuilt / ours:.0f}x faster"
+            " (and the app applies verdicts in batches, at most 4 a second)"
+        )
     if args.runs == 0 and args.logdir is None:
         return
     with tempfile.TemporaryDirectory(prefix="tbtriage-bench-") as tmp:
@@ -208,26 +340,45 @@ def main() -> None:
             print(
                 f"generated {args.runs} runs x {args.points:,} points ({size / 1e6:.0f} MB) in {time.perf_counter() - start:.1f} s"
             )
-        figures = asyncio.run(measure(logdir))
+        startup_figures(logdir, args.repeats)
+        if args.startup_only:
+            return
+        figures = asyncio.run(measure(logdir, rounds=args.rounds))
+        direct = asyncio.run(measure(logdir, direct=True, rounds=args.rounds))
         print(f"logdir: {logdir} ({figures['runs']} runs, {figures['points']:,} points), terminal {SIZE[0]}x{SIZE[1]}")
         for name in ("first frame", "runs listed", "events read", "all analysed"):
             print(f"  {name:<13} {figures[name] * 1000:9.0f} ms after start")
         width, height = figures["chart cells"]
         print(
-            f"keypress to chart redrawn ({len(figures['series'])} runs overlaid, {sum(n for _, n in figures['series']):,} points, chart {width}x{height}):"
+            f"keypress to chart redrawn ({len(figures['series'])} runs overlaid, "
+            f"{sum(n for _, n in figures['series']):,} points, chart {width}x{height}; {' '.join(KEYS)} pressed "
+            f"{args.rounds} times per path)"
         )
-        all_times = []
-        for key, times in figures["redraw"].items():
-            all_times += times
-            print(f"  {key:<22} median {statistics.median(times) * 1000:7.1f} ms   max {max(times) * 1000:7.1f} ms")
         print(
-            f"  all keys               median {statistics.median(all_times) * 1000:7.1f} ms   max {max(all_times) * 1000:7.1f} ms"
+            f"  the caches (EMA per weight, pyramids, x columns, outlier ranking) of these series take "
+            f"{figures['warm'] * 1000:.0f} ms to compute, once, in the chart's worker after its first draw"
         )
+        print(f"  {'key':<22} {'cached median':>14} {'max':>8}   {'direct median':>14} {'max':>8}   ratio")
+        ours_all, direct_all = [], []
+        for key, times in figures["redraw"].items():
+            base = direct["redraw"][key]
+            ours_all += times
+            direct_all += base
+            print(_row(key, times, base))
+        print(_row("all keys", ours_all, direct_all))
         naive, ours = baseline(logdir, width, height)
         print(
             f"baseline: plotext drawing one raw {figures['series'][0][1]:,}-point series: {naive * 1000:.0f} ms; "
             f"ours (bucketing + EMA + draw, raw and smoothed): {ours * 1000:.0f} ms; {naive / ours:.0f}x faster"
         )
+
+
+def _row(key: str, ours: list[float], direct: list[float]) -> str:
+    mine, theirs = statistics.median(ours), statistics.median(direct)
+    return (
+        f"  {key:<22} {mine * 1000:11.1f} ms {max(ours) * 1000:5.0f} ms   {theirs * 1000:11.1f} ms "
+        f"{max(direct) * 1000:5.0f} ms   {theirs / mine:4.1f}x"
+    )
 
 
 if __name__ == "__main__":

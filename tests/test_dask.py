@@ -160,3 +160,15 @@ def test_cli_report_dask_local_starts_and_stops_its_own_cluster(demo, capsys):
         == 0
     )
     assert json.loads(capsys.readouterr().out) == local
+
+
+def test_the_dask_report_carries_the_oscillation_only_an_lr_twin_shows(cluster, tmp_path):
+    """The twins are attached on the client from the slimmed reports: the training losses they compare came back."""
+    from tests.test_lr_twins import BOUNCING, HEALTHY, _copy
+
+    _copy(BOUNCING, tmp_path / "mlp_lr0.45")
+    _copy(HEALTHY, tmp_path / "mlp_lr0.02")
+    now = time.time()
+    fleet = fleet_diagnose(str(tmp_path), cluster, now=now)
+    assert fleet.to_json() == diagnose(str(tmp_path), now=now).to_json()
+    assert [f.severity for f in fleet.runs[0].findings if f.kind == "oscillation"] == ["warning"]

@@ -61,14 +61,121 @@ def test_an_s3_logdir_reads_exactly_like_the_same_files_on_disk(s3, url, local_l
     assert remote.runs["torch_a"].path == f"{url}/torch_a"
 
 
-def test_a_store_s_runs_are_read_cold_and_leave_nothing_in_the_local_cache(s3, url):
-    # The cache keys local files by inode and mtime; an object's identity is its URL and ETag, so a store's
-    # runs are never matched against (or written to) the local cache.
+def _states(logdir) -> dict[str, str]:
+    return {name: reader.cache_state for name, reader in logdir._readers.items()}
+
+
+def _entries() -> list:
     from tbtriage.analysis.cache import root
 
-    remote = load(url, storage_options=s3.options)
-    assert {reader.cache_state for reader in remote._readers.values()} == {"off"}
-    assert not root().exists() or not any(root().iterdir())
+    return sorted(root().glob("*.tbc")) if root().exists() else []
+
+
+def test_the_second_load_of_an_s3_logdir_is_a_cache_hit_for_every_run_and_reads_nothing(
+    s3, url, local_logdir, monkeypatch
+):
+    from tbtriage.analysis.storage import RemoteStorage
+
+    now = time.time()
+    first = load(url, storage_options=s3.options)
+    assert set(_states(first).values()) == {"miss"} and len(_entries()) == 4
+    # The entries are keyed by URL, with the endpoint that serves it, and never hold the store's credentials.
+    headers = [e.read_bytes().decode("latin-1") for e in _entries()]
+    assert all(f'"url": "{url}/' in h and f'"endpoint": "{s3.endpoint}"' in h for h in headers)
+    assert all(s3.options["key"] not in h for h in headers)
+    report = json.loads(diagnose(url, now=now, storage_options=s3.options).to_json())
+    ranges = []
+    real_read_range = RemoteStorage.read_range
+    monkeypatch.setattr(RemoteStorage, "read_range", lambda self, *a: ranges.append(a) or real_read_range(self, *a))
+    second = load(url, storage_options=s3.options)
+    assert _states(second) == dict.fromkeys(first.runs, "hit")
+    assert [a for a in ranges if "tfevents" in a[0]] == []  # the listing's ETags and sizes said it all
+    _same_runs(first, second)
+    _same_runs(load(local_logdir), second)
+    assert json.loads(diagnose(url, now=now, storage_options=s3.options).to_json()) == report
+
+
+def _cold(url: str, s3, monkeypatch):
+    """`url` read without the cache."""
+    with monkeypatch.context() as m:
+        m.setenv("TBTRIAGE_NO_CACHE", "1")
+        logdir = load(url, storage_options=s3.options)
+    assert set(_states(logdir).values()) == {"off"}
+    return logdir
+
+
+def _grown_logdir(s3, tmp_path, bucket: str):
+    """A run on the store holding the first 40 % of an event file, the whole file on disk, and its key."""
+    run = write_pytorch_run(tmp_path / "src" / "live", n=400)
+    key = f"runs/live/{os.path.basename(event_files(run)[0])}"
+    data = open(event_files(run)[0], "rb").read()
+    s3.put(bucket, key, _cut_at_record(data, 0.4))
+    return key, data
+
+
+def test_a_grown_object_resumes_from_the_cache_and_reads_only_its_new_bytes(s3, tmp_path, monkeypatch):
+    key, data = _grown_logdir(s3, tmp_path, "cgrow")
+    first = load("s3://cgrow/runs", storage_options=s3.options)
+    assert _states(first) == {"live": "miss"}
+    read_first = first.runs["live"].bytes_read
+    s3.put("cgrow", key, data)  # a new object under the same key: a new ETag and size, the old bytes first
+    warm = load("s3://cgrow/runs", storage_options=s3.options)
+    assert _states(warm) == {"live": "extended"}
+    assert warm.runs["live"].bytes_read == len(data) and 0 < read_first < len(data)
+    assert not [n for n in warm.runs["live"].notes if "read again" in n.message]
+    _same_runs(_cold("s3://cgrow/runs", s3, monkeypatch), warm)
+    assert len(warm.runs["live"].scalars["train/loss"]) == 400
+    # The extended entry was written back: the next morning is a plain hit.
+    assert _states(load("s3://cgrow/runs", storage_options=s3.options)) == {"live": "hit"}
+
+
+def test_an_object_rewritten_with_another_head_is_stale_and_read_cold(s3, tmp_path, monkeypatch):
+    first = write_pytorch_run(tmp_path / "a" / "run", n=100, seed=1)
+    second = write_pytorch_run(tmp_path / "b" / "run", n=300, seed=2)
+    key = "runs/run/events.out.tfevents.1.host"
+    s3.put("cstale", key, open(event_files(first)[0], "rb").read())
+    assert _states(load("s3://cstale/runs", storage_options=s3.options)) == {"run": "miss"}
+    s3.put("cstale", key, open(event_files(second)[0], "rb").read())  # longer, other bytes from the first
+    again = load("s3://cstale/runs", storage_options=s3.options)
+    assert _states(again) == {"run": "stale"}
+    assert not [n for n in again.runs["run"].notes if "read again" in n.message]  # a cold read, not a restart
+    _same_runs(_cold("s3://cstale/runs", s3, monkeypatch), again)
+    expected = load(tmp_path / "b").runs["run"].scalars["train/loss"]
+    assert np.array_equal(again.runs["run"].scalars["train/loss"].values, expected.values)
+
+
+def test_an_object_rewritten_at_the_same_size_or_cut_shorter_is_stale(s3, tmp_path):
+    key, data = _grown_logdir(s3, tmp_path, "cshort")
+    cut = _cut_at_record(data, 0.4)
+    assert _states(load("s3://cshort/runs", storage_options=s3.options)) == {"live": "miss"}
+    flipped = bytearray(cut)
+    flipped[-20] ^= 0xFF  # the same length under a new ETag: nothing short of reading it says what changed
+    s3.put("cshort", key, bytes(flipped))
+    assert _states(load("s3://cshort/runs", storage_options=s3.options)) == {"live": "stale"}
+    s3.put("cshort", key, cut + data[len(cut) :])  # longer, the same head, other bytes just before the offset read
+    longer = load("s3://cshort/runs", storage_options=s3.options)
+    assert _states(longer) == {"live": "stale"}
+    assert len(longer.runs["live"].scalars["train/loss"]) == 400
+    half = cut[: len(cut) // 2]
+    s3.put("cshort", key, half)
+    again = load("s3://cshort/runs", storage_options=s3.options)
+    assert _states(again) == {"live": "stale"}
+    on_disk = tmp_path / "disk" / "live"
+    on_disk.mkdir(parents=True)
+    (on_disk / os.path.basename(key)).write_bytes(half)
+    _same_runs(load(tmp_path / "disk"), again)
+
+
+def test_no_cache_reads_a_store_cold_and_writes_no_entry(s3, url, local_logdir, tmp_path):
+    outs = {}
+    for name, extra in (("off", ["--no-cache"]), ("cold", []), ("warm", [])):
+        out = tmp_path / f"{name}.json"
+        assert main(["report", url, "--format", "json", "--out", str(out), *s3.cli_options, *extra]) == 0
+        outs[name] = json.loads(out.read_text())
+        if name == "off":
+            assert not _entries() and "TBTRIAGE_NO_CACHE" not in os.environ
+    assert len(_entries()) == 4
+    assert outs["off"] == outs["cold"] == outs["warm"]
 
 
 def test_the_report_from_s3_is_the_local_report(s3, url, local_logdir):

@@ -11,8 +11,10 @@ from __future__ import annotations
 import sys
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from textual.theme import Theme
+if TYPE_CHECKING:  # imported when themes are loaded: `tbtriage --help` needs only the names
+    from textual.theme import Theme
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,6 +44,8 @@ _THEME_FIELDS = (
 @cache
 def load_themes() -> dict[str, Theme]:
     """Every theme in THEME_ORDER, read from its TOML file."""
+    from textual.theme import Theme
+
     themes = {}
     for name in THEME_ORDER:
         data = tomllib.loads((THEME_DIR / f"{name}.toml").read_text(encoding="utf-8"))

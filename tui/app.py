@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
@@ -29,17 +29,12 @@ from textual.worker import Worker, WorkerState, get_current_worker
 import tbtriage
 from tbtriage.analysis.config import Config, load_config
 from tbtriage.analysis.datamodel import Run, RunReport
-from tbtriage.analysis.discover import find_runs
 from tbtriage.analysis.findings import finding_key
-from tbtriage.analysis.output_guard import refuse_output
-from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.analysis.storage import is_url
-from tbtriage.analysis.watch import RECHECK_SILENT_S, RunAnalyzer, Watcher, engine_analyzer
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
 from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config, works_on
 from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
 from tbtriage.tui.commands import TriageCommands
-from tbtriage.tui.csv_export import export_filename, write_series_csv
 from tbtriage.tui.messages import (
     Exported,
     LoadFailed,
@@ -51,13 +46,17 @@ from tbtriage.tui.messages import (
     Throttle,
 )
 from tbtriage.tui.safe_text import plain
-from tbtriage.tui.screens.compare import CompareScreen
-from tbtriage.tui.screens.dashboard import RunDashboard
-from tbtriage.tui.screens.distributions import DistributionsScreen
 from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.screens.main import MainScreen
 from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with_valid_tag
 from tbtriage.tui.widgets.tag_chart import TagChart
+
+if TYPE_CHECKING:
+    from tbtriage.analysis.watch import RunAnalyzer, Watcher
+
+# Only what the first screen needs is imported here: the reader (and its protobufs), the engine and its
+# detectors, the Markdown renderer, the dashboard and the CSV writer are imported where they are first
+# used, off the path from the shell to the first frame (`bench/tui_speed.py` times it).
 
 #: Live follow re-reads appended bytes this often. Loggers flush every 10-120 s, so 5 s shows a new
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
@@ -110,9 +109,9 @@ class TriageApp(App[int]):
         follow: bool,
         clock: Callable[[], float],
         follow_seconds: float,
-        recheck_silent_s: float,
+        recheck_silent_s: float | None,
         loader: Callable[..., Any],
-        analyzer: RunAnalyzer,
+        analyzer: RunAnalyzer | None,
     ) -> None:
         self.keymap, self.unknown_keys = keymap_from_config(config.keys)
         # Read by App.__init__ when it binds the palette, so a remap must be in place first.
@@ -160,13 +159,16 @@ class TriageApp(App[int]):
                 markup=False,
             )
         self.push_screen(self.main_screen)
-        self.load_logdir()
+        self.call_after_refresh(self.load_logdir)  # the first frame first: reading would hold the GIL it needs
         self.set_interval(self.follow_seconds, self._follow_tick)
 
     # Workers (thread) -------------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_logdir(self) -> None:
+        from tbtriage.analysis.discover import find_runs
+        from tbtriage.analysis.watch import RECHECK_SILENT_S, Watcher, engine_analyzer
+
         worker = get_current_worker()
         warnings: list[str] = []
         total = 0
@@ -192,9 +194,9 @@ class TriageApp(App[int]):
         if worker.is_cancelled:
             return
         self.post_message(LogdirRead(logdir))
-        self.watcher = Watcher(
-            logdir, self._analyzer, clock=self.clock, recheck_silent_s=self.recheck_silent_s, niceness=POOL_NICENESS
-        )
+        analyzer = self._analyzer or engine_analyzer(self.config)
+        silent_s = RECHECK_SILENT_S if self.recheck_silent_s is None else self.recheck_silent_s
+        self.watcher = Watcher(logdir, analyzer, clock=self.clock, recheck_silent_s=silent_s, niceness=POOL_NICENESS)
         self._follow_pass(worker)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
@@ -220,6 +222,9 @@ class TriageApp(App[int]):
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def export_series(self, requests: list[SeriesRequest], tag: str, weight: float) -> None:
+        from tbtriage.analysis.output_guard import refuse_output
+        from tbtriage.tui.csv_export import export_filename, write_series_csv
+
         path = Path.cwd() / export_filename(tag, self.clock())
         refused = refuse_output(path, self.logdir_path) if isinstance(self.logdir_path, Path) else None
         if refused:
@@ -357,6 +362,8 @@ class TriageApp(App[int]):
 
     def open_dashboard(self, name: str) -> None:
         if name in self.store.runs:
+            from tbtriage.tui.screens.dashboard import RunDashboard
+
             self.push_screen(RunDashboard(name))
 
     def action_open_histograms(self) -> None:
@@ -368,6 +375,8 @@ class TriageApp(App[int]):
         elif not run.histograms and "grad_norm_layer" not in self.store.roles_of(run.name).values():
             self.notify(f"{plain(run.name)} logged no histograms and no per-layer gradient norms.", markup=False)
         else:
+            from tbtriage.tui.screens.distributions import DistributionsScreen
+
             self.push_screen(DistributionsScreen(run.name))
 
     def _set_options(self, options: ChartOptions) -> None:
@@ -409,6 +418,8 @@ class TriageApp(App[int]):
         if len(names) < 2:
             self.notify("Select two or more runs with space, then press C to compare them.", markup=False)
             return
+        from tbtriage.tui.screens.compare import CompareScreen
+
         self.push_screen(CompareScreen(names))
 
     def action_toggle_maximize(self) -> None:
@@ -453,6 +464,8 @@ class TriageApp(App[int]):
         if report is None:
             self.notify("The run is not analysed yet.", severity="warning", markup=False)
             return
+        from tbtriage.analysis.render_markdown import run_markdown
+
         self.copy_to_clipboard(run_markdown(report))
         self.notify(f"Copied the report of {plain(report.name)} to the clipboard.", markup=False)
 
@@ -477,7 +490,7 @@ def make_app(
     follow: bool = True,
     clock: Callable[[], float] = time.time,
     follow_seconds: float = FOLLOW_SECONDS,
-    recheck_silent_s: float = RECHECK_SILENT_S,
+    recheck_silent_s: float | None = None,
     loader: Callable[..., Any] | None = None,
     analyzer: RunAnalyzer | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -486,7 +499,8 @@ def make_app(
 
     `theme` wins over the config's; with neither, NO_COLOR picks the monochrome theme. Raises
     ValueError for an unknown theme and ConfigError for an unusable config file. `recheck_silent_s` is
-    how far the logdir's newest event moves on before a silent run is judged again (`stalled`).
+    how far the logdir's newest event moves on before a silent run is judged again (`stalled`; None:
+    `analysis.watch.RECHECK_SILENT_S`).
     """
     if not isinstance(config, Config):
         config = load_config(config)
@@ -503,5 +517,5 @@ def make_app(
         follow_seconds=follow_seconds,
         recheck_silent_s=recheck_silent_s,
         loader=loader or functools.partial(tbtriage.load, storage_options=storage_options),
-        analyzer=analyzer or engine_analyzer(config),
+        analyzer=analyzer,  # None: the engine's, made when the logdir is read
     )

@@ -13,15 +13,24 @@ log10 values with our own decade ticks makes every rebuild identical.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
 from tbtriage.analysis.axes import series_step
 from tbtriage.analysis.datamodel import Finding, Series
-from tbtriage.analysis.downsample import Downsampled, minmax_downsample
+from tbtriage.analysis.downsample import (
+    Downsampled,
+    Pyramid,
+    build_pyramid,
+    minmax_downsample,
+    minmax_downsample_sorted,
+)
+from tbtriage.analysis.smoothing import ema
 from tbtriage.analysis.text import tick
 
 X_AXES = ("step", "relative", "wall")
@@ -141,50 +150,301 @@ class BucketedLines:
     """The expensive half of a chart: windowed, smoothed, min/max-bucketed lines on a linear y axis.
 
     It depends on the x axis, zoom window, smoothing and width only, so toggling log-y or the outlier
-    range reuses it (a widget keeps a few); the percentiles the outlier range needs are kept too.
+    range reuses it (a widget keeps a few); the outlier range is computed on first use and kept.
     """
 
     lines: tuple[ChartLine, ...]
-    window_values: tuple[np.ndarray, ...]  # raw values inside the window, per line
     onsets: tuple[Onset, ...]
     x_range: tuple[float, float] | None
+    #: Per line, the finite raw values inside the window in ascending order (computed when first asked).
+    window_sorted: tuple[Callable[[], np.ndarray], ...] = ()
     _percentiles: dict[bool, tuple[float, float] | None] = field(default_factory=dict, repr=False)
 
     def percentile_range(self, log_y: bool) -> tuple[float, float] | None:
         """The OUTLIER_PERCENTILES of every finite raw value in the window (of log10 of the positive ones)."""
         if log_y not in self._percentiles:
-            values = np.concatenate(self.window_values) if self.window_values else np.empty(0)
-            values = values[np.isfinite(values)]
-            if log_y:
-                values = np.log10(values[values > 0])
-            self._percentiles[log_y] = None
-            if values.size:
-                lo, hi = np.percentile(values, OUTLIER_PERCENTILES)
-                self._percentiles[log_y] = (float(lo), float(hi))
+            parts = [values() for values in self.window_sorted]
+            if log_y:  # the positive tail; log10 keeps the order, so it is applied to the chosen values only
+                parts = [v[np.searchsorted(v, 0.0, side="right") :] for v in parts]
+            parts = [v for v in parts if v.size]
+            self._percentiles[log_y] = sorted_percentiles(parts, OUTLIER_PERCENTILES, np.log10 if log_y else None)
         return self._percentiles[log_y]
 
 
 def bucket_lines(
     requests: Sequence[SeriesRequest], options: ChartOptions, width: int, smoother: Smoother
 ) -> BucketedLines:
-    """Window, smooth and min/max-bucket `requests` for a chart `width` cells wide (log-y and range not applied)."""
+    """Window, smooth and min/max-bucket `requests` for a chart `width` cells wide (log-y and range not applied).
+
+    The direct way: every point is scanned again. `bucket_lines_cached` draws the same from caches.
+    """
     buckets = max(width, 1) * BUCKETS_PER_CELL
-    lines, onsets, window_values = [], [], []
+    lines, window_sorted = [], []
     for request in requests:
         x = x_column(request.series, options.x_axis)
         raw = request.series.values
         smooth = smoother(request, options.smoothing) if options.smoothing > 0 and len(raw) else None
-        if options.window is not None:
-            inside = (x >= options.window[0]) & (x <= options.window[1])
-            x, raw = x[inside], raw[inside]
-            smooth = smooth[inside] if smooth is not None else None
-        window_values.append(raw)
-        smoothed = minmax_downsample(x, smooth, buckets) if smooth is not None else None
-        lines.append(ChartLine(request.run, request.slot, minmax_downsample(x, raw, buckets), smoothed))
-        onsets.extend(_onsets(request, options))
-    x_range = options.window or full_x_range(requests, options.x_axis)
+        line, inside = _direct_line(request, x, raw, smooth, options.window, buckets)
+        lines.append(line)
+        window_sorted.append(partial(_sorted_finite, inside))
+    return _bucketed(requests, options, lines, window_sorted, partial(full_x_range, requests))
+
+
+def _direct_line(request: SeriesRequest, x: np.ndarray, raw: np.ndarray, smooth: np.ndarray | None,
+                 window: tuple[float, float] | None, buckets: int) -> tuple[ChartLine, np.ndarray]:  # fmt: skip
+    """One request's line by scanning its points, and its raw values inside the window."""
+    if window is not None:
+        inside = (x >= window[0]) & (x <= window[1])
+        x, raw = x[inside], raw[inside]
+        smooth = smooth[inside] if smooth is not None else None
+    smoothed = minmax_downsample(x, smooth, buckets) if smooth is not None else None
+    return ChartLine(request.run, request.slot, minmax_downsample(x, raw, buckets), smoothed), raw
+
+
+def _bucketed(requests, options, lines, window_sorted, full_range: Callable[[str], tuple[float, float] | None]):
+    onsets = [onset for request in requests for onset in _onsets(request, options)]
+    x_range = options.window or full_range(options.x_axis)
     onsets = [o for o in onsets if x_range is None or x_range[0] <= o.x <= x_range[1]]
-    return BucketedLines(tuple(lines), tuple(window_values), tuple(onsets), x_range)
+    return BucketedLines(tuple(lines), tuple(onsets), x_range, tuple(window_sorted))
+
+
+def _sorted_finite(values: np.ndarray) -> np.ndarray:
+    return np.sort(values[np.isfinite(values)])
+
+
+def sorted_percentiles(
+    parts: Sequence[np.ndarray], percentiles: Sequence[float], transform: Callable[[np.float64], float] | None = None
+) -> tuple[float, float] | None:
+    """`np.percentile(transform(np.concatenate(parts)), percentiles)` (linear method) for non-empty ascending
+    `parts` and an increasing `transform`, read from the two order statistics each percentile needs instead of
+    transforming and partitioning every value."""
+    order = (lambda k: transform(_kth(parts, k))) if transform is not None else (lambda k: _kth(parts, k))
+    count = sum(int(v.size) for v in parts)
+    if not count:
+        return None
+    q = np.asarray(percentiles, dtype=np.float64) / 100
+    virtual = (count - 1) * q  # numpy's virtual index for the linear method
+    found = []
+    for at in virtual:
+        if at >= count - 1 or at < 0:
+            found.append(float(order(count - 1 if at >= 0 else 0)))
+            continue
+        below = int(np.floor(at))
+        a, b, t = order(below), order(below + 1), at - np.floor(at)
+        diff = b - a  # numpy's _lerp: the nearer end is the anchor, so t near 1 gives exactly b
+        found.append(float(b - diff * (1 - t) if t >= 0.5 else a + diff * t))
+    return found[0], found[1]
+
+
+_SIGN = np.int64(-(2**63))
+_MAGNITUDE = np.int64(2**63 - 1)
+
+
+def _kth(parts: Sequence[np.ndarray], k: int) -> np.float64:
+    """The k-th smallest (from 0) value of the union of ascending `parts`, by bisection on the ordered
+    float64 bit patterns: 64 rounds of one binary search per part."""
+    if len(parts) == 1:
+        return parts[0][k]
+
+    def key(v) -> int:
+        bits = int(np.float64(v).view(np.int64))
+        return bits if bits >= 0 else ~(bits & int(_MAGNITUDE))
+
+    def value(k_: int) -> np.float64:
+        bits = k_ if k_ >= 0 else (~k_) | int(_SIGN)
+        return np.int64(bits).view(np.float64)
+
+    low, high = key(min(v[0] for v in parts)), key(max(v[-1] for v in parts))
+    while low < high:
+        middle = (low + high) // 2
+        if sum(int(np.searchsorted(v, value(middle), side="right")) for v in parts) > k:
+            high = middle
+        else:
+            low = middle + 1
+    return value(low)
+
+
+# ---- per-series caches: what every key press reuses -----------------------------------------------------
+
+
+class SeriesCache:
+    """What charts derive from one series, computed once (in a chart's worker thread) and reused by every
+    key press: x columns per axis, the EMA per smoothing weight, a bucket pyramid per curve, the finite
+    values sorted for the outlier range. Thread-safe: the UI thread reads x ranges while a worker fills it.
+    """
+
+    def __init__(self, series: Series, grown: bool = False) -> None:
+        self.series = series
+        #: The series is a longer version of one already cached (a live run): it is replaced again at the next
+        #: follow pass, so only what is drawn is computed, nothing ahead (`warm` does nothing).
+        self.grown = grown
+        self._lock = threading.RLock()
+        self._columns: dict[str, tuple[np.ndarray, np.ndarray | None, bool]] = {}
+        self._curves: dict[float, np.ndarray] = {}
+        self._pyramids: dict[tuple[float, str | None], tuple[np.ndarray, Pyramid]] = {}
+        self._ranked: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _remember(self, store: dict, key, make):
+        found = store.get(key)
+        if found is None:
+            with self._lock:
+                found = store.get(key)
+                if found is None:
+                    found = store[key] = make()
+        return found
+
+    def column(self, axis: str) -> tuple[np.ndarray, np.ndarray | None, bool]:
+        """x on `axis` in ascending order, the stable order that sorts it (None if already sorted), and whether
+        every x is finite (the cached path needs that; a hostile file's NaN times take the direct path)."""
+
+        def make():
+            x = x_column(self.series, axis)
+            if not np.isfinite(x).all():
+                return x, None, False
+            if np.any(x[1:] < x[:-1]):
+                order = np.argsort(x, kind="stable")
+                return x[order], order, True
+            return x, None, True
+
+        return self._remember(self._columns, axis, make)
+
+    def _order_key(self, axis: str) -> str | None:
+        """Axes already in ascending order (steps; wall times without restarts) share their pyramids."""
+        return axis if self.column(axis)[1] is not None else None
+
+    def curve(self, weight: float) -> np.ndarray:
+        """The raw values (weight 0) or their EMA at `weight`, in step order."""
+        if weight <= 0:
+            return self.series.values
+        return self._remember(self._curves, weight, lambda: ema(self.series.values, weight))
+
+    def pyramid(self, weight: float, axis: str) -> tuple[np.ndarray, Pyramid]:
+        """The curve at `weight` in `axis` order, and its bucket pyramid."""
+
+        def make():
+            order = self.column(axis)[1]
+            y = self.curve(weight) if order is None else self.curve(weight)[order]
+            return y, build_pyramid(y)
+
+        return self._remember(self._pyramids, (weight, self._order_key(axis)), make)
+
+    def ranked(self, axis: str) -> tuple[np.ndarray, np.ndarray]:
+        """The finite raw values in ascending order, and each one's position in `axis` order."""
+
+        def make():
+            y = self.pyramid(0.0, axis)[0]
+            finite = np.flatnonzero(np.isfinite(y))
+            order = np.argsort(y[finite])  # any order among equal values: only the values' ranks matter
+            positions = finite[order].astype(np.int32 if y.size < 2**31 else np.int64)
+            return y[positions], positions
+
+        return self._remember(self._ranked, self._order_key(axis), make)
+
+    def window_sorted(self, axis: str, lo: int, hi: int) -> np.ndarray:
+        """The finite raw values at positions [lo, hi) of `axis` order, ascending."""
+        if (hi - lo) * 16 < len(self.series):  # a narrow window: sorting it costs less than a pass over all
+            window = self.pyramid(0.0, axis)[0][lo:hi]
+            return np.sort(window[np.isfinite(window)])
+        values, positions = self.ranked(axis)
+        if lo <= 0 and hi >= len(self.series):
+            return values
+        # lo <= position < hi in two passes: below lo wraps around to a huge unsigned offset.
+        offset = (positions - positions.dtype.type(lo)).view(np.uint32 if positions.dtype == np.int32 else np.uint64)
+        return values[offset < hi - lo]
+
+    def x_range(self, axis: str) -> tuple[float, float] | None:
+        if not len(self.series):
+            return None
+        x, _, finite = self.column(axis)
+        return (float(x[0]), float(x[-1])) if finite else (float(x.min()), float(x.max()))
+
+    def warm(self, axis: str, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Compute now what the keys will ask for, cheapest first: every smoothing weight's pyramid on `axis`,
+        the other axes' columns, then the outlier ranking (a sort of every value). Stops when `cancelled()`."""
+        steps: list[Callable[[], object]] = [partial(self.pyramid, w, axis) for w in SMOOTHING_WEIGHTS if w > 0]
+        steps += [partial(self.column, other) for other in X_AXES]
+        steps.append(partial(self.ranked, axis))
+        for step in steps:
+            if self.grown or cancelled() or not self.column(axis)[2]:
+                return
+            step()
+
+
+#: Series whose caches a chart keeps (least recently used dropped first): a few selections' worth...
+SERIES_CACHE_SIZE = 32
+#: ...and at most this many points in all (a warmed cache holds ~60 bytes per point: EMAs, x columns, ranking);
+#: the series asked for last is always kept, however long.
+SERIES_CACHE_POINTS = 8_000_000
+
+
+class ChartCaches:
+    """`SeriesCache`s by series identity, least recently used dropped first."""
+
+    def __init__(self, size: int = SERIES_CACHE_SIZE, points: int = SERIES_CACHE_POINTS) -> None:
+        self.size = size
+        self.points = points
+        self._entries: dict[int, SeriesCache] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, series: Series) -> SeriesCache:
+        with self._lock:
+            entry = self._entries.pop(id(series), None)
+            # The series is kept in its entry, so its id cannot be reused by another series meanwhile.
+            if entry is None or entry.series is not series:
+                entry = SeriesCache(series, any(_grown_from(e.series, series) for e in self._entries.values()))
+            held = sum(len(e.series) for e in self._entries.values()) + len(series)
+            while self._entries and (len(self._entries) >= self.size or held > self.points):
+                held -= len(self._entries.pop(next(iter(self._entries))).series)
+            self._entries[id(series)] = entry
+            return entry
+
+    def full_x_range(self, requests: Sequence[SeriesRequest], axis: str) -> tuple[float, float] | None:
+        """`full_x_range`, from the cached columns."""
+        ranges = [r for r in (self(request.series).x_range(axis) for request in requests) if r is not None]
+        return (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+
+
+def _grown_from(old: Series, new: Series) -> bool:
+    """Whether `new` is `old` with points appended (a live run's next read), judged by both ends of `old`."""
+    n = len(old)
+    if not 0 < n < len(new):
+        return False
+    return bool(
+        new.steps[0] == old.steps[0]
+        and new.steps[n - 1] == old.steps[n - 1]
+        and new.wall_times[n - 1] == old.wall_times[n - 1]
+        and (new.values[n - 1] == old.values[n - 1] or (np.isnan(new.values[n - 1]) and np.isnan(old.values[n - 1])))
+    )
+
+
+def bucket_lines_cached(
+    requests: Sequence[SeriesRequest], options: ChartOptions, width: int, caches: ChartCaches
+) -> BucketedLines:
+    """`bucket_lines`, the same lines, from per-series caches: pyramids instead of scanning every point."""
+    buckets = max(width, 1) * BUCKETS_PER_CELL
+    lines, window_sorted = [], []
+    for request in requests:
+        cache = caches(request.series)
+        x, _, finite = cache.column(options.x_axis)
+        weight = options.smoothing if options.smoothing > 0 and len(x) else 0.0
+        if not finite:  # the direct way, on this series alone
+            x = x_column(request.series, options.x_axis)
+            curve = cache.curve(weight) if weight else None
+            line, inside = _direct_line(request, x, request.series.values, curve, options.window, buckets)
+            lines.append(line)
+            window_sorted.append(partial(_sorted_finite, inside))
+            continue
+        lo, hi = 0, len(x)
+        if options.window is not None:
+            lo = int(np.searchsorted(x, options.window[0], side="left"))
+            hi = int(np.searchsorted(x, options.window[1], side="right"))
+        raw = minmax_downsample_sorted(x, *cache.pyramid(0.0, options.x_axis), lo, hi, buckets)
+        smooth = (
+            minmax_downsample_sorted(x, *cache.pyramid(weight, options.x_axis), lo, hi, buckets) if weight else None
+        )
+        lines.append(ChartLine(request.run, request.slot, raw, smooth))
+        window_sorted.append(partial(cache.window_sorted, options.x_axis, lo, hi))
+    return _bucketed(requests, options, lines, window_sorted, partial(caches.full_x_range, requests))
 
 
 def finish_chart(bucketed: BucketedLines, options: ChartOptions) -> PreparedChart:

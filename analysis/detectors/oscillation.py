@@ -19,19 +19,30 @@ is back-and-forth motion shorter than its window. Two signatures:
 - scatter: through the run's second half the logged loss scatters by at least SCATTER_REL of its own local
   level (robust sigma of the relative deviations from a running median of SCATTER_WINDOW points) at an lr
   that did not decay. Healthy per-batch losses of the real-run corpus scatter by 0.1-0.32 of their level
-  (batches of 4 to 64, Adam or SGD, RNNs with clipping included); SGD at 15x a sane lr by 0.46-0.51. A
-  batch of a few samples scatters this much too and a log does not say the batch size, so this pattern is
-  information, never a warning.
+  (batches of 4 to 64, Adam or SGD, RNNs with clipping included). A batch of a few samples scatters this
+  much too, a log does not say the batch size, and a loss memorising noisy labels scatters widely around its
+  low level, so this pattern is information, never a warning.
+- against a twin (`against_twin`, called by `twins.attach_twins` once every run is judged): from one run,
+  an lr too high to settle cannot be told from healthy noise (a small-batch, RNN or transformer loss jumps as
+  much), but a healthy sibling that differs ONLY in a lower lr can tell it: through the second half this
+  run's loss sits at least TWIN_LEVEL_RATIO times the twin's level, in its third quarter and in its last
+  (a run still catching up closes the gap; this one does not), and scatters around its running median at least TWIN_SCATTER_RATIO
+  times as much as the twin's does (relative to each level). Same model, same data, same everything but the
+  lr: the extra loss and the extra bouncing are the lr's. A warning; the one finding that depends on which
+  other runs were loaded, which its evidence says (`twin`).
 Not judged: adversarial (GAN) losses, which oscillate by design, and runs whose lr itself cycles up and
 down (cyclic/triangular schedules, short warm restarts), whose loss follows the lr.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from ..datamodel import Finding, Series
 from ..smoothing import bucket_medians, diff_noise, mad_sigma, running_median
-from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt
+from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, num
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("oscillation",)
@@ -55,6 +66,15 @@ SCATTER_REL = 0.4
 SCATTER_WINDOW = 9
 #: The lr at the end of the run at least this share of its value at mid-run (a decaying lr calms the noise).
 SCATTER_LR_KEEP = 0.5
+#: Against a twin differing only in a lower lr: this run's second-half level at least this many times the twin's...
+TWIN_LEVEL_RATIO = 1.5
+#: ...its relative scatter at least this many times the twin's...
+TWIN_SCATTER_RATIO = 1.5
+#: A scatter below this share of the level is a smooth curve (a loss averaged over an epoch or a window): the
+#: twin's scatter counts as at least this much, so a run bouncing beside a smooth twin is compared with it.
+SMOOTH_SCATTER = 0.02
+#: The fewest points a second half is judged on (a Keras run logs 20 epochs: 10).
+SECOND_HALF_POINTS = 8
 #: Bucket medians of white noise with sigma s over b points scatter by about 1.2533·s/sqrt(b).
 _MEDIAN_EFFICIENCY = 1.2533
 
@@ -229,6 +249,12 @@ def _bouncing(steps, values, scale, whole_range):
     }
 
 
+def _relative_deviations(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The local level (running median of SCATTER_WINDOW points) and each point's deviation from it, relative."""
+    level = _running_median(values, SCATTER_WINDOW)
+    return level, (values - level) / np.maximum(level, 1e-300)
+
+
 def _scatter(data: RunData, tag: str, whole_range: float):
     """The logged loss scatters by SCATTER_REL of its local level through the second half, the lr not decaying."""
     steps, values = data.finite(tag)
@@ -239,10 +265,9 @@ def _scatter(data: RunData, tag: str, whole_range: float):
         lr_steps, lr = data.finite(data.primary.lr)
         if lr.size and float(lr[-1]) < SCATTER_LR_KEEP * float(np.interp(steps[half], lr_steps, lr)):
             return None
-    level = _running_median(values, SCATTER_WINDOW)
+    level, relative = _relative_deviations(values)
     if level[half:].min() <= 0:
         return None
-    relative = (values - level) / np.maximum(level, 1e-300)
     scatter = mad_sigma(relative[half:])
     amplitude = mad_sigma((values - level)[half:])
     if scatter < SCATTER_REL or amplitude < SWING_RANGE * whole_range:
@@ -258,3 +283,78 @@ def _scatter(data: RunData, tag: str, whole_range: float):
         "summary": f"through the second half the loss scatters by ±{fmt(amplitude)} around a local level of "
         f"{fmt(float(np.median(level[half:])))} ({scatter:.0%}), at an lr that does not decay",
     }
+
+
+@dataclass(frozen=True)
+class SecondHalf:
+    """A training loss through its second half: where it sits and how much it scatters around that."""
+
+    level: float  # median of the running median (SCATTER_WINDOW points)
+    quarters: tuple[float, float]  # the same in the third quarter and in the last
+    scatter: float  # robust sigma of the deviations from that running median, relative to it
+    whole_range: float  # the whole run's spread (2nd to 98th percentile)
+    start: int  # first step of the second half
+    end: int  # last step
+
+
+def second_half(series: Series) -> SecondHalf | None:
+    """`series`'s second half as `SecondHalf`, or None when it is too short or not a positive loss."""
+    finite = np.isfinite(series.values)
+    steps, values = series.steps[finite], series.values[finite]
+    half = values.size // 2
+    if values.size - half < SECOND_HALF_POINTS or values[half:].min() <= 0:
+        return None
+    level, relative = _relative_deviations(values)
+    quarter = half + (values.size - half) // 2
+    return SecondHalf(
+        level=float(np.median(level[half:])),
+        quarters=(float(np.median(level[half:quarter])), float(np.median(level[quarter:]))),
+        scatter=mad_sigma(relative[half:]),
+        whole_range=float(np.percentile(values, 98) - np.percentile(values, 2)),
+        start=int(steps[half]),
+        end=int(steps[-1]),
+    )
+
+
+def against_twin(
+    run: str, tag: str, mine: Series, twin: str, theirs: Series, lrs: tuple[float, float]
+) -> Finding | None:
+    """`oscillation` on `run` when its loss `tag` bounces on a higher level than the healthy `twin`'s, which
+    differs from it only in a lower lr (`lrs`: this run's, the twin's); None otherwise."""
+    lr, twin_lr = lrs
+    if not lr > twin_lr > 0:
+        return None
+    here, there = second_half(mine), second_half(theirs)
+    if here is None or there is None:
+        return None
+    level_ratio, scatter_ratio = here.level / there.level, here.scatter / max(there.scatter, SMOOTH_SCATTER)
+    gaps = [a / b for a, b in zip(here.quarters, there.quarters)]
+    if min(level_ratio, *gaps) < TWIN_LEVEL_RATIO or scatter_ratio < TWIN_SCATTER_RATIO:
+        return None
+    if here.level - there.level < SWING_RANGE * here.whole_range:  # two losses near 0: ratios of crumbs
+        return None
+    evidence = {
+        "pattern": "twin",
+        "twin": twin,
+        "lr": num(lr),
+        "twin_lr": num(twin_lr),
+        "level": num(here.level),
+        "twin_level": num(there.level),
+        "relative_scatter": num(here.scatter),
+        "twin_relative_scatter": num(there.scatter),
+        "tag": tag,
+        "summary": (
+            f"through its second half {tag} sits at {fmt(here.level)} (the twin: {fmt(there.level)}, "
+            f"{level_ratio:.1f}x) and scatters by ±{here.scatter:.0%} of its level (the twin: "
+            f"±{there.scatter:.0%}), at lr {fmt(lr)} vs the twin's {fmt(twin_lr)}"
+        ),
+    }
+    message = (
+        f"{tag} keeps bouncing at {level_ratio:.1f}x the level of its healthy twin {twin}, which differs only in "
+        f"a lower lr ({fmt(twin_lr)} vs {fmt(lr)} here), and scatters {scatter_ratio:.1f}x as much"
+    )
+    suggestion = (
+        f"Lower the learning rate toward the twin's ({fmt(twin_lr)}; a few times below {fmt(lr)} may be enough) "
+        "or decay it; the twin shows that at a lower lr this model settles lower and calmer"
+    )
+    return Finding("oscillation", "warning", run, (tag,), here.start, here.end, evidence, message, suggestion)

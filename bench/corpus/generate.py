@@ -10,6 +10,10 @@
 A run folder is `<case>__<convention>__s<seed>/` holding its event files (Keras: `train/` and `validation/`)
 and `label.json`: the kinds a careful reader would name, each with an onset and a tolerance in the run's own
 step axis, the configured cause, the convention, the seed, the healthy twin and the training configuration.
+Beside each directory of event files lies `config.json`, the training configuration as a training script
+saves its arguments: what the engine reads as the run's settings to find a healthy twin (`twins.py`).
+
+    python -m bench.corpus.generate --configs        # only (re)write config.json from the labels: no training
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ if __package__ in (None, ""):  # `python bench/corpus/generate.py`
 from .cases import Case, cases, check_healthy, seeds_of  # noqa: E402
 from .conventions import CONVENTIONS, write_run  # noqa: E402
 from .trace import Trace  # noqa: E402
-from .train import RLSetup, train, train_rl  # noqa: E402
+from .train import RLSetup, Setup, train, train_rl  # noqa: E402
 
 DEFAULT_OUT = HERE / "runs"
 #: Bytes cut from the end of a crashed run's last events file: less than one record, so the record is torn.
@@ -87,6 +91,29 @@ def label_for(case: Case, trace: Trace, convention: str, seed: int) -> dict:
     }
 
 
+#: The file a training script saves its configuration to, beside its event files.
+CONFIG_FILE = "config.json"
+
+
+def write_config(folder: Path, setup: Setup | RLSetup) -> None:
+    """`setup` as `config.json` beside each directory of `folder`'s event files (the folder itself if none)."""
+    text = json.dumps(dataclasses.asdict(setup), indent=1) + "\n"
+    for directory in sorted({p.parent for p in folder.rglob("events.out.tfevents.*")}) or [folder]:
+        (directory / CONFIG_FILE).write_text(text)
+
+
+def write_configs(out: Path) -> int:
+    """`config.json` for every labelled run in `out`, from its label's configuration (the defaults of fields
+    the label predates filled in, as the generator would write them now); the number of runs."""
+    labels = sorted(out.glob("*/label.json"))
+    for path in labels:
+        stored = json.loads(path.read_text())["setup"]
+        kind = RLSetup if set(stored) <= {f.name for f in dataclasses.fields(RLSetup)} else Setup
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()}
+        write_config(path.parent, kind(**values))
+    return len(labels)
+
+
 def _tear_last_record(folder: Path) -> None:
     """The process died mid-write: the newest events file ends inside its last record."""
     files = sorted(p for p in folder.rglob("*tfevents*") if p.is_file())
@@ -121,6 +148,7 @@ def generate(out: Path, only: str | None = None, quick: bool = False, missing: b
             write_run(trace, CONVENTIONS[convention], folder)
             if case.post == "truncate":
                 _tear_last_record(folder)
+            write_config(folder, setup)
             label = label_for(case, trace, convention, seed)
             (folder / "label.json").write_text(json.dumps(label, indent=1) + "\n")
             written.append(folder)
@@ -135,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="regex over case names")
     parser.add_argument("--quick", action="store_true", help="one seed per case")
     parser.add_argument("--missing", action="store_true", help="only runs not in --out yet (keeps the others)")
+    parser.add_argument("--configs", action="store_true", help="only write config.json from the labels in --out")
     args = parser.parse_args(argv)
+    if args.configs:
+        print(f"config.json written for {write_configs(args.out)} runs in {args.out}")
+        return 0
     started = time.perf_counter()
     if args.only is None and not args.missing and args.out.exists():
         shutil.rmtree(args.out)  # a full remake: no stale runs from cases that were renamed

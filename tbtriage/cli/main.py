@@ -35,13 +35,26 @@ def _version() -> str:
     return __version__
 
 
+class _VersionAction(argparse.Action):
+    """argparse's `version` action, with the version read only when asked for (not on every command line)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show program's version number and exit"
+        )
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"tbtriage {_version()}")
+        parser.exit()
+
+
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, str | None]:
     """The parser for `argv`; only the chosen subcommand's module is imported."""
     parser = argparse.ArgumentParser(
         prog="tbtriage",
         description="Triage TensorBoard training runs in the terminal: which are healthy, which are not, and why.",
     )
-    parser.add_argument("--version", action="version", version=f"tbtriage {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     if chosen in COMMANDS:
         sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
-from tbtriage.analysis.datamodel import RunReport
-from tbtriage.analysis.llm import enable_hint
-from tbtriage.analysis.render_markdown import run_markdown
 from tbtriage.tui.safe_text import multiline
 
 if TYPE_CHECKING:
+    from textual.widgets import Markdown
+
+    from tbtriage.analysis.datamodel import RunReport
     from tbtriage.tui.state import HostApp
 
 
@@ -37,23 +37,46 @@ class DiagnosisPane(VerticalScroll):
 
     app: HostApp
 
+    PLACEHOLDER = "Select a run to read its diagnosis."
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.report: RunReport | None = None
         self._markdown = ""  # what the rule-based Markdown shows
 
     def compose(self) -> ComposeResult:
-        yield Markdown("Select a run to read its diagnosis.", id="rule-based")
+        # The Markdown widget comes just after the first frame: importing it (its parser and highlighter)
+        # is not on the way from the shell to the first screen.
         yield Static("", id="llm-note", classes="-empty")
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._rule_based)
+
+    def _rule_based(self) -> Markdown:
+        """The rule-based Markdown widget, mounted on first use."""
+        from textual.widgets import Markdown
+
+        found = self.query("#rule-based")
+        if found:
+            return found.first(Markdown)
+        widget = Markdown(self.PLACEHOLDER, id="rule-based")
+        self.mount(widget, before="#llm-note")
+        return widget
 
     def show_report(self, report: RunReport | None) -> None:
         """Explain `report`'s findings (None: the run is still being analysed)."""
+        from tbtriage.analysis.render_markdown import run_markdown  # not on the way to the first frame
+
+        rule_based = self._rule_based()
+        if not rule_based.is_mounted:  # an update before its own mount would be overwritten by it
+            self.call_after_refresh(self.show_report, report)
+            return
         changed_run = report is None or self.report is None or report.name != self.report.name
         self.report = report
         text = "Analysing this run…" if report is None else multiline(run_markdown(report))
         if text != self._markdown:  # re-parsing Markdown re-mounts its blocks: skip it when nothing changed
             self._markdown = text
-            self.query_one("#rule-based", Markdown).update(text)
+            rule_based.update(text)
         if changed_run:
             self._clear_llm()
 
@@ -61,6 +84,8 @@ class DiagnosisPane(VerticalScroll):
         """Ask the local model to explain `report`'s findings, streaming its answer into this pane."""
         self._clear_llm()
         if not llm_available():
+            from tbtriage.analysis.llm import enable_hint
+
             self._say(enable_hint())
             return
         from tbtriage.tui.widgets.llm_explanation import LLMExplanation

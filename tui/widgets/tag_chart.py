@@ -7,6 +7,7 @@ build and never re-reads or re-smooths the data.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
@@ -16,18 +17,17 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.color import Color
 from textual.message import Message
+from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
-from tbtriage.analysis.datamodel import Series
-from tbtriage.analysis.smoothing import ema
 from tbtriage.tui.chart_data import (
     BucketedLines,
+    ChartCaches,
     ChartOptions,
     PreparedChart,
     SeriesRequest,
-    bucket_lines,
+    bucket_lines_cached,
     finish_chart,
-    full_x_range,
 )
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.widgets.series_style import series_style
@@ -38,11 +38,9 @@ Y_LABEL_CELLS = 8
 #: The smallest zoom window, as a fraction of the full x range (deeper zoom shows single points).
 MIN_ZOOM_FRACTION = 1e-4
 
-#: How many smoothed curves the chart keeps (run x tag x weight); a few selections' worth.
-SMOOTH_CACHE_SIZE = 64
 #: Bucketed line sets kept (least recently used dropped first): the current view and recent ones, so
 #: toggling log-y or the outlier range, or zooming back out, reuses them instead of re-bucketing
-#: millions of points. A windowed set holds a copy of the raw points in its window (for percentiles).
+#: millions of points.
 BUCKETED_CACHE_SIZE = 6
 
 #: Severity -> theme variable for finding-onset markers.
@@ -69,7 +67,8 @@ class TagChart(PlotextPlot):
         self.requests: tuple[SeriesRequest, ...] = ()
         self.options = ChartOptions()
         self._prepared: tuple[tuple, PreparedChart] | None = None
-        self._smoothed: dict[tuple, tuple[Series, np.ndarray]] = {}
+        self._caches = ChartCaches()
+        self._preparing: set[int] = set()  # threads preparing (or warming caches) for this chart now
         self._bucketed: dict[tuple, tuple[tuple[SeriesRequest, ...], BucketedLines]] = {}
 
     # What to draw --------------------------------------------------------------------------
@@ -83,7 +82,7 @@ class TagChart(PlotextPlot):
         self._schedule()
 
     def full_x_range(self) -> tuple[float, float] | None:
-        return full_x_range(self.requests, self.options.x_axis)
+        return self._caches.full_x_range(self.requests, self.options.x_axis)
 
     def zoomed(self, factor: float) -> ChartOptions:
         """Options with the x window scaled by `factor` around its centre, within the data."""
@@ -139,8 +138,23 @@ class TagChart(PlotextPlot):
             exit_on_error=False,
         )
 
+    @property
+    def preparing(self) -> bool:
+        """True while a thread prepares this chart or warms its caches."""
+        return bool(self._preparing)
+
     def _prepare_in_thread(self, key: tuple, requests: tuple[SeriesRequest, ...]) -> None:
-        self.post_message(self.Prepared(key, self._compute(key, requests)))
+        thread = threading.get_ident()
+        self._preparing.add(thread)
+        try:
+            self.post_message(self.Prepared(key, self._compute(key, requests)))
+            # Then, still off the UI thread, what the next keys will ask for: every smoothing weight's curve
+            # and pyramid, the other x axes, the outlier ranking; so each key press only reads caches.
+            worker = get_current_worker()
+            for request in requests:
+                self._caches(request.series).warm(key[1].x_axis, lambda: worker.is_cancelled)
+        finally:
+            self._preparing.discard(thread)
 
     def _compute(self, key: tuple, requests: tuple[SeriesRequest, ...]) -> PreparedChart:
         """The chart for `key`, re-bucketing only when the x axis, window, smoothing, width or data changed."""
@@ -149,7 +163,7 @@ class TagChart(PlotextPlot):
         cached = self._bucketed.pop(bucket_key, None)  # re-inserted below: least recently used goes first
         # The requests are kept with their lines: ids in the key cannot then be reused by other series.
         if cached is None or any(a.series is not b.series for a, b in zip(cached[0], requests)):
-            cached = (requests, bucket_lines(requests, options, width, self._smooth))
+            cached = (requests, bucket_lines_cached(requests, options, width, self._caches))
         while len(self._bucketed) >= BUCKETED_CACHE_SIZE:
             self._bucketed.pop(next(iter(self._bucketed)), None)
         self._bucketed[bucket_key] = cached
@@ -167,16 +181,6 @@ class TagChart(PlotextPlot):
         if self._prepared is None or self._prepared[0] != key:
             self._prepared = (key, self._compute(key, self.requests))
         return self._prepared[1]
-
-    def _smooth(self, request: SeriesRequest, weight: float) -> np.ndarray:
-        key = (request.run, id(request.series), weight)
-        cached = self._smoothed.get(key)
-        if cached is None or cached[0] is not request.series:
-            if len(self._smoothed) >= SMOOTH_CACHE_SIZE:
-                self._smoothed.pop(next(iter(self._smoothed)), None)
-            # The series is kept with its curve, so its id cannot be reused by another series meanwhile.
-            cached = self._smoothed[key] = (request.series, ema(request.series.values, weight))
-        return cached[1]
 
     def render(self) -> RenderResult:
         if not self.requests:
