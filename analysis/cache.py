@@ -257,12 +257,18 @@ def _files_unchanged(reader, files: list) -> bool:
             return False  # nothing was read from it (empty, unreadable): what it holds now is all new
         if f["offset"] and head_hash(p, min(HEAD_BYTES, f["size"])) != f["head"]:
             return False
-        identity = f["identity"]
-        if identity is not None:
-            fp = reader._fingerprint(f["name"], f["offset"])
-            if fp is None or fp.hex() != identity[2]:
-                return False
+        if not _bytes_at_offset_unchanged(reader, f):
+            return False
     return True
+
+
+def _bytes_at_offset_unchanged(reader, f: dict) -> bool:
+    """The bytes around the offset the entry read to are the ones it read (the reader's own fingerprint)."""
+    identity = f["identity"]
+    if identity is None:
+        return True
+    fp = reader._fingerprint(f["name"], f["offset"])
+    return fp is not None and fp.hex() == identity[2]
 
 
 def _object_unchanged(reader, f: dict) -> bool:
@@ -281,12 +287,7 @@ def _object_unchanged(reader, f: dict) -> bool:
         return False  # rewritten under a new ETag, or nothing was read from it: what it holds now is all new
     if object_head_hash(reader.storage, path, min(HEAD_BYTES, f["size"])) != f["head"]:
         return False
-    identity = f["identity"]
-    if identity is not None:
-        fp = reader._fingerprint(f["name"], f["offset"])
-        if fp is None or fp.hex() != identity[2]:
-            return False
-    return True
+    return _bytes_at_offset_unchanged(reader, f)
 
 
 def _checked_map(f, data_start: int, header: dict) -> memoryview | None:

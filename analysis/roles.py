@@ -363,6 +363,15 @@ _POLICY_WORDS = frozenset({"policy", "actor", "pg"})
 _RL_TERM_WORDS = _POLICY_WORDS | {"value", "critic", "vf", "entropy", "gradient", "q"}
 
 
+#: An episode reward or return (`rollout/ep_rew_mean`, `episode/Return`, `reward`): the run is reinforcement learning.
+_RL_RETURN = re.compile(r"(^|[/_ .])(ep_?rew\w*|rewards?|returns?|episode_?(reward|return)s?)($|[/_ .])")
+
+
+def rl_return(tag: str) -> bool:
+    """The tag is an episode reward or return: the run that logs it is reinforcement learning."""
+    return bool(_RL_RETURN.search(tag.lower()))
+
+
 def rl_term(tag: str) -> bool:
     """A loss term of an RL objective (`train/policy_gradient_loss`, `loss/value`, `train/entropy_loss`)."""
     qualifiers = _loss_qualifiers(_split(tag)) or tuple(w for w in _split(tag).tokens if w == "value")

@@ -34,11 +34,10 @@ read Inf there). Two cases are told apart because their causes and fixes differ:
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..features import EDGE_FRAC
+from ..roles import rl_return
 from ..smoothing import scale_noise
 from .base import RunData, adversarial, clip_advice, confident, finding, fmt, pct, sentence
 
@@ -80,8 +79,6 @@ INIT_FRAC = 0.02
 #: median within SIGNED_CENTRE of its interdecile spread.
 SIGNED_RECENT = 0.3
 SIGNED_CENTRE = 0.5
-#: An episode reward or return: the run is reinforcement learning.
-RL_TAG = re.compile(r"(^|[/_ .])(ep_?rew\w*|rewards?|returns?|episode_?(reward|return)s?)($|[/_ .])")
 
 _ROLES = ("train_loss", "loss_component", "val_loss", "metric")
 _LOSSES = ("train_loss", "loss_component", "val_loss")
@@ -124,7 +121,7 @@ def _nonfinite(data: RunData, tag: str) -> dict | None:
 
 def _rl_run(data: RunData) -> bool:
     """The run logs an episode reward or return: reinforcement learning."""
-    return any(RL_TAG.search(tag.lower()) for tag in data.run.scalars)
+    return any(rl_return(tag) for tag in data.run.scalars)
 
 
 def _signed_surrogate(values: np.ndarray) -> bool:
