@@ -23,7 +23,16 @@ from .datamodel import Finding, RunReport, Series
 from .downsample import minmax_downsample
 from .findings import BY_NAME, SEVERITIES, timeline_order, worst
 from .health import score_label
-from .render_markdown import COMPONENT_LABELS, finding_title, stat
+from .render_markdown import (
+    COMPONENT_LABELS,
+    Segment,
+    finding_title,
+    side_by_side_note,
+    side_by_side_points,
+    side_by_side_rows,
+    stat,
+)
+from .side_by_side import SideBySide
 from .text import MISSING, clean, step
 from .text import number as num
 
@@ -278,6 +287,32 @@ def _hparams_section(comparison: Comparison, order: Sequence[str]) -> str:
     return "".join(parts)
 
 
+def _segments_html(segments: Sequence[Segment]) -> str:
+    return "".join(f"<code>{e(t)}</code>" if kind == "code" else e(t) for kind, t in segments)
+
+
+def _comparisons_section(pairs: Sequence[SideBySide]) -> str:
+    """Each run with a warning beside its healthy twin (`side_by_side.twin_pairs`), as the Markdown report has it."""
+    if not pairs:
+        return ""
+    parts = ["<h2>Comparisons</h2><p>Each run with a warning beside its healthy twin.</p>"]
+    for pair in pairs:
+        parts.append("<h3>" + " vs ".join(f"<code>{e(r)}</code>" for r in pair.runs) + "</h3>")
+        points = side_by_side_points(pair)
+        if points:
+            parts.append("<ul>" + "".join(f"<li>{_segments_html(p)}</li>" for p in points) + "</ul>")
+        head = "<tr><th></th>" + "".join(f"<th class=num><code>{e(r)}</code></th>" for r in pair.runs) + "</tr>"
+        body = "".join(
+            f"<tr><td>{_segments_html(label)}</td>" + "".join(f"<td class=num>{e(c)}</td>" for c in cells) + "</tr>"
+            for label, cells in side_by_side_rows(pair)
+        )
+        parts.append(f"<table><thead>{head}</thead><tbody>{body}</tbody></table>")
+        note = side_by_side_note(pair)
+        if note:
+            parts.append(f'<p class="muted">{e(note)}</p>')
+    return "".join(parts)
+
+
 def render_html(
     reports: Sequence[RunReport],
     *,
@@ -285,8 +320,10 @@ def render_html(
     comparison: Comparison | None = None,
     warnings: Sequence[str] = (),
     generated: datetime | None = None,
+    pairs: Sequence[SideBySide] = (),
 ) -> str:
-    """The whole report as one HTML document (a string), runs ranked worst first."""
+    """The whole report as one HTML document (a string), runs ranked worst first; `pairs`
+    (`side_by_side.twin_pairs`) compared."""
     best = comparison.best if comparison is not None else {r.name: best_metric(r) for r in reports}
     when = (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
     verdicts = [_verdict(r) for r in reports]
@@ -300,6 +337,7 @@ def render_html(
         f"<h2>Findings</h2>{sections}" if sections else "",
         _groups_section(comparison) if comparison is not None else "",
         _hparams_section(comparison, [r.name for r in reports]) if comparison is not None else "",
+        _comparisons_section(pairs),
         f"<h2>Reading problems</h2><ul>{problems}</ul>" if problems else "",
     ]
     return (

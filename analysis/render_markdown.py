@@ -236,10 +236,15 @@ def _groups_table(groups: Sequence[GroupSummary]) -> list[str]:
     return lines
 
 
-def _cell(value: Any) -> str:
+def _value_text(value: Any) -> str:
+    """A setting's value as plain text: numbers by the one number rule, the rest cleaned."""
     if isinstance(value, (int, float)):
         return num(value)
-    return clean(value).replace("|", "\\|") if value is not None else MISSING
+    return clean(value) if value is not None else MISSING
+
+
+def _cell(value: Any) -> str:
+    return _value_text(value).replace("|", "\\|")
 
 
 def _hparams_table(table: HparamsTable, order: Sequence[str]) -> list[str]:
@@ -264,13 +269,23 @@ def _best_cell(value: float | None, at: int | None) -> str:
     return f"{num(value)} @ {step(at)}" if value is not None else MISSING
 
 
-def side_by_side_markdown(pair: SideBySide, heading: str = "##") -> list[str]:
-    """Two or more runs side by side: why they differ and where their curves part first, then the table of
-    differing settings and metrics."""
-    lines = [f"{heading} " + " vs ".join(code(r) for r in pair.runs), ""]
+#: A piece of a side-by-side sentence: ("text", s) as it is, ("prose", s) untrusted prose, ("code", s) a name.
+Segment = tuple[str, str]
+
+
+def side_by_side_points(pair: SideBySide) -> list[list[Segment]]:
+    """What a comparison says, one point per list: why each sick run differs from its twin, then where each
+    curve parts from the first run's. Renderers turn the segments into Markdown or HTML."""
+    points: list[list[Segment]] = []
     for e in pair.explanations:
-        why = f"; likeliest cause: {prose(e.summary)} (confidence {e.confidence:.2f})" if e.summary else ""
-        lines.append(f"- {code(e.run)} has {e.finding} at step {step(e.step)}: {prose(e.sentence)}{why}.")
+        point = [("code", e.run), ("text", f" has {e.finding} at step {step(e.step)}: "), ("prose", e.sentence)]
+        if e.summary:
+            point += [
+                ("text", "; likeliest cause: "),
+                ("prose", e.summary),
+                ("text", f" (confidence {e.confidence:.2f})"),
+            ]
+        points.append([*point, ("text", ".")])
     if pair.tag is not None:
         for run, parting in pair.partings.items():
             if parting is None:
@@ -278,19 +293,27 @@ def side_by_side_markdown(pair: SideBySide, heading: str = "##") -> list[str]:
             else:
                 where = (f"part at step {step(parting.step)} ({num(parting.value_a)} vs {num(parting.value_b)}, "
                          f"noise band ±{num(parting.band)})")  # fmt: skip
-            lines.append(f"- {code(pair.tag)}: {code(run)} and {code(pair.runs[0])} {where}.")
-    if lines[-1]:
-        lines.append("")
-    lines.append("| | " + " | ".join(code(r, True) for r in pair.runs) + " |")
-    lines.append("|---|" + "---:|" * len(pair.runs))
-    lines.append("| health | " + " | ".join(score_label(h) for h in pair.health) + " |")
+            points.append([("code", pair.tag), ("text", ": "), ("code", run), ("text", " and "),
+                           ("code", pair.runs[0]), ("text", f" {where}.")])  # fmt: skip
+    return points
+
+
+def side_by_side_rows(pair: SideBySide) -> list[tuple[list[Segment], list[str]]]:
+    """The comparison's table, one (label, a cell per run) row each: health, the settings that differ, then
+    best and final metrics. Cells are plain text."""
+    rows: list[tuple[list[Segment], list[str]]] = [([("text", "health")], [score_label(h) for h in pair.health])]
     for key, values in pair.differs.items():
-        lines.append(f"| {code(key, True)} | " + " | ".join(_cell(v) for v in values) + " |")
+        rows.append(([("code", key)], [_value_text(v) for v in values]))
     for m in pair.metrics:
         if m.direction:
-            cells = " | ".join(_best_cell(b, at) for b, at in zip(m.best, m.best_step))
-            lines.append(f"| best {code(m.tag, True)} ({'max' if m.direction > 0 else 'min'}) | {cells} |")
-        lines.append(f"| final {code(m.tag, True)} | " + " | ".join(num(v) for v in m.final) + " |")
+            label = [("text", "best "), ("code", m.tag), ("text", f" ({'max' if m.direction > 0 else 'min'})")]
+            rows.append((label, [_best_cell(b, at) for b, at in zip(m.best, m.best_step)]))
+        rows.append(([("text", "final "), ("code", m.tag)], [num(v) for v in m.final]))
+    return rows
+
+
+def side_by_side_note(pair: SideBySide) -> str:
+    """The line under a comparison's table: where its settings came from, and how many are shared."""
     notes = []
     if not pair.differs:
         notes.append("No recorded setting tells these runs apart.")
@@ -298,7 +321,29 @@ def side_by_side_markdown(pair: SideBySide, heading: str = "##") -> list[str]:
         notes.append("Settings read off the run names (no hyperparameters recorded).")
     if pair.shared:
         notes.append(f"{pair.shared} other setting{'s' if pair.shared != 1 else ''} the same in every run.")
-    return [*lines, "", " ".join(notes)] if notes else lines
+    return " ".join(notes)
+
+
+def _segments_markdown(segments: Sequence[Segment], in_table: bool = False) -> str:
+    out = {"text": lambda t: t, "prose": prose, "code": lambda t: code(t, in_table)}
+    return "".join(out[kind](t) for kind, t in segments)
+
+
+def side_by_side_markdown(pair: SideBySide, heading: str = "##") -> list[str]:
+    """Two or more runs side by side: why they differ and where their curves part first, then the table of
+    differing settings and metrics."""
+    lines = [f"{heading} " + " vs ".join(code(r) for r in pair.runs), ""]
+    lines += [f"- {_segments_markdown(point)}" for point in side_by_side_points(pair)]
+    if lines[-1]:
+        lines.append("")
+    lines.append("| | " + " | ".join(code(r, True) for r in pair.runs) + " |")
+    lines.append("|---|" + "---:|" * len(pair.runs))
+    for label, cells in side_by_side_rows(pair):
+        lines.append(
+            f"| {_segments_markdown(label, True)} | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        )
+    note = side_by_side_note(pair)
+    return [*lines, "", note] if note else lines
 
 
 def _counts_line(reports: Sequence[RunReport]) -> str:

@@ -158,6 +158,15 @@ def test_the_report_has_a_comparison_section_in_markdown_and_json(sweep, capsys)
     assert main(["report", str(sweep)]) == 0
     out = capsys.readouterr().out
     assert "## Comparisons" in out and "### `gpt_lr3e-2` vs `gpt_lr1e-3`" in out
+    # The HTML report carries the same section: the same points and the same table, escaped for HTML.
+    assert main(["report", str(sweep), "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert "<h2>Comparisons</h2>" in page and "<h3><code>gpt_lr3e-2</code> vs <code>gpt_lr1e-3</code></h3>" in page
+    section = page[page.index("<h2>Comparisons</h2>") :]
+    assert "likeliest cause:" in section and "part at step" in section
+    health = [line for line in out.splitlines() if line.startswith("| health |")][-1]
+    cells = [c.strip() for c in health.strip("|").split("|")][1:]
+    assert "<tr><td>health</td>" + "".join(f"<td class=num>{c}</td>" for c in cells) + "</tr>" in section
 
 
 def test_report_filter_keeps_the_runs_whose_values_pass_best_first(sweep, capsys):

@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "html":
         from tbtriage.analysis.render_html import render_html
 
-        text = render_html(report.runs, logdir=str(args.logdir), comparison=comparison, warnings=warnings)
+        text = render_html(report.runs, logdir=str(args.logdir), comparison=comparison, warnings=warnings, pairs=pairs)
     else:
         from tbtriage.analysis.render_markdown import render_markdown
 
