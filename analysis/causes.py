@@ -238,12 +238,10 @@ class LrFacts:
 
 
 def lr_facts(data: RunData, onset: int) -> LrFacts | None:
-    tag = data.primary.lr
-    if tag is None:
+    tag, points = data.primary.lr, data.lr_points()
+    if tag is None or points is None:
         return None
-    steps, values = data.finite(tag)
-    if steps.size < 2:
-        return None
+    steps, values = points
     upto = int(np.searchsorted(steps, onset, side="right")) or 1
     s, v = steps[:upto], values[:upto]
     positive = np.flatnonzero(v > LR_ZERO)

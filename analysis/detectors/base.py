@@ -119,15 +119,21 @@ class RunData:
             "context_tags": {role: tags[role] for role in windows},
         }
 
-    def lr_values_near(self, step: int, before: int = 3, after: int = 3) -> tuple[float, float] | None:
-        """(lr just before, lr just after) `step` from the main lr tag: (max of the `before` points before,
-        max of the `after` points from it on)."""
+    def lr_points(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The main lr tag's finite (steps, values); None without an lr tag or with fewer than 2 points."""
         tag = self.primary.lr
         if tag is None:
             return None
         steps, values = self.finite(tag)
-        if steps.size < 2:
+        return (steps, values) if steps.size >= 2 else None
+
+    def lr_values_near(self, step: int, before: int = 3, after: int = 3) -> tuple[float, float] | None:
+        """(lr just before, lr just after) `step` from the main lr tag: (max of the `before` points before,
+        max of the `after` points from it on)."""
+        points = self.lr_points()
+        if points is None:
             return None
+        steps, values = points
         at = int(np.searchsorted(steps, step))
         prior = values[max(at - before, 0) : at]
         later = values[at : at + after]

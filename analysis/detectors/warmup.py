@@ -57,13 +57,18 @@ COLLAPSE_FRAC = 0.3
 CHANCE_BAND = 0.03
 
 
+def _early(steps: np.ndarray, end_step: float) -> np.ndarray:
+    """Which lr points belong to the run's early stretch: up to `end_step`, and at least the first three."""
+    return steps <= max(end_step, steps[min(2, steps.size - 1)])
+
+
 def _warmup_end(data: RunData, end_step: float) -> int | None:
     """The step where the lr warmup reaches 90 % of its early peak (None: no warmup)."""
     tag = data.primary.lr
     if tag is None:
         return None
     steps, lr = data.finite(tag)
-    early = steps <= max(end_step, steps[min(2, steps.size - 1)]) if steps.size else steps
+    early = _early(steps, end_step) if steps.size else steps
     window = lr[early]
     if window.size < 2 or window.max() <= 0 or lr[0] >= NO_WARMUP * window.max():
         return None
@@ -116,13 +121,11 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
 
 def _no_warmup(data: RunData, end_step: float) -> bool:
     """The lr is logged and starts at its early peak."""
-    tag = data.primary.lr
-    if tag is None:
+    points = data.lr_points()
+    if points is None:
         return False
-    steps, lr = data.finite(tag)
-    if lr.size < 2:
-        return False
-    window = lr[steps <= max(end_step, steps[min(2, steps.size - 1)])]
+    steps, lr = points
+    window = lr[_early(steps, end_step)]
     return bool(window.max() > 0 and lr[0] >= NO_WARMUP * window.max())
 
 
@@ -218,7 +221,7 @@ def _lr_story(data: RunData, end_step: float) -> tuple[str, str]:
     if tag is None:
         return "", f"add a linear warmup of ~{suggested} steps (e.g. get_linear_schedule_with_warmup)"
     steps, lr = data.finite(tag)
-    window = lr[steps <= max(end_step, steps[min(2, steps.size - 1)])] if lr.size else lr
+    window = lr[_early(steps, end_step)] if lr.size else lr
     if window.size == 0 or window.max() <= 0:
         return "", f"add a linear warmup of ~{suggested} steps"
     if lr[0] >= NO_WARMUP * window.max():
