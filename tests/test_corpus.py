@@ -265,3 +265,25 @@ def test_a_bad_shard_in_a_keras_per_batch_running_mean_is_periodic():
     periodic = [f for f in findings if f.kind == "periodic_spikes"]
     assert periodic and periodic[0].evidence["period"] == 32
     assert periodic[0].causes[0].cause in ("data_order", "bad_batch")
+
+
+@pytest.mark.parametrize("case", ["dying_relu", "dying_relu_histograms", "saturated_tanh_histograms"])
+def test_units_that_die_in_a_few_large_updates_are_dated_when_they_died_not_where_the_creep_after_passed_80_percent(
+    case,
+):
+    # lr 0.05: the second layer goes from half to ~85 % zeros (or 0 to ~76 % of tanh outputs at ±1) within its
+    # first ~30 steps, then creeps up for the rest of the run. The death is dated at that rise (the first
+    # logged point after it), not where the creep crossed 80 % (steps 64 and 96 for the tanh nets).
+    for folder in [n for n, label in LABELS.items() if label["case"] == case]:
+        findings, _ = _verdict(folder)
+        dead = [f for f in findings if f.kind == "dead_units"]
+        assert dead and dead[0].severity == "warning", folder
+        assert dead[0].step <= 32, f"{folder}: dated at {dead[0].step}"
+        assert abs(dead[0].step - LABELS[folder]["expect"][0]["onset_step"]) <= LABELS[folder]["expect"][0]["tolerance"]
+
+
+def test_healthy_relu_and_tanh_twins_have_no_dead_units():
+    twins = ("healthy_relu", "healthy_deep_relu", "healthy_relu_histograms", "healthy_tanh_histograms")
+    for folder in [n for n, label in LABELS.items() if label["case"] in twins]:
+        findings, _ = _verdict(folder)
+        assert "dead_units" not in {f.kind for f in findings}, folder

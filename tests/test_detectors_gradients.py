@@ -160,3 +160,16 @@ def test_grad_norm_inf_on_many_steps_while_the_loss_stays_finite_is_amp_overflow
     )
     assert finding.severity == "warning" and finding.evidence["overflow_points"] == 12
     assert "exploding_gradients" not in kinds(analyze_tags({"train/grad_norm": (steps, grad)}))
+
+
+def test_units_that_die_fast_then_creep_past_80_percent_late_are_dated_at_the_fast_rise():
+    # Half the units at zero until step 400, 78 % by step 440 (one bad update), then a slow creep to 95 % that
+    # crosses 80 % only around step 1100: the layer died at ~420, in the middle of its rise.
+    steps = steps_every(4000, 10)
+    rng = np.random.default_rng(3)
+    level = np.where(steps < 400, 0.5, 0.78 + 0.17 * (1 - np.exp(-np.maximum(steps - 440, 0) / 1500)))
+    level = np.where((steps >= 400) & (steps < 440), 0.5 + 0.28 * (steps - 400) / 40, level)
+    zero = np.clip(scatter(rng, level, 0.005), 0, 1)
+    loss = scatter(rng, 1.0 + np.exp(-steps / 800), 0.02)
+    finding = _one(analyze_tags({"train/loss": (steps, loss), "act/relu2_zero_frac": (steps, zero)}), "dead_units")
+    assert finding.severity == "warning" and 400 <= finding.step <= 440, finding.step
