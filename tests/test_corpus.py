@@ -287,3 +287,29 @@ def test_healthy_relu_and_tanh_twins_have_no_dead_units():
     for folder in [n for n, label in LABELS.items() if label["case"] in twins]:
         findings, _ = _verdict(folder)
         assert "dead_units" not in {f.kind for f in findings}, folder
+
+
+@pytest.mark.parametrize("convention", ["pytorch", "tensorboardx", "lightning"])
+def test_one_poisoned_batch_is_a_loss_spike_whose_evidence_holds_the_gradient_jump_not_exploding_gradients(
+    convention,
+):
+    # The bad batch at step 300 makes the loss ×6-13 and the gradient norm ×10-18 on the same step; both are back
+    # at the next points. One event, one finding: the loss spike, with the norm's jump in its evidence.
+    findings, _ = _verdict(_first("poisoned_shard_once", convention))
+    assert "exploding_gradients" not in {f.kind for f in findings}
+    spike = [f for f in findings if f.kind == "loss_spike"]
+    assert spike and spike[0].severity == "warning" and abs(spike[0].step - 300) <= 10
+    jump = spike[0].evidence["grad_norm_spike"]
+    assert jump["ratio"] >= 3 and abs(jump["step"] - 300) <= 10 and jump["tag"] in spike[0].evidence["summary"]
+
+
+def test_every_rnn_without_clipping_still_explodes_from_its_labelled_onset():
+    # Norms that climb x1e4..x1e18 and stay up (or turn Inf/NaN): no single recovered spike, never folded.
+    folders = [n for n, label in LABELS.items() if label["case"] in ("rnn_no_clipping", "rnn_no_clipping_nan")]
+    assert len(folders) >= 8
+    for folder in folders:
+        findings, _ = _verdict(folder)
+        exploding = [f for f in findings if f.kind == "exploding_gradients"]
+        expect = next(e for e in LABELS[folder]["expect"] if e["kind"] == "exploding_gradients")
+        assert exploding and exploding[0].severity == "critical", folder
+        assert abs(exploding[0].step - expect["onset_step"]) <= expect["tolerance"], folder

@@ -173,3 +173,29 @@ def test_units_that_die_fast_then_creep_past_80_percent_late_are_dated_at_the_fa
     loss = scatter(rng, 1.0 + np.exp(-steps / 800), 0.02)
     finding = _one(analyze_tags({"train/loss": (steps, loss), "act/relu2_zero_frac": (steps, zero)}), "dead_units")
     assert finding.severity == "warning" and 400 <= finding.step <= 440, finding.step
+
+
+def _bad_batches(at: tuple[int, ...]) -> dict:
+    """A healthy run (loss and grad norm every step) where each batch in `at` has ×8 the loss and ×15 the norm."""
+    steps = steps_every(3000, 1, first=0)
+    rng = np.random.default_rng(5)
+    loss = scatter(rng, 0.4 + 1.6 * np.exp(-steps / 400), 0.04)
+    grad = scatter(rng, np.full(steps.size, 0.8), 0.1)
+    for step in at:
+        loss[step] *= 8.0
+        grad[step] *= 15.0
+    return {"train/loss": (steps, loss), "train/grad_norm": (steps, grad)}
+
+
+def test_one_bad_batch_jumping_loss_and_norm_together_is_one_loss_spike_with_the_norm_in_its_evidence():
+    report = analyze_tags(_bad_batches((1800,)))
+    assert "exploding_gradients" not in kinds(report, ("critical", "warning", "info"))
+    spike = _one(report, "loss_spike")
+    assert spike.step == 1800 and spike.evidence["grad_norm_spike"]["step"] == 1800
+    assert "train/grad_norm jumped ×" in spike.evidence["summary"]
+
+
+def test_the_norm_jumping_on_several_bad_batches_is_still_exploding_gradients():
+    report = analyze_tags(_bad_batches((1200, 1800, 2400)))
+    exploding = _one(report, "exploding_gradients")
+    assert exploding.severity == "warning" and exploding.evidence["events"] == 3
