@@ -20,6 +20,7 @@ it is judged against.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,16 +79,53 @@ def ema(values, weight: float = DEFAULT_WEIGHT) -> np.ndarray:
 
 
 def median(values: np.ndarray) -> float:
-    """The median, by one selection: np.median selects two order statistics for even sizes, 5-10× slower."""
-    x = np.asarray(values, dtype=np.float64)
+    """np.median's value (NaN when any value is NaN), from one selection of the same order statistics,
+    without np.median's set-up: 3-5× faster on the short arrays the engine measures."""
+    x = np.asarray(values, dtype=np.float64).ravel()
     n = x.size
     if n == 0:
         return float("nan")
     k = n // 2
-    part = np.partition(x, k)
+    # numpy's own kth (so even the sign of a zero among equal values is numpy's), and its mean's sum from +0.0
     if n % 2:
-        return float(part[k])
-    return float(0.5 * (part[:k].max() + part[k]))
+        part = np.partition(x, (k, -1))
+        value = 0.0 + float(part[k])
+    else:
+        part = np.partition(x, (k - 1, k, -1))
+        value = (0.0 + float(part[k - 1]) + float(part[k])) / 2
+    return math.nan if math.isnan(part[-1]) else value
+
+
+def percentile(values: np.ndarray, q):
+    """np.percentile(values, q) (its default linear method), value for value: one selection of only the
+    order statistics needed and numpy's own interpolation arithmetic, without np.percentile's ~30 µs of
+    set-up (the engine asks for a few percentiles of short arrays per series: the set-up was most of it).
+
+    `q`: a number (gives a numpy float) or a sequence of them (gives an array); NaN in `values` gives NaN.
+    """
+    x = np.asarray(values, dtype=np.float64).ravel()
+    n = x.size
+    single = np.ndim(q) == 0
+    if n == 0:
+        return np.percentile(x, q)  # numpy's own answer (NaN) and warning
+    spots = []
+    for p in [q] if single else q:
+        virtual = (n - 1) * (float(p) / 100)
+        # Past the last index numpy reads the last value (index -1) with weight virtual + 1.
+        below = math.floor(virtual) if virtual < n - 1 else -1
+        spots.append((virtual, below, below + 1 if below >= 0 else -1))
+    # numpy's own selection (the same kth, so even the sign of a zero among equal values comes out the same)
+    part = np.partition(x, sorted({0, -1, *(i for _, lo, hi in spots for i in (lo, hi))}))
+    if math.isnan(part[-1]):  # NaN sorts last
+        out = [math.nan] * len(spots)
+    else:
+        out = []
+        for virtual, lo, hi in spots:
+            a, b = float(part[lo]), float(part[hi])
+            gamma = virtual - lo
+            diff = b - a
+            out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
+    return np.float64(out[0]) if single else np.array(out)
 
 
 def row_medians(rows: np.ndarray, exact: bool = True) -> np.ndarray:
