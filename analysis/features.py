@@ -33,6 +33,7 @@ from .smoothing import (
     bucket_medians,
     local_baseline,
     median,
+    percentile,
     row_medians,
     scale_noise,
     window_medians,
@@ -117,7 +118,7 @@ def series_scale(values: np.ndarray) -> float:
     """
     if values.size == 0:
         return 0.0
-    lo, mid, hi = np.percentile(values, [5, 50, 95])
+    lo, mid, hi = percentile(values, [5, 50, 95])
     return float(max(abs(mid), 0.5 * (hi - lo), 1e-12))
 
 
@@ -160,8 +161,8 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
         top = np.argpartition(z[candidates], -MAX_SPIKE_CANDIDATES)[-MAX_SPIKE_CANDIDATES:]
         candidates = np.sort(candidates[top])
     breaks = np.flatnonzero(np.diff(candidates) > SPIKE_CLUSTER_GAP)
-    starts = candidates[np.r_[0, breaks + 1]]
-    ends = candidates[np.r_[breaks, candidates.size - 1]]
+    starts = candidates[np.concatenate(([0], breaks + 1))]
+    ends = candidates[np.append(breaks, candidates.size - 1)]
     max_width = max(3, block // 2)
     narrow = (ends - starts + 1) <= max_width
     starts, ends = starts[narrow], ends[narrow]
@@ -279,13 +280,13 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     starts = np.arange(m - width + 1)
     drift = np.abs(quarter_medians[starts + width - quarter] - quarter_medians[starts])
     drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)
-    lo, hi = np.percentile(y, [5, 95])
+    lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * drift_noise, PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
     flat = drift <= band
     if not flat.any():
         return ()
     covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
-    edges = np.diff(np.r_[0, covered.astype(np.int8), 0])
+    edges = np.diff(covered.astype(np.int8), prepend=0, append=0)
     begins, finishes = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
     return tuple((int(centres[b]), int(centres[f])) for b, f in zip(begins, finishes))
 

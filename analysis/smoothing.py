@@ -153,8 +153,8 @@ def windows(values: np.ndarray, width: int) -> np.ndarray:
 
 def running_median(values: np.ndarray, width: int) -> np.ndarray:
     """The median of the `width` values centred on each value (an even width: one more before than after),
-    the ends padded with the edge values: what `row_medians` and, for an odd width and values without NaN,
-    np.median give over the windows of np.pad(values, width // 2, mode="edge"), value for value."""
+    the ends padded with the edge values: what np.median gives over the windows of
+    np.pad(values, width // 2, mode="edge") (for an odd width and values without NaN), value for value."""
     x = np.asarray(values)
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
@@ -162,7 +162,8 @@ def running_median(values: np.ndarray, width: int) -> np.ndarray:
     if x.size == 0 or half == 0:
         return x.copy()
     padded = np.concatenate((np.full(half, x[0]), x, np.full(half, x[-1])))
-    return row_medians(windows(padded, width))[: x.size]
+    # + 0.0: np.median's mean starts its sum at +0.0, so a median of zeros is never -0.0
+    return row_medians(windows(padded, width))[: x.size] + 0.0
 
 
 def mad_sigma(values: np.ndarray) -> float:

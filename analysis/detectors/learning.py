@@ -26,7 +26,7 @@ import numpy as np
 
 from ..datamodel import SeriesFeatures
 from ..roles import rl_term
-from ..smoothing import mad_sigma
+from ..smoothing import mad_sigma, median
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, pct, smoothed_level
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -145,7 +145,7 @@ def _accuracy_at_chance(data: RunData, loss_level: float) -> dict | None:
         if values.size < 3:
             continue
         fractions = values / 100.0 if values.max() > 1.0 else values
-        typical, best = float(np.median(fractions)), float(fractions.max())
+        typical, best = median(fractions), float(fractions.max())
         if typical * MAX_CLASSES < 0.5:  # below the chance level of any class count anyone trains on
             continue
         # 1/K within CHANCE_ACC_SHARE/K of the typical level: K between (1 - share) and (1 + share) / typical.
@@ -165,7 +165,7 @@ def _chance(data: RunData, tag: str) -> dict | None:
     if end is None or start is None or feats.points < 2 * MIN_CONFIDENT_POINTS:
         return None
     lowest = float(np.min(smoothed_level(feats)[1]))
-    accuracy = _accuracy_at_chance(data, float(np.median(feats.extra["level"].medians)))
+    accuracy = _accuracy_at_chance(data, median(feats.extra["level"].medians))
     if _accuracies(data):
         # The accuracy names the class count; the loss must agree that the model sits at a uniform guess
         # (a training loss may dip a little below ln K by memorising labels that carry no signal).
@@ -223,7 +223,7 @@ def _prior(data: RunData, tag: str) -> dict | None:
     for accuracy in _accuracies(data):
         values = data.finite(accuracy)[1]
         fractions = values / 100.0 if values.size and values.max() > 1.0 else values
-        if fractions.size and float(np.median(fractions[fractions.size // 2 :])) >= PRIOR_ACC_CLASSES / k:
+        if fractions.size and median(fractions[fractions.size // 2 :]) >= PRIOR_ACC_CLASSES / k:
             return None
     assert judged is not None  # the main loss itself is always a judged curve
     label, curve, lowest = judged
@@ -441,7 +441,7 @@ def pace(steps: np.ndarray, medians: np.ndarray) -> dict[str, float] | None:
     first, first_error = slope(steps, medians, steps <= steps[0] + quarter)
     last, last_error = slope(steps, medians, steps >= steps[-1] - quarter)
     edge = max(2, medians.size // 20)
-    start, end = float(np.median(medians[:edge])), float(np.median(medians[-edge:]))
+    start, end = median(medians[:edge]), median(medians[-edge:])
     return {
         "first": -first,
         "first_error": first_error,

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..datamodel import Finding, Series
-from ..smoothing import bucket_medians, diff_noise, mad_sigma, running_median
+from ..smoothing import bucket_medians, diff_noise, mad_sigma, median, percentile, running_median
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, num
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -136,9 +136,9 @@ def detect(data: RunData) -> list:
         return []
     start = int(SKIP_FRAC * n)
     steps, values = steps[start:], values[start:]
-    level = float(np.median(values))
+    level = median(values)
     scale = max(abs(level), 1e-12)
-    whole_range = float(np.percentile(data.finite(tag)[1], 98) - np.percentile(data.finite(tag)[1], 2))
+    whole_range = float(percentile(data.finite(tag)[1], 98) - percentile(data.finite(tag)[1], 2))
     # Point-to-point noise (lag 1): what bucket medians of white minibatch noise scatter by. Noise averaged
     # before logging wanders more than this predicts; the rhythm test (PEAK_SHARE) is what tells it apart.
     noise = diff_noise(values)
@@ -185,7 +185,7 @@ def _swings(steps, values, level, scale, whole_range, noise):
         return None
     trend = _running_median(buckets.medians, TREND_BUCKETS)
     residual = buckets.medians - trend
-    p10, p90 = np.percentile(residual, [10, 90])
+    p10, p90 = percentile(residual, [10, 90])
     amplitude = 0.5 * (p90 - p10)
     chance = _MEDIAN_EFFICIENCY * noise / np.sqrt(max(buckets.size, 1))
     if not (
@@ -278,10 +278,10 @@ def _scatter(data: RunData, tag: str, whole_range: float):
     return int(steps[start]), {
         "pattern": "scatter",
         "amplitude": amplitude,
-        "level": float(np.median(level[half:])),
+        "level": median(level[half:]),
         "relative_scatter": scatter,
         "summary": f"through the second half the loss scatters by ±{fmt(amplitude)} around a local level of "
-        f"{fmt(float(np.median(level[half:])))} ({scatter:.0%}), at an lr that does not decay",
+        f"{fmt(median(level[half:]))} ({scatter:.0%}), at an lr that does not decay",
     }
 
 
@@ -307,10 +307,10 @@ def second_half(series: Series) -> SecondHalf | None:
     level, relative = _relative_deviations(values)
     quarter = half + (values.size - half) // 2
     return SecondHalf(
-        level=float(np.median(level[half:])),
-        quarters=(float(np.median(level[half:quarter])), float(np.median(level[quarter:]))),
+        level=median(level[half:]),
+        quarters=(median(level[half:quarter]), median(level[quarter:])),
         scatter=mad_sigma(relative[half:]),
-        whole_range=float(np.percentile(values, 98) - np.percentile(values, 2)),
+        whole_range=float(percentile(values, 98) - percentile(values, 2)),
         start=int(steps[half]),
         end=int(steps[-1]),
     )
