@@ -130,7 +130,7 @@ def _edge_median(values: np.ndarray, last: bool) -> float:
 
 def baseline_block(n: int) -> int:
     """Points per block of the local baseline for a series of n points."""
-    return int(np.clip(n // BASELINE_BLOCKS, BASELINE_BLOCK_MIN, BASELINE_BLOCK_MAX))
+    return min(max(n // BASELINE_BLOCKS, BASELINE_BLOCK_MIN), BASELINE_BLOCK_MAX)
 
 
 def _judged(steps: np.ndarray, values: np.ndarray, log_scale: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -174,8 +174,13 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     padded = np.append(y, -np.inf)
     bounds = np.column_stack([starts, ends + 1]).ravel()
     peaks = np.maximum.reduceat(padded, bounds)[::2]
-    # Index of the peak inside each cluster: the first point reaching the cluster max.
-    peak_index = np.array([s + int(np.argmax(y[s : e + 1])) for s, e in zip(starts, ends)], dtype=np.int64)
+    # Index of the peak inside each cluster: the first point reaching the cluster max (np.argmax over each
+    # cluster's points, all clusters at once: rows padded with -inf after their last point).
+    offsets = np.arange(int((ends - starts).max()) + 1)
+    index = starts[:, None] + offsets[None, :]
+    inside = index <= ends[:, None]
+    rows = np.where(inside, y[np.minimum(index, n - 1)], -np.inf)
+    peak_index = starts + np.argmax(rows, axis=1)
     excess = peaks - before
     zpeak = excess / base.sigma[peak_index]
     recovered = (after - before) < RECOVER_FRAC * excess  # NaN after (spike at the very end): not recovered
@@ -255,6 +260,18 @@ def find_spikes(
     return tuple(sorted(kept, key=lambda s: -s.z))
 
 
+def _step_medians(steps: np.ndarray, buckets: Buckets, max_buckets: int) -> np.ndarray:
+    """bucket_medians(steps, steps, max_buckets).medians, where `buckets` is bucket_medians(steps, _, max_buckets):
+    read off directly when the steps are in order (each bucket's upper middle value, the last one's median)."""
+    if steps.size < 2 or not (steps[1:] >= steps[:-1]).all():
+        return bucket_medians(steps, steps, max_buckets).medians
+    full = steps.size // buckets.size
+    medians = steps[buckets.first[:full] + buckets.size // 2]
+    if full < len(buckets):
+        medians = np.append(medians, median(steps[full * buckets.size :]))
+    return medians
+
+
 def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     """(start_step, end_step) of stretches of at least PLATEAU_MIN_FRAC of the run where the level is flat.
 
@@ -268,7 +285,7 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     y = level.medians
     if y.size > PLATEAU_BUCKETS:  # coarser still: flatness over ≥10 % of a run needs no finer view
         coarse = bucket_medians(level.steps, y, PLATEAU_BUCKETS)
-        y, centres = coarse.medians, bucket_medians(level.steps, level.steps, PLATEAU_BUCKETS).medians
+        y, centres = coarse.medians, _step_medians(level.steps, coarse, PLATEAU_BUCKETS)
     else:
         centres = level.steps
     m = y.size

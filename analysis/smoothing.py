@@ -166,12 +166,17 @@ def running_median(values: np.ndarray, width: int) -> np.ndarray:
     return row_medians(windows(padded, width))[: x.size] + 0.0
 
 
+def _deviations(x: np.ndarray) -> np.ndarray:
+    """|x - median(x)|: what a median absolute deviation is the median of."""
+    return np.abs(x - median(x))
+
+
 def mad_sigma(values: np.ndarray) -> float:
     """Robust standard deviation: 1.4826 × median absolute deviation (0.0 for no values)."""
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         return 0.0
-    return float(MAD_TO_SIGMA * median(np.abs(x - median(x))))
+    return float(MAD_TO_SIGMA * median(_deviations(x)))
 
 
 #: Residuals a noise estimate looks at: beyond this many, an even sample of them (the MAD of 4096 residuals
@@ -179,15 +184,19 @@ def mad_sigma(values: np.ndarray) -> float:
 NOISE_SAMPLE = 4096
 
 
-def _second_difference_sigma(x: np.ndarray, lag: int) -> float:
-    """MAD sigma of x_i - (x_{i-lag} + x_{i+lag}) / 2, over at most NOISE_SAMPLE evenly spread i."""
+def _second_differences(x: np.ndarray, lag: int) -> np.ndarray:
+    """x_i - (x_{i-lag} + x_{i+lag}) / 2, over at most NOISE_SAMPLE evenly spread i (none when 2·lag ≥ n)."""
     count = x.size - 2 * lag
     if count <= 0:
-        return 0.0
+        return np.empty(0)
     stride = max(1, count // NOISE_SAMPLE)  # strided views: no copies of the whole series
     middle = x[lag : x.size - lag : stride]
-    residual = middle - 0.5 * (x[: x.size - 2 * lag : stride][: middle.size] + x[2 * lag :: stride][: middle.size])
-    return mad_sigma(residual) / np.sqrt(1.5)
+    return middle - 0.5 * (x[: x.size - 2 * lag : stride][: middle.size] + x[2 * lag :: stride][: middle.size])
+
+
+def _mad_noise(mad: float) -> float:
+    """The noise sigma of the second differences whose MAD is `mad` (white noise s gives s·sqrt(1.5))."""
+    return float(MAD_TO_SIGMA * mad) / np.sqrt(1.5)
 
 
 def diff_noise(values: np.ndarray) -> float:
@@ -199,7 +208,7 @@ def diff_noise(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size < 3:
         return 0.0
-    return _second_difference_sigma(x, 1)
+    return _mad_noise(median(_deviations(_second_differences(x, 1))))
 
 
 #: Lags (in points) at which `scale_noise` measures the noise: up to 32, beyond the windows loggers average
@@ -217,11 +226,21 @@ def scale_noise(values: np.ndarray) -> float:
     stretches (a fast initial fall) as long as they are a minority of the points.
     """
     x = np.asarray(values, dtype=np.float64)
-    best = diff_noise(x)
+    if x.size < 3:
+        return 0.0
+    best_mad = median(_deviations(_second_differences(x, 1)))
+    best = _mad_noise(best_mad)
     for lag in NOISE_LAGS[1:]:
         if lag > x.size // 16:
             break
-        best = max(best, _second_difference_sigma(x, lag))
+        deviation = _deviations(_second_differences(x, lag))
+        # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
+        # cannot raise the estimate, which counting tells without a second selection.
+        if np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
+            continue
+        mad = median(deviation)
+        if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
+            best, best_mad = _mad_noise(mad), mad
     return best
 
 
