@@ -78,15 +78,26 @@ def ema(values, weight: float = DEFAULT_WEIGHT) -> np.ndarray:
 # ---- robust statistics --------------------------------------------------------------------------------
 
 
+#: From this many values `median` selects one order statistic and reads its neighbour and the NaN test off
+#: the two halves; below it, numpy's three-statistic selection (whose set-up costs less there) does both.
+_ONE_SELECTION = 1024
+
+
 def median(values: np.ndarray) -> float:
-    """np.median's value (NaN when any value is NaN), from one selection of the same order statistics,
-    without np.median's set-up: 3-5× faster on the short arrays the engine measures."""
+    """np.median's value (NaN when any value is NaN), by selection without np.median's set-up: 3-5× faster
+    on the short arrays the engine measures. (Both ways below give the same value: the order statistics do
+    not depend on how a selection arranges equal values, and the sum from +0.0, as np.median's mean starts
+    it, makes a median of zeros +0.0 whichever zero came first.)"""
     x = np.asarray(values, dtype=np.float64).ravel()
     n = x.size
     if n == 0:
         return float("nan")
     k = n // 2
-    # numpy's own kth (so even the sign of a zero among equal values is numpy's), and its mean's sum from +0.0
+    if n >= _ONE_SELECTION:
+        part = np.partition(x, k)
+        if math.isnan(part[k:].max()):  # NaN sorts last
+            return math.nan
+        return (0.0 + float(part[k])) if n % 2 else (0.0 + float(part[:k].max()) + float(part[k])) / 2
     if n % 2:
         part = np.partition(x, (k, -1))
         value = 0.0 + float(part[k])
