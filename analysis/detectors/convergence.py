@@ -96,10 +96,17 @@ def _slow(data: RunData, tag: str):
     dipped = (start - float(np.min(smoothed_level(feats)[1]))) / scale
     if abs(drop) < NO_DROP and dipped < LEARNED:
         return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
-    paces = [(label, measured) for label, s, m in paced_curves(data, tag) if (measured := pace(s, m)) is not None]
     # Any judged curve that levelled off, or ended worse than it began (a validation loss past its best), says
-    # the run is not merely slow: raising the lr is not the answer there.
-    if not paces or any(levelled_off(p) or p["mean"] <= 0 for _, p in paces):
+    # the run is not merely slow: raising the lr is not the answer there (and the later curves need no pace).
+    paces = []
+    for label, s, m in paced_curves(data, tag):
+        measured = pace(s, m)
+        if measured is None:
+            continue
+        if levelled_off(measured) or measured["mean"] <= 0:
+            return None
+        paces.append((label, measured))
+    if not paces:
         return None
     crawling = [(label, p) for label, p in paces if crawls(p)]
     if not crawling:

@@ -164,8 +164,8 @@ def _chance(data: RunData, tag: str) -> dict | None:
     end, start = feats.extra.get("end_level"), feats.extra.get("start_level")
     if end is None or start is None or feats.points < 2 * MIN_CONFIDENT_POINTS:
         return None
-    lowest = float(np.min(smoothed_level(feats)[1]))
     accuracy = _accuracy_at_chance(data, median(feats.extra["level"].medians))
+    # (The lowest smoothed level, the costly part, only once the cheap tests have passed: the same verdict.)
     if _accuracies(data):
         # The accuracy names the class count; the loss must agree that the model sits at a uniform guess
         # (a training loss may dip a little below ln K by memorising labels that carry no signal).
@@ -173,14 +173,20 @@ def _chance(data: RunData, tag: str) -> dict | None:
             return None
         k = accuracy["classes"]
         chance_loss = math.log(k)
-        if lowest < (1.0 - CHANCE_MEMORISED) * chance_loss or abs(end - chance_loss) > CHANCE_MEMORISED * chance_loss:
+        if abs(end - chance_loss) > CHANCE_MEMORISED * chance_loss:
+            return None
+        lowest = float(np.min(smoothed_level(feats)[1]))
+        if lowest < (1.0 - CHANCE_MEMORISED) * chance_loss:
             return None
     else:
         k = chance_classes(end, LOSS_ALONE_MAX_CLASSES)
         if k is None:
             return None
         chance_loss = math.log(k)
-        if lowest < (1.0 - CHANCE_FLOOR) * chance_loss or abs(start - chance_loss) > CHANCE_START * chance_loss:
+        if abs(start - chance_loss) > CHANCE_START * chance_loss:
+            return None
+        lowest = float(np.min(smoothed_level(feats)[1]))
+        if lowest < (1.0 - CHANCE_FLOOR) * chance_loss:
             return None
     out = {"tag": tag, "classes": k, "chance_loss": chance_loss, "start": start, "end": end, "lowest": lowest}
     if accuracy:
@@ -214,9 +220,11 @@ def _prior(data: RunData, tag: str) -> dict | None:
     judged, gain = None, 0.0
     for label, curve in _loss_curves(data, tag):
         lowest = float(np.min(smoothed_level(curve)[1]))
+        if lowest < (1.0 - PRIOR_GAIN) * chance_loss:
+            return None
         level = curve.extra["level"]
-        found = pace(level.steps.astype(np.float64), level.medians)
-        if lowest < (1.0 - PRIOR_GAIN) * chance_loss or (found is not None and crawls(found)):
+        found = pace(level.steps.astype(np.float64), level.medians)  # after the cheap test: the same verdict
+        if found is not None and crawls(found):
             return None
         judged = (label, curve, lowest)  # the validation curve, when there is one, is the one quoted
         gain = max(gain, 1.0 - lowest / chance_loss)
