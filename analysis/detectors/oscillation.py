@@ -139,10 +139,7 @@ def detect(data: RunData) -> list:
     level = median(values)
     scale = max(abs(level), 1e-12)
     whole_range = float(percentile(data.finite(tag)[1], 98) - percentile(data.finite(tag)[1], 2))
-    # Point-to-point noise (lag 1): what bucket medians of white minibatch noise scatter by. Noise averaged
-    # before logging wanders more than this predicts; the rhythm test (PEAK_SHARE) is what tells it apart.
-    noise = diff_noise(values)
-    found = _swings(steps, values, level, scale, whole_range, noise)
+    found = _swings(steps, values, level, scale, whole_range)
     if found is None:
         found = _bouncing(steps, values, scale, whole_range)
     if found is None:
@@ -179,7 +176,7 @@ def detect(data: RunData) -> list:
     return [finding(data, "oscillation", severity, [tag], onset, int(steps[-1]), evidence, message, suggestion)]
 
 
-def _swings(steps, values, level, scale, whole_range, noise):
+def _swings(steps, values, level, scale, whole_range):
     buckets = bucket_medians(steps, values, SWING_BUCKETS)
     if len(buckets) < 3 * TREND_BUCKETS:
         return None
@@ -187,12 +184,12 @@ def _swings(steps, values, level, scale, whole_range, noise):
     residual = buckets.medians - trend
     p10, p90 = percentile(residual, [10, 90])
     amplitude = 0.5 * (p90 - p10)
-    chance = _MEDIAN_EFFICIENCY * noise / np.sqrt(max(buckets.size, 1))
-    if not (
-        amplitude >= SWING_REL * scale
-        and amplitude >= SWING_RANGE * whole_range
-        and amplitude >= SWING_NOISE_K * chance
-    ):
+    if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range):
+        return None  # before the noise estimate, the costlier test
+    # Point-to-point noise (lag 1): what bucket medians of white minibatch noise scatter by. Noise averaged
+    # before logging wanders more than this predicts; the rhythm test (PEAK_SHARE) is what tells it apart.
+    chance = _MEDIAN_EFFICIENCY * diff_noise(values) / np.sqrt(max(buckets.size, 1))
+    if not amplitude >= SWING_NOISE_K * chance:
         return None
     count, first, spread = _reversals(residual, amplitude)
     if count < MIN_REVERSALS or first is None or spread > RHYTHM_CV:
@@ -227,13 +224,15 @@ def _bouncing(steps, values, scale, whole_range):
     block = max(5, buckets.size)
     if deviation.size < 3 or not np.any(deviation):
         return None
-    spread = mad_sigma(deviation)
     a, b = deviation[:-1], deviation[1:]
     denominator = float(np.sqrt(float((a * a).sum()) * float((b * b).sum())))
     if denominator <= 0:
         return None
     rho = float(((a * b).sum()) / denominator)
-    if rho > BOUNCE_RHO or spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range:
+    if rho > BOUNCE_RHO:
+        return None  # before the spread, the costlier test
+    spread = mad_sigma(deviation)
+    if spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range:
         return None
     # Onset: the first block where the alternation (deviation × next deviation < 0, large) is sustained.
     alternating = (a * b < 0) & (np.abs(a) > 0.5 * spread)
