@@ -142,23 +142,34 @@ def percentile(values: np.ndarray, q):
     return np.float64(out[0]) if single else np.array(out)
 
 
-#: From this many rows, rows of 3 or 4 values take their medians by min/max over the columns (a selection
-#: network: a handful of whole-array operations) instead of one selection per row, ~10× slower there.
-_NETWORK_ROWS = 128
+#: From this many rows, rows of 2 to 5 values take their medians by min/max over the columns (a selection
+#: network: a handful of whole-array operations) instead of one selection per row, 3-8× slower there.
+_NETWORK_ROWS = 256
+
+
+def _median3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
 def _network_medians(rows: np.ndarray, exact: bool) -> np.ndarray | None:
-    """`row_medians` of rows of 3 or 4 values by a selection network; None where it might differ from the
+    """`row_medians` of rows of 2 to 5 values by a selection network; None where it might differ from the
     selection: a NaN (the selection sorts it last) or a zero (which of -0.0 and 0.0 comes out) in the result."""
     columns = [rows[:, i] for i in range(rows.shape[1])]
-    if len(columns) == 3:
-        a, b, c = columns
-        out = np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
-    else:  # of a ≤ b ≤ c ≤ d sorted: b and c, from the pairs' minima and maxima
+    if len(columns) == 2:
+        upper = np.maximum(*columns)
+        out = 0.5 * (np.minimum(*columns) + upper) if exact else upper
+    elif len(columns) == 3:
+        out = _median3(*columns)
+    else:
+        # Of a, b, c, d: the larger of the pairs' minima and the smaller of their maxima are the middle two
+        # (each of the others has three values on one side of it, so it cannot be a median of 4 or 5 either).
         low = np.maximum(np.minimum(columns[0], columns[1]), np.minimum(columns[2], columns[3]))
         high = np.minimum(np.maximum(columns[0], columns[1]), np.maximum(columns[2], columns[3]))
-        upper = np.maximum(low, high)
-        out = 0.5 * (np.minimum(low, high) + upper) if exact else upper
+        if len(columns) == 5:
+            out = _median3(low, high, columns[4])
+        else:
+            upper = np.maximum(low, high)
+            out = 0.5 * (np.minimum(low, high) + upper) if exact else upper
     # A NaN anywhere in a row reaches its result (min and max propagate it): both tests see every row.
     return out if np.isfinite(out).all() and out.all() else None
 
@@ -171,7 +182,7 @@ def row_medians(rows: np.ndarray, exact: bool = True) -> np.ndarray:
     width = rows.shape[1]
     if rows.shape[0] == 0 or width == 0:
         return np.full(rows.shape[0], np.nan)
-    if width in (3, 4) and rows.shape[0] >= _NETWORK_ROWS:
+    if 2 <= width <= 5 and rows.shape[0] >= _NETWORK_ROWS:
         found = _network_medians(rows, exact)
         if found is not None:
             return found
