@@ -280,9 +280,9 @@ def scale_noise(values: np.ndarray) -> float:
         return 0.0
     best_mad = median(_deviations(_second_differences(x, 1)))
     best = _mad_noise(best_mad)
-    for lag in NOISE_LAGS[1:]:
-        if lag > x.size // 16:
-            break
+    # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
+    # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
+    for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
         deviation = _deviations(_second_differences(x, lag))
         # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
         # cannot raise the estimate, which counting tells without a second selection.
