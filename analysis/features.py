@@ -172,7 +172,7 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     before = window_medians(y, starts, window, before=True)
     after = window_medians(y, ends + 1, window, before=False)
     padded = np.append(y, -np.inf)
-    bounds = np.column_stack([starts, ends + 1]).ravel()
+    bounds = np.stack((starts, ends + 1), axis=1).ravel()
     peaks = np.maximum.reduceat(padded, bounds)[::2]
     # Index of the peak inside each cluster: the first point reaching the cluster max (np.argmax over each
     # cluster's points, all clusters at once: rows padded with -inf after their last point).

@@ -393,7 +393,7 @@ def window_medians(values: np.ndarray, ends: np.ndarray, width: int, before: boo
     index = (ends[:, None] - width + offsets[None, :]) if before else (ends[:, None] + offsets[None, :])
     valid = (index >= 0) & (index < n)
     # NaN sorts last, so each row's median sits at the middle of its valid (leading) entries.
-    gathered = np.sort(np.where(valid, values[np.clip(index, 0, max(n - 1, 0))], np.nan), axis=1)
+    gathered = np.sort(np.where(valid, values[np.minimum(np.maximum(index, 0), max(n - 1, 0))], np.nan), axis=1)
     count = valid.sum(axis=1)
     rows = np.arange(ends.size)
     low = gathered[rows, np.maximum(count - 1, 0) // 2]
