@@ -36,6 +36,7 @@ from .smoothing import (
     percentile,
     row_medians,
     scale_noise,
+    true_stretches,
     window_medians,
     windows,
 )
@@ -303,8 +304,7 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     if not flat.any():
         return ()
     covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
-    edges = np.diff(covered.astype(np.int8), prepend=0, append=0)
-    begins, finishes = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    begins, finishes = true_stretches(covered)
     return tuple((int(centres[b]), int(centres[f])) for b, f in zip(begins, finishes))
 
 

@@ -206,6 +206,14 @@ def windows(values: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+def true_stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first index, last index) of every stretch of consecutive True values of the 1-D `mask`."""
+    padded = np.zeros(mask.size + 2, dtype=np.int8)
+    padded[1:-1] = mask
+    edges = padded[1:] - padded[:-1]
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+
+
 def running_median(values: np.ndarray, width: int) -> np.ndarray:
     """The median of the `width` values centred on each value (an even width: one more before than after),
     the ends padded with the edge values: what np.median gives over the windows of

@@ -17,6 +17,7 @@ from tbtriage.analysis.smoothing import (
     row_medians,
     running_median,
     scale_noise,
+    true_stretches,
     windows,
 )
 
@@ -153,3 +154,11 @@ def test_bucket_medians_of_long_series_match_the_selection_per_bucket():
         expected = np.partition(rows, buckets.size // 2, axis=1)[:, buckets.size // 2]
         assert np.array_equal(buckets.medians[:full], expected)
         assert np.array_equal(buckets.first, np.arange(0, n, buckets.size))
+
+
+def test_true_stretches_are_the_runs_of_true_values():
+    mask = np.array([True, True, False, True, False, False, True])
+    starts, ends = true_stretches(mask)
+    assert starts.tolist() == [0, 3, 6] and ends.tolist() == [1, 3, 6]
+    assert [a.size for a in true_stretches(np.zeros(4, dtype=bool))] == [0, 0]
+    assert [a.tolist() for a in true_stretches(np.ones(3, dtype=bool))] == [[0], [2]]
