@@ -35,6 +35,7 @@ from .json_safe import dumps, json_safe
 from .reader import activity_span
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
 from .run_config import run_hparams
+from .smoothing import median
 from .twins import attach_twins
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,7 +78,7 @@ def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
             gaps = np.diff(run.scalars[tag].steps)
             gaps = gaps[gaps > 0]
             if gaps.size:
-                eval_interval = int(np.median(gaps))
+                eval_interval = int(median(gaps))
                 break
     epoch_length = None
     epoch_tags = [t for t, (r, _) in roles.items() if r == "epoch" and len(run.scalars[t]) >= 2]

@@ -33,8 +33,10 @@ from .smoothing import (
     bucket_medians,
     local_baseline,
     median,
+    percentile,
     row_medians,
     scale_noise,
+    true_stretches,
     window_medians,
     windows,
 )
@@ -117,7 +119,7 @@ def series_scale(values: np.ndarray) -> float:
     """
     if values.size == 0:
         return 0.0
-    lo, mid, hi = np.percentile(values, [5, 50, 95])
+    lo, mid, hi = percentile(values, [5, 50, 95])
     return float(max(abs(mid), 0.5 * (hi - lo), 1e-12))
 
 
@@ -129,7 +131,7 @@ def _edge_median(values: np.ndarray, last: bool) -> float:
 
 def baseline_block(n: int) -> int:
     """Points per block of the local baseline for a series of n points."""
-    return int(np.clip(n // BASELINE_BLOCKS, BASELINE_BLOCK_MIN, BASELINE_BLOCK_MAX))
+    return min(max(n // BASELINE_BLOCKS, BASELINE_BLOCK_MIN), BASELINE_BLOCK_MAX)
 
 
 def _judged(steps: np.ndarray, values: np.ndarray, log_scale: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -160,8 +162,8 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
         top = np.argpartition(z[candidates], -MAX_SPIKE_CANDIDATES)[-MAX_SPIKE_CANDIDATES:]
         candidates = np.sort(candidates[top])
     breaks = np.flatnonzero(np.diff(candidates) > SPIKE_CLUSTER_GAP)
-    starts = candidates[np.r_[0, breaks + 1]]
-    ends = candidates[np.r_[breaks, candidates.size - 1]]
+    starts = candidates[np.concatenate(([0], breaks + 1))]
+    ends = candidates[np.append(breaks, candidates.size - 1)]
     max_width = max(3, block // 2)
     narrow = (ends - starts + 1) <= max_width
     starts, ends = starts[narrow], ends[narrow]
@@ -171,10 +173,15 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     before = window_medians(y, starts, window, before=True)
     after = window_medians(y, ends + 1, window, before=False)
     padded = np.append(y, -np.inf)
-    bounds = np.column_stack([starts, ends + 1]).ravel()
+    bounds = np.stack((starts, ends + 1), axis=1).ravel()
     peaks = np.maximum.reduceat(padded, bounds)[::2]
-    # Index of the peak inside each cluster: the first point reaching the cluster max.
-    peak_index = np.array([s + int(np.argmax(y[s : e + 1])) for s, e in zip(starts, ends)], dtype=np.int64)
+    # Index of the peak inside each cluster: the first point reaching the cluster max (np.argmax over each
+    # cluster's points, all clusters at once: rows padded with -inf after their last point).
+    offsets = np.arange(int((ends - starts).max()) + 1)
+    index = starts[:, None] + offsets[None, :]
+    inside = index <= ends[:, None]
+    rows = np.where(inside, y[np.minimum(index, n - 1)], -np.inf)
+    peak_index = starts + np.argmax(rows, axis=1)
     excess = peaks - before
     zpeak = excess / base.sigma[peak_index]
     recovered = (after - before) < RECOVER_FRAC * excess  # NaN after (spike at the very end): not recovered
@@ -254,6 +261,18 @@ def find_spikes(
     return tuple(sorted(kept, key=lambda s: -s.z))
 
 
+def _step_medians(steps: np.ndarray, buckets: Buckets, max_buckets: int) -> np.ndarray:
+    """bucket_medians(steps, steps, max_buckets).medians, where `buckets` is bucket_medians(steps, _, max_buckets):
+    read off directly when the steps are in order (each bucket's upper middle value, the last one's median)."""
+    if steps.size < 2 or not (steps[1:] >= steps[:-1]).all():
+        return bucket_medians(steps, steps, max_buckets).medians
+    full = steps.size // buckets.size
+    medians = steps[buckets.first[:full] + buckets.size // 2]
+    if full < len(buckets):
+        medians = np.append(medians, median(steps[full * buckets.size :]))
+    return medians
+
+
 def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     """(start_step, end_step) of stretches of at least PLATEAU_MIN_FRAC of the run where the level is flat.
 
@@ -267,7 +286,7 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     y = level.medians
     if y.size > PLATEAU_BUCKETS:  # coarser still: flatness over ≥10 % of a run needs no finer view
         coarse = bucket_medians(level.steps, y, PLATEAU_BUCKETS)
-        y, centres = coarse.medians, bucket_medians(level.steps, level.steps, PLATEAU_BUCKETS).medians
+        y, centres = coarse.medians, _step_medians(level.steps, coarse, PLATEAU_BUCKETS)
     else:
         centres = level.steps
     m = y.size
@@ -279,14 +298,13 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     starts = np.arange(m - width + 1)
     drift = np.abs(quarter_medians[starts + width - quarter] - quarter_medians[starts])
     drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)
-    lo, hi = np.percentile(y, [5, 95])
+    lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * drift_noise, PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
     flat = drift <= band
     if not flat.any():
         return ()
     covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
-    edges = np.diff(np.r_[0, covered.astype(np.int8), 0])
-    begins, finishes = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    begins, finishes = true_stretches(covered)
     return tuple((int(centres[b]), int(centres[f])) for b, f in zip(begins, finishes))
 
 

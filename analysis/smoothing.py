@@ -20,6 +20,7 @@ it is judged against.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,17 +78,100 @@ def ema(values, weight: float = DEFAULT_WEIGHT) -> np.ndarray:
 # ---- robust statistics --------------------------------------------------------------------------------
 
 
+#: From this many values `median` selects one order statistic and reads its neighbour and the NaN test off
+#: the two halves; below it, numpy's three-statistic selection (whose set-up costs less there) does both.
+_ONE_SELECTION = 1024
+
+
 def median(values: np.ndarray) -> float:
-    """The median, by one selection: np.median selects two order statistics for even sizes, 5-10× slower."""
-    x = np.asarray(values, dtype=np.float64)
+    """np.median's value (NaN when any value is NaN), by selection without np.median's set-up: 3-5× faster
+    on the short arrays the engine measures. (Both ways below give the same value: the order statistics do
+    not depend on how a selection arranges equal values, and the sum from +0.0, as np.median's mean starts
+    it, makes a median of zeros +0.0 whichever zero came first.)"""
+    x = np.asarray(values, dtype=np.float64).ravel()
     n = x.size
     if n == 0:
         return float("nan")
     k = n // 2
-    part = np.partition(x, k)
+    if n >= _ONE_SELECTION:
+        part = np.partition(x, k)
+        if math.isnan(part[k:].max()):  # NaN sorts last
+            return math.nan
+        return (0.0 + float(part[k])) if n % 2 else (0.0 + float(part[:k].max()) + float(part[k])) / 2
     if n % 2:
-        return float(part[k])
-    return float(0.5 * (part[:k].max() + part[k]))
+        part = np.partition(x, (k, -1))
+        value = 0.0 + float(part[k])
+    else:
+        part = np.partition(x, (k - 1, k, -1))
+        value = (0.0 + float(part[k - 1]) + float(part[k])) / 2
+    return math.nan if math.isnan(part[-1]) else value
+
+
+def percentile(values: np.ndarray, q):
+    """np.percentile(values, q) (its default linear method), value for value: the order statistics it needs
+    and numpy's own interpolation arithmetic, without np.percentile's ~30 µs of set-up (the engine asks for
+    a few percentiles of short arrays per series: the set-up was most of it).
+
+    `q`: a number (gives a numpy float) or a sequence of them (gives an array); NaN in `values` gives NaN.
+    """
+    x = np.asarray(values, dtype=np.float64).ravel()
+    n = x.size
+    single = np.ndim(q) == 0
+    if n == 0:
+        return np.percentile(x, q)  # numpy's own answer (NaN) and warning
+    spots = []
+    for p in [q] if single else q:
+        virtual = (n - 1) * (float(p) / 100)
+        # Past the last index numpy reads the last value (index -1) with weight virtual + 1.
+        below = math.floor(virtual) if virtual < n - 1 else -1
+        spots.append((virtual, below, below + 1 if below >= 0 else -1))
+    # A sort (SIMD) is faster than numpy's selection of several order statistics and gives the same values;
+    # only where a zero is read does numpy's own selection decide which of -0.0 and 0.0 comes out.
+    part = np.sort(x)
+    if any(part[i] == 0 for _, lo, hi in spots for i in (lo, hi)):
+        part = np.partition(x, sorted({0, -1, *(i for _, lo, hi in spots for i in (lo, hi))}))
+    if math.isnan(part[-1]):  # NaN sorts last
+        out = [math.nan] * len(spots)
+    else:
+        out = []
+        for virtual, lo, hi in spots:
+            a, b = float(part[lo]), float(part[hi])
+            gamma = virtual - lo
+            diff = b - a
+            out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
+    return np.float64(out[0]) if single else np.array(out)
+
+
+#: From this many rows, rows of 2 to 5 values take their medians by min/max over the columns (a selection
+#: network: a handful of whole-array operations) instead of one selection per row, 3-8× slower there.
+_NETWORK_ROWS = 256
+
+
+def _median3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
+def _network_medians(rows: np.ndarray, exact: bool) -> np.ndarray | None:
+    """`row_medians` of rows of 2 to 5 values by a selection network; None where it might differ from the
+    selection: a NaN (the selection sorts it last) or a zero (which of -0.0 and 0.0 comes out) in the result."""
+    columns = [rows[:, i] for i in range(rows.shape[1])]
+    if len(columns) == 2:
+        upper = np.maximum(*columns)
+        out = 0.5 * (np.minimum(*columns) + upper) if exact else upper
+    elif len(columns) == 3:
+        out = _median3(*columns)
+    else:
+        # Of a, b, c, d: the larger of the pairs' minima and the smaller of their maxima are the middle two
+        # (each of the others has three values on one side of it, so it cannot be a median of 4 or 5 either).
+        low = np.maximum(np.minimum(columns[0], columns[1]), np.minimum(columns[2], columns[3]))
+        high = np.minimum(np.maximum(columns[0], columns[1]), np.maximum(columns[2], columns[3]))
+        if len(columns) == 5:
+            out = _median3(low, high, columns[4])
+        else:
+            upper = np.maximum(low, high)
+            out = 0.5 * (np.minimum(low, high) + upper) if exact else upper
+    # A NaN anywhere in a row reaches its result (min and max propagate it): both tests see every row.
+    return out if np.isfinite(out).all() and out.all() else None
 
 
 def row_medians(rows: np.ndarray, exact: bool = True) -> np.ndarray:
@@ -98,6 +182,12 @@ def row_medians(rows: np.ndarray, exact: bool = True) -> np.ndarray:
     width = rows.shape[1]
     if rows.shape[0] == 0 or width == 0:
         return np.full(rows.shape[0], np.nan)
+    if width == 1:
+        return rows[:, 0].copy()  # what a selection in each row of one value gives, without one per row
+    if 2 <= width <= 5 and rows.shape[0] >= _NETWORK_ROWS:
+        found = _network_medians(rows, exact)
+        if found is not None:
+            return found
     k = width // 2
     part = np.partition(rows, k, axis=1)
     if width % 2 or not exact:
@@ -110,13 +200,24 @@ def windows(values: np.ndarray, width: int) -> np.ndarray:
     np.lib.stride_tricks.sliding_window_view gives for a 1-D array, for a fifth of its overhead."""
     x = np.ascontiguousarray(values)
     step = x.strides[0]
-    return np.lib.stride_tricks.as_strided(x, (max(x.size - width + 1, 0), width), (step, step), writeable=False)
+    # The view made directly (as_strided builds it through __array_interface__, ~3× the cost).
+    out = np.ndarray((max(x.size - width + 1, 0), width), x.dtype, x, 0, (step, step))
+    out.flags.writeable = False
+    return out
+
+
+def true_stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first index, last index) of every stretch of consecutive True values of the 1-D `mask`."""
+    padded = np.zeros(mask.size + 2, dtype=np.int8)
+    padded[1:-1] = mask
+    edges = padded[1:] - padded[:-1]
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
 
 
 def running_median(values: np.ndarray, width: int) -> np.ndarray:
     """The median of the `width` values centred on each value (an even width: one more before than after),
-    the ends padded with the edge values: what `row_medians` and, for an odd width and values without NaN,
-    np.median give over the windows of np.pad(values, width // 2, mode="edge"), value for value."""
+    the ends padded with the edge values: what np.median gives over the windows of
+    np.pad(values, width // 2, mode="edge") (for an odd width and values without NaN), value for value."""
     x = np.asarray(values)
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
@@ -124,7 +225,13 @@ def running_median(values: np.ndarray, width: int) -> np.ndarray:
     if x.size == 0 or half == 0:
         return x.copy()
     padded = np.concatenate((np.full(half, x[0]), x, np.full(half, x[-1])))
-    return row_medians(windows(padded, width))[: x.size]
+    # + 0.0: np.median's mean starts its sum at +0.0, so a median of zeros is never -0.0
+    return row_medians(windows(padded, width))[: x.size] + 0.0
+
+
+def _deviations(x: np.ndarray) -> np.ndarray:
+    """|x - median(x)|: what a median absolute deviation is the median of."""
+    return np.abs(x - median(x))
 
 
 def mad_sigma(values: np.ndarray) -> float:
@@ -132,7 +239,7 @@ def mad_sigma(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         return 0.0
-    return float(MAD_TO_SIGMA * median(np.abs(x - median(x))))
+    return float(MAD_TO_SIGMA * median(_deviations(x)))
 
 
 #: Residuals a noise estimate looks at: beyond this many, an even sample of them (the MAD of 4096 residuals
@@ -140,15 +247,19 @@ def mad_sigma(values: np.ndarray) -> float:
 NOISE_SAMPLE = 4096
 
 
-def _second_difference_sigma(x: np.ndarray, lag: int) -> float:
-    """MAD sigma of x_i - (x_{i-lag} + x_{i+lag}) / 2, over at most NOISE_SAMPLE evenly spread i."""
+def _second_differences(x: np.ndarray, lag: int) -> np.ndarray:
+    """x_i - (x_{i-lag} + x_{i+lag}) / 2, over at most NOISE_SAMPLE evenly spread i (none when 2·lag ≥ n)."""
     count = x.size - 2 * lag
     if count <= 0:
-        return 0.0
+        return np.empty(0)
     stride = max(1, count // NOISE_SAMPLE)  # strided views: no copies of the whole series
     middle = x[lag : x.size - lag : stride]
-    residual = middle - 0.5 * (x[: x.size - 2 * lag : stride][: middle.size] + x[2 * lag :: stride][: middle.size])
-    return mad_sigma(residual) / np.sqrt(1.5)
+    return middle - 0.5 * (x[: x.size - 2 * lag : stride][: middle.size] + x[2 * lag :: stride][: middle.size])
+
+
+def _mad_noise(mad: float) -> float:
+    """The noise sigma of the second differences whose MAD is `mad` (white noise s gives s·sqrt(1.5))."""
+    return float(MAD_TO_SIGMA * mad) / np.sqrt(1.5)
 
 
 def diff_noise(values: np.ndarray) -> float:
@@ -160,7 +271,7 @@ def diff_noise(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size < 3:
         return 0.0
-    return _second_difference_sigma(x, 1)
+    return _mad_noise(median(_deviations(_second_differences(x, 1))))
 
 
 #: Lags (in points) at which `scale_noise` measures the noise: up to 32, beyond the windows loggers average
@@ -178,11 +289,21 @@ def scale_noise(values: np.ndarray) -> float:
     stretches (a fast initial fall) as long as they are a minority of the points.
     """
     x = np.asarray(values, dtype=np.float64)
-    best = diff_noise(x)
-    for lag in NOISE_LAGS[1:]:
-        if lag > x.size // 16:
-            break
-        best = max(best, _second_difference_sigma(x, lag))
+    if x.size < 3:
+        return 0.0
+    best_mad = median(_deviations(_second_differences(x, 1)))
+    best = _mad_noise(best_mad)
+    # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
+    # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
+    for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
+        deviation = _deviations(_second_differences(x, lag))
+        # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
+        # cannot raise the estimate, which counting tells without a second selection.
+        if np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
+            continue
+        mad = median(deviation)
+        if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
+            best, best_mad = _mad_noise(mad), mad
     return best
 
 
@@ -209,10 +330,9 @@ def bucket_medians(steps: np.ndarray, values: np.ndarray, max_buckets: int) -> B
     size = max(1, -(-n // max(1, max_buckets)))
     full = n // size
     medians = row_medians(values[: full * size].reshape(full, size), exact=False) if full else np.empty(0)
-    first = np.arange(full, dtype=np.int64) * size
     if full * size < n:  # the short last bucket
         medians = np.append(medians, median(values[full * size :]))
-        first = np.append(first, full * size)
+    first = np.arange(0, n, size, dtype=np.int64)
     last = np.minimum(first + size - 1, n - 1)
     middle = 0.5 * (steps[first].astype(np.float64) + steps[last].astype(np.float64))
     return Buckets(middle, first, size, medians)
@@ -281,7 +401,7 @@ def window_medians(values: np.ndarray, ends: np.ndarray, width: int, before: boo
     index = (ends[:, None] - width + offsets[None, :]) if before else (ends[:, None] + offsets[None, :])
     valid = (index >= 0) & (index < n)
     # NaN sorts last, so each row's median sits at the middle of its valid (leading) entries.
-    gathered = np.sort(np.where(valid, values[np.clip(index, 0, max(n - 1, 0))], np.nan), axis=1)
+    gathered = np.sort(np.where(valid, values[np.minimum(np.maximum(index, 0), max(n - 1, 0))], np.nan), axis=1)
     count = valid.sum(axis=1)
     rows = np.arange(ends.size)
     low = gathered[rows, np.maximum(count - 1, 0) // 2]

@@ -3,6 +3,7 @@
     python bench/report_speed.py                 # 50 runs × 20 tags × 50k points (~2.7 GB, in a temp dir)
     python bench/report_speed.py --small         # 5 runs × 20 tags × 5k points, for a quick look
     python bench/report_speed.py --logdir runs/  # your own logdir
+    python bench/report_speed.py --runs 2000 --tags 4 --points 3600 --workers 1   # analysis cost per run, one core
 
 The issue's bar: analysis should cost well under the reading. Figures are printed next to each other
 (and the ratio analysis/read), measured in this one process; nothing is asserted.
@@ -131,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=50_000, help="points per tag")
     parser.add_argument("--small", action="store_true", help="5 runs × 20 tags × 5k points")
     parser.add_argument("--keep", action="store_true", help="keep the generated logdir and print its path")
+    parser.add_argument(
+        "--workers", type=int, help="analysis processes (default: as `report` chooses; 1: this process only, one core)"
+    )
     args = parser.parse_args(argv)
     if args.small:
         args.runs, args.points = 5, 5_000
@@ -156,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
 
         loaded, read_s = timed(lambda: tbtriage.load(logdir))
         points = sum(len(s) for run in loaded.runs.values() for s in run.scalars.values())
-        report, analysis_s = timed(lambda: tbtriage.diagnose(loaded))
+        cpu_start = time.process_time()  # this process's CPU: with --workers 1, the analysis's own cost
+        report, analysis_s = timed(lambda: tbtriage.diagnose(loaded, workers=args.workers))
+        analysis_cpu_s = time.process_time() - cpu_start
         comparison, compare_s = timed(lambda: compare(report.runs))
         md, md_s = timed(lambda: render_markdown(report.runs, logdir=str(logdir), comparison=comparison))
         js, json_s = timed(lambda: json.dumps(jsonable(report.to_dict()), allow_nan=False))
@@ -166,7 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"read      {read_s:8.2f} s  {points:,} points, {len(loaded.runs)} runs ({points / read_s / 1e6:.2f} M points/s)"
         )
-        print(f"analysis  {analysis_s:8.2f} s  {findings} findings   (diagnose on the loaded logdir)")
+        workers = "as `report` chooses" if args.workers is None else f"{args.workers} process(es)"
+        runs = max(len(loaded.runs), 1)
+        print(
+            f"analysis  {analysis_s:8.2f} s  {findings} findings, {analysis_s / runs * 1e3:.2f} ms/run "
+            f"(diagnose on the loaded logdir, {workers}); this process's CPU {analysis_cpu_s:.2f} s, "
+            f"{analysis_cpu_s / runs * 1e3:.2f} ms/run (on a shared machine, the cost without the waiting)"
+        )
         print(f"compare   {compare_s:8.3f} s")
         print(f"markdown  {md_s:8.3f} s  {len(md) / 1e3:.0f} kB")
         print(f"json      {json_s:8.3f} s  {len(js) / 1e3:.0f} kB")

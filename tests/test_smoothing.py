@@ -8,9 +8,16 @@ import pytest
 from tbtriage.analysis.smoothing import (
     LOCAL_SIGMA_FLOOR,
     MAD_TO_SIGMA,
+    NOISE_LAGS,
+    bucket_medians,
     local_baseline,
+    mad_sigma,
+    median,
+    percentile,
     row_medians,
     running_median,
+    scale_noise,
+    true_stretches,
     windows,
 )
 
@@ -64,3 +71,94 @@ def test_the_local_baseline_pools_block_noise_over_reflected_ends():
     assert np.array_equal(
         base.sigma, np.maximum(np.interp(np.arange(values.size, dtype=np.float64), centres, pooled), floor)
     )
+
+
+def _awkward(rng: np.random.Generator, n: int, case: int) -> np.ndarray:
+    """Values the engine meets: noise, many ties, zeros of both signs, a NaN, ±inf."""
+    values = rng.normal(size=n) * 10.0 ** rng.integers(-3, 4)
+    if case % 4 == 1:
+        values = np.round(values)  # ties
+    elif case % 4 == 2:
+        values = np.round(values) * rng.choice([-0.0, 0.0, 1.0], size=n)  # zeros of both signs among ties
+    if case % 5 == 3 and n > 2:
+        values[rng.integers(0, n)] = np.nan
+    if case % 7 == 4 and n > 2:
+        values[rng.integers(0, n)] = rng.choice([np.inf, -np.inf])
+    return values
+
+
+def _same(a, b) -> bool:
+    """Equal value for value, NaN for NaN, and even the sign of every zero."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=True) and bool((np.signbit(a) == np.signbit(b)).all())
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_median_and_percentile_are_numpys_value_for_value():
+    rng = np.random.default_rng(5)
+    for case in range(400):
+        for n in (1, 2, 3, 10, 101, 1023, 1024, 1025, 3600):
+            values = _awkward(rng, n, case)
+            got = median(values)
+            assert type(got) is float and _same(got, np.median(values)), (case, n)
+            for q in (95, 2.5, [5, 50, 95], [10, 90], [0, 100], 99.9):
+                expected = np.percentile(values, q)
+                got = percentile(values, q)
+                assert type(got) is type(expected) and _same(got, expected), (case, n, q)
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("exact", [True, False])
+def test_row_medians_of_narrow_rows_are_the_selections_value(width, exact):
+    rng = np.random.default_rng(width)
+    k = width // 2
+    for case in range(60):
+        rows = _awkward(rng, 600 * width, case).reshape(600, width)
+        part = np.partition(rows, k, axis=1)
+        expected = part[:, k] if width % 2 or not exact else 0.5 * (part[:, :k].max(axis=1) + part[:, k])
+        assert _same(row_medians(rows, exact=exact), expected), case
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_scale_noise_is_the_largest_lags_mad_sigma():
+    rng = np.random.default_rng(3)
+    for case in range(150):
+        n = int(rng.integers(3, 5000))
+        values = np.cumsum(rng.normal(size=n)) * 0.01 + _awkward(rng, n, case)
+        if case % 3 == 0:
+            values = np.repeat(values[: n // 8 + 1], 8)[:n]  # a curve logged as a running value: long lags see more
+        estimates = []
+        for lag in NOISE_LAGS:
+            if lag > 1 and lag > n // 16:
+                break
+            stride = max(1, (n - 2 * lag) // 4096)
+            middle = values[lag : n - lag : stride]
+            residual = middle - 0.5 * (
+                values[: n - 2 * lag : stride][: middle.size] + values[2 * lag :: stride][: middle.size]
+            )
+            estimates.append(mad_sigma(residual) / np.sqrt(1.5))
+        expected = estimates[0]
+        for estimate in estimates[1:]:
+            expected = max(expected, estimate)
+        assert _same(scale_noise(values), expected), case
+
+
+def test_bucket_medians_of_long_series_match_the_selection_per_bucket():
+    rng = np.random.default_rng(8)
+    for n in (1000, 2048, 3600, 5000, 8191):
+        values = np.round(rng.normal(size=n), 1)
+        steps = np.arange(n, dtype=np.int64) * 10
+        buckets = bucket_medians(steps, values, 1024)
+        full = n // buckets.size
+        rows = values[: full * buckets.size].reshape(full, buckets.size)
+        expected = np.partition(rows, buckets.size // 2, axis=1)[:, buckets.size // 2]
+        assert np.array_equal(buckets.medians[:full], expected)
+        assert np.array_equal(buckets.first, np.arange(0, n, buckets.size))
+
+
+def test_true_stretches_are_the_runs_of_true_values():
+    mask = np.array([True, True, False, True, False, False, True])
+    starts, ends = true_stretches(mask)
+    assert starts.tolist() == [0, 3, 6] and ends.tolist() == [1, 3, 6]
+    assert [a.size for a in true_stretches(np.zeros(4, dtype=bool))] == [0, 0]
+    assert [a.tolist() for a in true_stretches(np.ones(3, dtype=bool))] == [[0], [2]]

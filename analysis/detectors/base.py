@@ -13,6 +13,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from ..axes import StepAxes
 from ..datamodel import Finding, Run, Series, SeriesFeatures
 from ..features import context_tags, context_windows, finite_view
 from ..roles import PrimaryTags, rl_term
-from ..smoothing import running_median
+from ..smoothing import median, percentile, running_median
 from ..text import number
 
 #: Adversarial loss terms (GAN generator/discriminator/critic): they rise and fall against each other by
@@ -88,17 +89,17 @@ class RunData:
             view = self._finite[tag] = finite_view(self.run.scalars[tag])
         return view
 
-    @property
+    @cached_property  # asked for by every detector (`position`, `span`); the run does not change meanwhile
     def first_step(self) -> int | None:
         firsts = [int(s.steps[0]) for s in self.run.scalars.values() if len(s)]
         return min(firsts) if firsts else None
 
-    @property
+    @cached_property
     def last_step(self) -> int | None:
         lasts = [int(s.steps[-1]) for s in self.run.scalars.values() if len(s)]
         return max(lasts) if lasts else None
 
-    @property
+    @cached_property
     def span(self) -> int:
         """Steps the run covers (at least 1)."""
         if self.first_step is None or self.last_step is None:
@@ -212,7 +213,7 @@ def level_at(steps: np.ndarray, values: np.ndarray, step: float, width: int) -> 
     """Median of the `width` points nearest `step` (a robust reading of the level there)."""
     at = int(np.searchsorted(steps, step))
     lo = max(0, min(at - width // 2, values.size - width))
-    return float(np.median(values[lo : lo + width]))
+    return median(values[lo : lo + width])
 
 
 #: A clip threshold worth suggesting sits just above the healthy gradient norms: 1.5 × their 95th percentile
@@ -230,7 +231,7 @@ def clip_threshold(data: RunData, before_step: int | None) -> float | None:
         values = values[steps < before_step]
     if values.size < 5:
         return None
-    return num(CLIP_HEADROOM * float(np.percentile(values, 95)), 2)
+    return num(CLIP_HEADROOM * float(percentile(values, 95)), 2)
 
 
 def clip_advice(data: RunData, before_step: int | None) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..datamodel import SeriesFeatures
 from ..features import PLATEAU_NOISE_K, PLATEAU_RANGE_FRAC
-from ..smoothing import mad_sigma
+from ..smoothing import mad_sigma, median, percentile, running_median
 from .base import (
     MIN_CONFIDENT_POINTS,
     RunData,
@@ -96,10 +96,17 @@ def _slow(data: RunData, tag: str):
     dipped = (start - float(np.min(smoothed_level(feats)[1]))) / scale
     if abs(drop) < NO_DROP and dipped < LEARNED:
         return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
-    paces = [(label, measured) for label, s, m in paced_curves(data, tag) if (measured := pace(s, m)) is not None]
     # Any judged curve that levelled off, or ended worse than it began (a validation loss past its best), says
-    # the run is not merely slow: raising the lr is not the answer there.
-    if not paces or any(levelled_off(p) or p["mean"] <= 0 for _, p in paces):
+    # the run is not merely slow: raising the lr is not the answer there (and the later curves need no pace).
+    paces = []
+    for label, s, m in paced_curves(data, tag):
+        measured = pace(s, m)
+        if measured is None:
+            continue
+        if levelled_off(measured) or measured["mean"] <= 0:
+            return None
+        paces.append((label, measured))
+    if not paces:
         return None
     crawling = [(label, p) for label, p in paces if crawls(p)]
     if not crawling:
@@ -161,7 +168,7 @@ def _lr_explains(data: RunData, start: int, end: int) -> bool:
     around_end = lr[(steps >= end - margin) & (steps <= end + margin)]
     if inside.size == 0 or around_end.size == 0:
         return False
-    before, after = float(np.median(inside)), float(np.min(around_end))
+    before, after = median(inside), float(np.min(around_end))
     ramp = float(np.max(around_end))
     # A warmup inside the stretch: the loss sits still while the lr is still small.
     warming = float(np.max(inside)) >= LR_EXPLAINS * max(float(inside[0]), 1e-30)
@@ -178,12 +185,11 @@ def _initial_stretch(feats: SeriesFeatures) -> tuple[int, int] | None:
     if y.size < 2 * MIN_CONFIDENT_POINTS:
         return None
     head = max(3, y.size // 20)
-    start = float(np.median(y[:head]))
+    start = median(y[:head])
     noise = mad_sigma(np.diff(y[: max(head, y.size // 10)])) / math.sqrt(2.0)
-    lo, hi = np.percentile(y, [5, 95])
+    lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * noise, PLATEAU_RANGE_FRAC * (hi - lo))
-    padded = np.pad(y, 1, mode="edge")
-    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 3), axis=1)
+    smooth = running_median(y, 3)
     away = np.flatnonzero(np.abs(smooth - start) > band)
     if away.size == 0 or away[0] < 2:
         return None
@@ -215,7 +221,7 @@ def _plateaus(data: RunData, tag: str) -> list:
         flat = values[(steps >= start) & (steps <= end)]
         if flat.size < 5:
             continue
-        level = float(np.median(flat))
+        level = median(flat)
         later = level_steps > end
         if not later.any():
             continue
@@ -227,7 +233,7 @@ def _plateaus(data: RunData, tag: str) -> list:
         # as half the stretch (or 5 % of the run).
         inside = (level_steps >= start) & (level_steps <= end)
         edge = max(1, inside.sum() // 5)
-        during = (np.median(medians[inside][:edge]) - np.median(medians[inside][-edge:])) / max(end - start, 1)
+        during = (median(medians[inside][:edge]) - median(medians[inside][-edge:])) / max(end - start, 1)
         window = max(0.5 * (end - start), 0.05 * data.span)
         ahead = later & (level_steps <= end + window)
         after = (level - float(np.min(medians[ahead]))) / window if ahead.any() else 0.0

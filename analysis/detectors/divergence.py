@@ -38,7 +38,7 @@ import numpy as np
 
 from ..features import EDGE_FRAC
 from ..roles import rl_return
-from ..smoothing import scale_noise
+from ..smoothing import median, percentile, running_median, scale_noise
 from .base import RunData, adversarial, clip_advice, confident, finding, fmt, pct, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -127,7 +127,7 @@ def _rl_run(data: RunData) -> bool:
 def _signed_surrogate(values: np.ndarray) -> bool:
     """The recent values hover around zero with both signs (a policy-gradient or entropy term)."""
     recent = values[-max(3, int(SIGNED_RECENT * values.size)) :]
-    lo, mid, hi = np.percentile(recent, [10, 50, 90])
+    lo, mid, hi = percentile(recent, [10, 50, 90])
     return bool(lo < 0 < hi and abs(mid) <= SIGNED_CENTRE * (hi - lo))
 
 
@@ -138,13 +138,12 @@ def _from_start(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, 
         return None
     if steps[0] - (data.first_step or 0) > INIT_FRAC * data.span:
         return None
-    end_level = float(np.median(tail))
-    if end_level < INIT_RATIO * first or np.quantile(tail, 0.1) < INIT_HOLD * first:
+    end_level = median(tail)
+    if end_level < INIT_RATIO * first or percentile(tail, 10) < INIT_HOLD * first:
         return None
     # The onset: the first point from which the loss stays above INIT_HOLD × its first value (a running
     # median of 5, so one lucky batch does not end the blow-up).
-    padded = np.pad(values, 2, mode="edge")
-    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 5), axis=1)
+    smooth = running_median(values, 5)
     below = np.flatnonzero(smooth < INIT_HOLD * first)
     onset_index = int(below[-1]) + 1 if below.size else 0
     onset_index = min(max(onset_index, 1), values.size - 1)
@@ -175,23 +174,24 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     level = feats.extra["level"]
     smooth = -direction * level.medians
     if smooth.size >= 5:  # a 5-bucket running median: one bad bucket is not a level
-        padded = np.pad(smooth, 2, mode="edge")
-        smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 5), axis=1)
+        smooth = running_median(smooth, 5)
     tail_count = max(3, int(np.ceil(SUSTAIN_FRAC * n)), int(np.ceil(EDGE_FRAC * n)))
     tail = worse_up[-tail_count:]
-    end_level = float(np.median(tail))
+    end_level = median(tail)
     best_index = int(np.argmin(smooth))
     best_level = float(smooth[best_index])
-    start_level = float(np.median(worse_up[: max(3, int(np.ceil(EDGE_FRAC * n)))]))
+    start_level = median(worse_up[: max(3, int(np.ceil(EDGE_FRAC * n)))])
     rise = end_level - best_level
     progress = start_level - best_level
     scale = feats.extra["scale"]
     needed = BLOWUP_FRACTION * progress if progress > NO_PROGRESS * scale else BLOWUP_SCALE_FRACTION * scale
+    if rise <= needed:  # before the noise (two noise estimates cost more than the rest): the same verdict
+        return _from_start(data, tag, steps, values, tail)
     level_noise = max(scale_noise(level.medians), scale_noise(smooth)) if smooth.size > 3 else 0.0
-    if rise <= max(needed, BLOWUP_NOISE_K * level_noise):
+    if rise <= BLOWUP_NOISE_K * level_noise:
         return _from_start(data, tag, steps, values, tail)
     # "Never recovers": every point of the final stretch stays in the upper part of the rise.
-    if np.quantile(tail, 0.1) < best_level + 0.5 * rise:
+    if percentile(tail, 10) < best_level + 0.5 * rise:
         return None
     threshold = best_level + ONSET_FRACTION * rise
     after_best = np.flatnonzero(smooth[best_index:] > threshold)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..datamodel import SeriesFeatures
 from ..roles import rl_term
-from ..smoothing import mad_sigma
+from ..smoothing import mad_sigma, median
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, pct, smoothed_level
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -145,7 +145,7 @@ def _accuracy_at_chance(data: RunData, loss_level: float) -> dict | None:
         if values.size < 3:
             continue
         fractions = values / 100.0 if values.max() > 1.0 else values
-        typical, best = float(np.median(fractions)), float(fractions.max())
+        typical, best = median(fractions), float(fractions.max())
         if typical * MAX_CLASSES < 0.5:  # below the chance level of any class count anyone trains on
             continue
         # 1/K within CHANCE_ACC_SHARE/K of the typical level: K between (1 - share) and (1 + share) / typical.
@@ -164,8 +164,8 @@ def _chance(data: RunData, tag: str) -> dict | None:
     end, start = feats.extra.get("end_level"), feats.extra.get("start_level")
     if end is None or start is None or feats.points < 2 * MIN_CONFIDENT_POINTS:
         return None
-    lowest = float(np.min(smoothed_level(feats)[1]))
-    accuracy = _accuracy_at_chance(data, float(np.median(feats.extra["level"].medians)))
+    accuracy = _accuracy_at_chance(data, median(feats.extra["level"].medians))
+    # (The lowest smoothed level, the costly part, only once the cheap tests have passed: the same verdict.)
     if _accuracies(data):
         # The accuracy names the class count; the loss must agree that the model sits at a uniform guess
         # (a training loss may dip a little below ln K by memorising labels that carry no signal).
@@ -173,14 +173,20 @@ def _chance(data: RunData, tag: str) -> dict | None:
             return None
         k = accuracy["classes"]
         chance_loss = math.log(k)
-        if lowest < (1.0 - CHANCE_MEMORISED) * chance_loss or abs(end - chance_loss) > CHANCE_MEMORISED * chance_loss:
+        if abs(end - chance_loss) > CHANCE_MEMORISED * chance_loss:
+            return None
+        lowest = float(np.min(smoothed_level(feats)[1]))
+        if lowest < (1.0 - CHANCE_MEMORISED) * chance_loss:
             return None
     else:
         k = chance_classes(end, LOSS_ALONE_MAX_CLASSES)
         if k is None:
             return None
         chance_loss = math.log(k)
-        if lowest < (1.0 - CHANCE_FLOOR) * chance_loss or abs(start - chance_loss) > CHANCE_START * chance_loss:
+        if abs(start - chance_loss) > CHANCE_START * chance_loss:
+            return None
+        lowest = float(np.min(smoothed_level(feats)[1]))
+        if lowest < (1.0 - CHANCE_FLOOR) * chance_loss:
             return None
     out = {"tag": tag, "classes": k, "chance_loss": chance_loss, "start": start, "end": end, "lowest": lowest}
     if accuracy:
@@ -214,16 +220,18 @@ def _prior(data: RunData, tag: str) -> dict | None:
     judged, gain = None, 0.0
     for label, curve in _loss_curves(data, tag):
         lowest = float(np.min(smoothed_level(curve)[1]))
+        if lowest < (1.0 - PRIOR_GAIN) * chance_loss:
+            return None
         level = curve.extra["level"]
-        found = pace(level.steps.astype(np.float64), level.medians)
-        if lowest < (1.0 - PRIOR_GAIN) * chance_loss or (found is not None and crawls(found)):
+        found = pace(level.steps.astype(np.float64), level.medians)  # after the cheap test: the same verdict
+        if found is not None and crawls(found):
             return None
         judged = (label, curve, lowest)  # the validation curve, when there is one, is the one quoted
         gain = max(gain, 1.0 - lowest / chance_loss)
     for accuracy in _accuracies(data):
         values = data.finite(accuracy)[1]
         fractions = values / 100.0 if values.size and values.max() > 1.0 else values
-        if fractions.size and float(np.median(fractions[fractions.size // 2 :])) >= PRIOR_ACC_CLASSES / k:
+        if fractions.size and median(fractions[fractions.size // 2 :]) >= PRIOR_ACC_CLASSES / k:
             return None
     assert judged is not None  # the main loss itself is always a judged curve
     label, curve, lowest = judged
@@ -441,7 +449,7 @@ def pace(steps: np.ndarray, medians: np.ndarray) -> dict[str, float] | None:
     first, first_error = slope(steps, medians, steps <= steps[0] + quarter)
     last, last_error = slope(steps, medians, steps >= steps[-1] - quarter)
     edge = max(2, medians.size // 20)
-    start, end = float(np.median(medians[:edge])), float(np.median(medians[-edge:]))
+    start, end = median(medians[:edge]), median(medians[-edge:])
     return {
         "first": -first,
         "first_error": first_error,

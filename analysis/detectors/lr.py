@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..smoothing import true_stretches
 from .base import RunData, confident, finding, fmt, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -36,8 +37,7 @@ _ADVICE = (
 
 
 def _zero_stretches(steps: np.ndarray, zero: np.ndarray) -> list[tuple[int, int]]:
-    edges = np.diff(np.r_[0, zero.astype(np.int8), 0])
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    starts, ends = true_stretches(zero)
     return list(zip(starts.tolist(), ends.tolist()))
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..datamodel import Finding, Series
-from ..smoothing import bucket_medians, diff_noise, mad_sigma, running_median
+from ..smoothing import bucket_medians, diff_noise, mad_sigma, median, percentile, running_median
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, num
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -136,13 +136,10 @@ def detect(data: RunData) -> list:
         return []
     start = int(SKIP_FRAC * n)
     steps, values = steps[start:], values[start:]
-    level = float(np.median(values))
+    level = median(values)
     scale = max(abs(level), 1e-12)
-    whole_range = float(np.percentile(data.finite(tag)[1], 98) - np.percentile(data.finite(tag)[1], 2))
-    # Point-to-point noise (lag 1): what bucket medians of white minibatch noise scatter by. Noise averaged
-    # before logging wanders more than this predicts; the rhythm test (PEAK_SHARE) is what tells it apart.
-    noise = diff_noise(values)
-    found = _swings(steps, values, level, scale, whole_range, noise)
+    whole_range = float(percentile(data.finite(tag)[1], 98) - percentile(data.finite(tag)[1], 2))
+    found = _swings(steps, values, level, scale, whole_range)
     if found is None:
         found = _bouncing(steps, values, scale, whole_range)
     if found is None:
@@ -179,20 +176,20 @@ def detect(data: RunData) -> list:
     return [finding(data, "oscillation", severity, [tag], onset, int(steps[-1]), evidence, message, suggestion)]
 
 
-def _swings(steps, values, level, scale, whole_range, noise):
+def _swings(steps, values, level, scale, whole_range):
     buckets = bucket_medians(steps, values, SWING_BUCKETS)
     if len(buckets) < 3 * TREND_BUCKETS:
         return None
     trend = _running_median(buckets.medians, TREND_BUCKETS)
     residual = buckets.medians - trend
-    p10, p90 = np.percentile(residual, [10, 90])
+    p10, p90 = percentile(residual, [10, 90])
     amplitude = 0.5 * (p90 - p10)
-    chance = _MEDIAN_EFFICIENCY * noise / np.sqrt(max(buckets.size, 1))
-    if not (
-        amplitude >= SWING_REL * scale
-        and amplitude >= SWING_RANGE * whole_range
-        and amplitude >= SWING_NOISE_K * chance
-    ):
+    if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range):
+        return None  # before the noise estimate, the costlier test
+    # Point-to-point noise (lag 1): what bucket medians of white minibatch noise scatter by. Noise averaged
+    # before logging wanders more than this predicts; the rhythm test (PEAK_SHARE) is what tells it apart.
+    chance = _MEDIAN_EFFICIENCY * diff_noise(values) / np.sqrt(max(buckets.size, 1))
+    if not amplitude >= SWING_NOISE_K * chance:
         return None
     count, first, spread = _reversals(residual, amplitude)
     if count < MIN_REVERSALS or first is None or spread > RHYTHM_CV:
@@ -227,13 +224,15 @@ def _bouncing(steps, values, scale, whole_range):
     block = max(5, buckets.size)
     if deviation.size < 3 or not np.any(deviation):
         return None
-    spread = mad_sigma(deviation)
     a, b = deviation[:-1], deviation[1:]
     denominator = float(np.sqrt(float((a * a).sum()) * float((b * b).sum())))
     if denominator <= 0:
         return None
     rho = float(((a * b).sum()) / denominator)
-    if rho > BOUNCE_RHO or spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range:
+    if rho > BOUNCE_RHO:
+        return None  # before the spread, the costlier test
+    spread = mad_sigma(deviation)
+    if spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range:
         return None
     # Onset: the first block where the alternation (deviation × next deviation < 0, large) is sustained.
     alternating = (a * b < 0) & (np.abs(a) > 0.5 * spread)
@@ -278,10 +277,10 @@ def _scatter(data: RunData, tag: str, whole_range: float):
     return int(steps[start]), {
         "pattern": "scatter",
         "amplitude": amplitude,
-        "level": float(np.median(level[half:])),
+        "level": median(level[half:]),
         "relative_scatter": scatter,
         "summary": f"through the second half the loss scatters by ±{fmt(amplitude)} around a local level of "
-        f"{fmt(float(np.median(level[half:])))} ({scatter:.0%}), at an lr that does not decay",
+        f"{fmt(median(level[half:]))} ({scatter:.0%}), at an lr that does not decay",
     }
 
 
@@ -307,10 +306,10 @@ def second_half(series: Series) -> SecondHalf | None:
     level, relative = _relative_deviations(values)
     quarter = half + (values.size - half) // 2
     return SecondHalf(
-        level=float(np.median(level[half:])),
-        quarters=(float(np.median(level[half:quarter])), float(np.median(level[quarter:]))),
+        level=median(level[half:]),
+        quarters=(median(level[half:quarter]), median(level[quarter:])),
         scatter=mad_sigma(relative[half:]),
-        whole_range=float(np.percentile(values, 98) - np.percentile(values, 2)),
+        whole_range=float(percentile(values, 98) - percentile(values, 2)),
         start=int(steps[half]),
         end=int(steps[-1]),
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..features import LEVEL_BUCKETS
-from ..smoothing import diff_noise, running_median
+from ..smoothing import diff_noise, median, running_median
 from .base import RunData, finding, fmt, pct, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -59,7 +59,7 @@ def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: 
     if after.size < MIN_AFTER:
         return None
     best = float(smooth[best_index])
-    final = float(np.median(worse_up[-3:]))
+    final = median(worse_up[-3:])
     rise = final - best
     noise = max(diff_noise(worse_up), 1e-3 * abs(best))
     rel = rise / max(abs(best), 1e-12)
@@ -68,7 +68,7 @@ def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: 
         return None
     # Against what the curve achieved, too: a validation loss that fell from 2.3 to 0.0005 and is back at
     # 0.001 doubled, but gave back nothing anyone would notice.
-    progress = float(np.median(worse_up[: min(3, best_index + 1)])) - best
+    progress = median(worse_up[: min(3, best_index + 1)]) - best
     if not is_metric and progress > 0 and rise < PROGRESS_SHARE * progress:
         return None
     if worse_up[-1] < best + 0.5 * rise:
@@ -99,8 +99,8 @@ def _train_change(data: RunData, tag: str, since: int) -> float | None:
     width = max(3, values.size // 50)
     at = int(np.searchsorted(steps, since))
     lo = max(0, min(at - width // 2, values.size - width))
-    then = float(np.median(values[lo : lo + width]))
-    now = float(np.median(values[-width:]))
+    then = median(values[lo : lo + width])
+    now = median(values[-width:])
     return direction * (now - then) / max(abs(then), 1e-12)
 
 

@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from ..reader import activity_span
+from ..smoothing import median
 from .base import RunData, finding
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -36,7 +37,7 @@ def _median_interval(data: RunData) -> float | None:
             if not np.all(walls[1:] > walls[:-1]):  # already its unique values when strictly increasing
                 walls = np.unique(walls)
             if walls.size > 2:
-                gaps.append(float(np.median(np.diff(walls))))
+                gaps.append(median(np.diff(walls)))
     return min(gaps) if gaps else None
 
 
@@ -57,9 +58,11 @@ def detect(data: RunData) -> list:
         return []
     last = span[1]
     silence = context.latest_wall_time - last
+    if silence <= MIN_SILENCE_S or _finished(data):  # the cheap tests first: no interval can change these
+        return []
     interval = _median_interval(data) or 0.0
     threshold = max(MIN_SILENCE_S, SILENCE_INTERVALS * interval)
-    if silence <= threshold or _finished(data):
+    if silence <= threshold:
         return []
     alongside = [
         name for name, first, end in context.spans if name != data.name and first < last and end > last + threshold

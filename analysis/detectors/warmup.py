@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..smoothing import scale_noise
+from ..smoothing import median, running_median, scale_noise
 from .base import RunData, adversarial, clip_advice, confident, finding, fmt, sentence
 from .divergence import INIT_RATIO
 from .learning import LOSS_ALONE_MAX_CLASSES, chance_classes
@@ -85,8 +85,7 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     positive = bool(values.min() > 0)
     judged = np.log(values) if positive else values
     s, v = steps[early], judged[early]
-    padded = np.pad(v, SMOOTH_POINTS // 2, mode="edge")
-    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, SMOOTH_POINTS), axis=1)
+    smooth = running_median(v, SMOOTH_POINTS)
     best_so_far = np.minimum.accumulate(smooth)
     rise = smooth - best_so_far
     warmup_end = _warmup_end(data, end_step)
@@ -97,8 +96,11 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
         needed = np.log1p(needed_rel)
     else:
         needed = needed_rel * np.maximum(np.abs(best_so_far), 0.5 * data.features[tag].extra["scale"])
+    bad = rise >= needed
+    if not bad.any():  # before the noise, the costlier test: the same verdict
+        return None
     noise = max(scale_noise(v), scale_noise(judged))
-    bad = (rise >= needed) & (rise >= RISE_NOISE_K * noise)
+    bad &= rise >= RISE_NOISE_K * noise
     if not bad.any():
         return None
     first = int(np.argmax(bad))
@@ -139,13 +141,12 @@ def _collapse(data: RunData, tag: str, end_step: float) -> dict | None:
     settled = level.steps > end_step
     if settled.sum() < 3:
         return None
-    k = chance_classes(float(np.median(level.medians[settled])), LOSS_ALONE_MAX_CLASSES)
+    k = chance_classes(median(level.medians[settled]), LOSS_ALONE_MAX_CLASSES)
     if k is None:
         return None
     chance = float(np.log(k))
     # How long it sat at ln K after the early window: up to the first bucket below the band for good.
-    padded = np.pad(level.medians, 1, mode="edge")
-    smooth = np.median(np.lib.stride_tricks.sliding_window_view(padded, 3), axis=1)
+    smooth = running_median(level.medians, 3)
     away = np.flatnonzero(settled & (np.abs(smooth - chance) > CHANCE_BAND * chance))
     sat_until = int(level.steps[away[0]]) if away.size else int(level.steps[-1])
     if sat_until - end_step < COLLAPSE_FRAC * data.span:
