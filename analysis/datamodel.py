@@ -208,6 +208,9 @@ class RunReport:
     findings: list[Finding]
     health: Health
     primary_tags: PrimaryTags  # the headline series (`roles.primary_tags`), chosen once for every view
+    #: The engine's own (findings, health), kept by `twins.attach_twins` the first time it re-weighs this report,
+    #: so that attaching twins again starts from the verdict rather than from its previous result.
+    engine_verdict: tuple[list[Finding], Health] | None = field(default=None, repr=False, compare=False)
 
     def tag_points(self) -> dict[str, int]:
         """Points per scalar tag, in the run's order: the run's series as they are (a live run grows), and for a

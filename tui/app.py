@@ -176,6 +176,7 @@ class TriageApp(App[int]):
             names = list(find_runs(self.logdir_path, warnings))
             total = len(names)
             self.post_message(RunsDiscovered(names, warnings))
+            self._cached_verdicts(total)
         read = 0
         throttle = Throttle()
 
@@ -199,6 +200,23 @@ class TriageApp(App[int]):
         self.watcher = Watcher(logdir, analyzer, clock=self.clock, recheck_silent_s=silent_s, niceness=POOL_NICENESS)
         self._follow_pass(worker)
 
+    def _cached_verdicts(self, total: int) -> None:
+        """A warm reopen: every run's verdict from the verdict cache, shown before any run is read
+        (`verdict_cache.before_reading`); the read and the first pass follow, and confirm or replace them."""
+        from tbtriage.analysis import verdict_cache
+        from tbtriage.analysis.logdir import LogdirError, open_logdir
+
+        if self._analyzer is not None or not verdict_cache.enabled():
+            return  # a stand-in analyzer's verdicts are not the engine's
+        try:
+            logdir = open_logdir(self.logdir_path)
+            logdir.find()
+            cached = verdict_cache.before_reading(logdir, self.config, self.clock())
+        except (LogdirError, OSError):
+            return
+        if cached:
+            self.post_message(RunsAnalyzed(list(cached.values()), len(cached), max(total, len(cached))))
+
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_logdir(self) -> None:
         self._follow_pass(get_current_worker())
@@ -212,7 +230,10 @@ class TriageApp(App[int]):
         def judged(report: RunReport, done: int, total: int) -> None:
             batch.append(report)
             if done == total or throttle.ready():
-                self.post_message(RunsAnalyzed(batch.copy(), done, total))
+                assert self.watcher is not None
+                # Twins over every run judged so far, as `report` attaches them: the batch's runs, and any run
+                # whose twin evidence the batch changed.
+                self.post_message(RunsAnalyzed(self.watcher.twinned(), done, total))
                 batch.clear()
 
         first = self.watcher.polls == 0
@@ -269,6 +290,9 @@ class TriageApp(App[int]):
     def on_runs_analyzed(self, message: RunsAnalyzed) -> None:
         for report in message.reports:
             self.store.reports[report.name] = report
+            if self.logdir is None and report.name in self.store.runs:
+                # A cached verdict before the read: its run as judged (steps, times, files; no points yet).
+                self.store.runs[report.name] = report.run
         self.progress = None if message.done >= message.total else ("analysing", message.done, message.total)
         self._adopt_runs(frozenset(report.name for report in message.reports))
 
