@@ -328,10 +328,16 @@ def store(logdir, report: RunReport, context: LogdirContext, config: Config | No
     }
     if report.engine_verdict is not None:  # twins were attached in place: keep the engine's own verdict
         report = replace(report, findings=report.engine_verdict[0], health=report.engine_verdict[1])
-    slim = replace(run, scalars={}, histograms={}, texts={}, config_texts={})
+    # The run without its points, the features without the detectors' bucketed curves: what a report reads.
+    slim = replace(
+        report,
+        run=replace(run, scalars={}, histograms={}, texts={}, config_texts={}),
+        features={tag: f.without_curves() for tag, f in report.features.items()},
+        engine_verdict=None,
+    )
     try:
         raw_checks = pickle.dumps(checks, protocol=pickle.HIGHEST_PROTOCOL)
-        raw_report = pickle.dumps(replace(report, run=slim, engine_verdict=None), protocol=pickle.HIGHEST_PROTOCOL)
+        raw_report = pickle.dumps(slim, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
         return False
     digest = hashlib.blake2b(raw_checks + raw_report, digest_size=16).digest()
@@ -405,4 +411,3 @@ def before_reading(logdir, config: Config | None, now: float | None) -> dict[str
         if report is not None:
             out[name] = report
     return out
-
