@@ -274,18 +274,20 @@ def run_settings(reports: Sequence[RunReport]) -> dict[str, dict[str, Any]]:
     return {r.name: _settings(run_hparams(r.run)[0]) for r in reports}
 
 
-def attach_twins(reports: Sequence[RunReport]) -> None:
+def attach_twins(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]] | None = None) -> None:
     """Give every run with a warning or critical finding its healthy twin's evidence, and every run that bounces
     above its lower-lr twin an `oscillation` (`lr_oscillation`), in place.
 
     Idempotent: each report is first put back to the engine's verdict (`RunReport.engine_verdict`, kept the first
-    time), so attaching twins again, after more runs arrived or changed, never re-weighs a cause twice."""
+    time), so attaching twins again, after more runs arrived or changed, never re-weighs a cause twice.
+    `settings` (`run_settings` of the same reports) saves reading each run's settings again."""
     for report in reports:
         if report.engine_verdict is None:
             report.engine_verdict = (report.findings, report.health)
         else:
             report.findings, report.health = report.engine_verdict
-    settings = run_settings(reports)
+    if settings is None:
+        settings = run_settings(reports)
     # Only a healthy run can be a twin: judged once here, not once per sick run (a sweep of 2,000 runs with
     # 800 sick ones made that 1.6 M health checks and name comparisons).
     healthy = sorted((r for r in reports if _healthy(r)), key=lambda r: r.name)
@@ -298,12 +300,12 @@ def attach_twins(reports: Sequence[RunReport]) -> None:
     lr_oscillation(reports, settings, {r.name for r in healthy})
 
 
-def with_twins(reports: Sequence[RunReport]) -> list[RunReport]:
+def with_twins(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]] | None = None) -> list[RunReport]:
     """`attach_twins` without touching `reports`: each report itself where twins change nothing, else a copy with
     its twin's evidence (and health). Derived from the engine's verdicts every time, so the app can call it after
     each batch of verdicts while the reports it already shows stay as they are."""
     copies = [replace(r) for r in reports]
-    attach_twins(copies)
+    attach_twins(copies, settings)
     return [r if c.findings is r.findings and c.health is r.health else c for r, c in zip(reports, copies)]
 
 

@@ -213,21 +213,31 @@ def _siblings_unchanged(logdir, name: str, recorded: dict[str, list[dict]]) -> b
 _BUILTINS = frozenset(
     {"set", "frozenset", "tuple", "list", "dict", "complex", "float", "int", "bytes", "bytearray", "str", "bool"}
 )
-_NUMPY_CALLS = frozenset({"_reconstruct", "scalar", "_frombuffer"})
+#: What numpy pickles an array, a scalar or a dtype as (never `memmap` or any other class that touches files).
+_NUMPY = frozenset({"_reconstruct", "scalar", "_frombuffer", "ndarray", "dtype"})
 
 
 class _Unpickler(pickle.Unpickler):
-    """Builds only what a verdict is made of: the analysis package's and numpy's types, a few builtins, paths."""
+    """Builds only what a verdict is made of: the analysis package's dataclasses (whose constructors only assign),
+    numpy arrays, scalars and dtypes, a few builtins and paths; anything else in an entry is an error."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins" and name in _BUILTINS or module == "copyreg" and name == "_reconstructor":
-            return super().find_class(module, name)
         root = module.split(".", 1)[0]
-        if root in ("tbtriage", "numpy", "pathlib"):
-            found = super().find_class(module, name)
-            if isinstance(found, type) or root == "numpy" and name in _NUMPY_CALLS:
-                return found
-        raise pickle.UnpicklingError(f"{module}.{name} is not part of a verdict")
+        allowed = (
+            module == "builtins"
+            and name in _BUILTINS
+            or module == "copyreg"
+            and name == "_reconstructor"
+            or root == "numpy"
+            and (name in _NUMPY or module == "numpy.dtypes")
+            or module == "pathlib"
+            and name.endswith("Path")
+            or module.startswith("tbtriage.analysis.")
+        )
+        found = super().find_class(module, name) if allowed else None
+        if found is None or module.startswith("tbtriage.") and not dataclasses.is_dataclass(found):
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a verdict")
+        return found
 
 
 def _loads(raw: bytes) -> Any:

@@ -24,7 +24,7 @@ from .engine import LogdirContext, logdir_context
 from .findings import FindingKey, finding_key, finding_order
 from .json_safe import json_safe
 from .pipeline import EngineAnalyzer, analyze_runs
-from .twins import with_twins
+from .twins import run_settings, with_twins
 
 if TYPE_CHECKING:
     from .logdir import Logdir
@@ -113,6 +113,7 @@ class Watcher:
     recheck_silent_s: float = RECHECK_SILENT_S
     reports: dict[str, RunReport] = field(default_factory=dict)  # the engine's verdict on each run, as judged
     shown: dict[str, RunReport] = field(default_factory=dict)  # the same with twins attached (`twinned`)
+    _settings: dict[str, tuple[RunReport, dict[str, Any]]] = field(default_factory=dict, repr=False)
     seen: set[FindingKey] = field(default_factory=set)
     polls: int = 0
     judged_at: dict[str, float] = field(default_factory=dict)  # run -> the logdir's newest wall time then
@@ -167,7 +168,12 @@ class Watcher:
         """Derive the reports as shown (`shown`: each verdict with its healthy twin's evidence, `twins.with_twins`,
         over every run judged so far) from the engine's verdicts (`reports`); the shown reports that changed
         since the last call. Cheap enough to call after each batch of verdicts (the app does)."""
-        fresh = with_twins([self.reports[name] for name in self.reports if name in self.logdir.runs])
+        reports = [self.reports[name] for name in self.reports if name in self.logdir.runs]
+        for report in reports:  # each run's settings read once per verdict, not once per batch
+            known = self._settings.get(report.name)
+            if known is None or known[0] is not report:
+                self._settings[report.name] = (report, run_settings([report])[report.name])
+        fresh = with_twins(reports, {r.name: self._settings[r.name][1] for r in reports})
         changed = [r for r in fresh if self.shown.get(r.name) is not r]
         self.shown = {r.name: r for r in fresh}
         return changed

@@ -139,7 +139,9 @@ def test_a_training_run_is_judged_again_when_its_validation_sibling_changed(tmp_
     write_keras_pair(root / "cifar", epochs=12, seed=1)
     diagnose(root, now=NOW)
     # The validation run has a new file: the train run read it (Keras siblings) and is judged again with it.
-    shutil.copy(next((root / "cifar" / "train").glob("*tfevents*")), root / "cifar" / "validation" / "events.x.tfevents")
+    shutil.copy(
+        next((root / "cifar" / "train").glob("*tfevents*")), root / "cifar" / "validation" / "events.x.tfevents"
+    )
     assert _hits(root) == {"mnist/train", "mnist/validation"}
     assert _json(diagnose(root, now=NOW)) == _cold(root, monkeypatch)
 
