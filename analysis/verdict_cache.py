@@ -240,7 +240,7 @@ class _Unpickler(pickle.Unpickler):
         return found
 
 
-def _loads(raw: bytes) -> Any:
+def _loads(raw: bytes | memoryview) -> Any:
     return _Unpickler(io.BytesIO(raw)).load()
 
 
