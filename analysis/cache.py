@@ -30,7 +30,7 @@ of a gigabyte costs seconds on a slow core, the sum runs at memory speed and sti
 zeroed or bit-flipped entry. An entry is written to a temporary name and renamed over the old one
 (`os.replace`), so a crash never leaves half an entry that a later open reads. The cache is capped
 (`TBTRIAGE_CACHE_MAX`, default 2 GiB): past the cap the least recently used entries go (each hit stamps its
-entry's times). `TBTRIAGE_NO_CACHE=1` (the commands' `--no-cache`) turns it off. Nothing is ever written to
+entry's times), the runs' cached verdicts beside them (`verdict_cache`) included. `TBTRIAGE_NO_CACHE=1` (the commands' `--no-cache`) turns it off. Nothing is ever written to
 the logdir.
 """
 

@@ -61,7 +61,8 @@ def test_the_pool_judges_every_run_as_the_serial_path_does(logdir, now):
     assert all(report.run is run for report, run in zip(pooled, runs))
 
 
-def test_a_pooled_report_and_its_comparison_equal_the_serial_ones(logdir, now):
+def test_a_pooled_report_and_its_comparison_equal_the_serial_ones(logdir, now, monkeypatch):
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")  # both judge every run (a cached verdict keeps no curves)
     serial = diagnose(logdir, now=now, workers=1)
     pooled = diagnose(logdir, now=now, workers=2)
     assert _verdicts(pooled.runs) == _verdicts(serial.runs)
