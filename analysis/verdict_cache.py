@@ -131,11 +131,13 @@ def _event_files(reader) -> list[dict] | None:
     for name in sorted(names):
         st = reader._files[name]
         path = reader.path / name
-        try:
-            now = os.stat(path)
-        except OSError:
-            return None
-        if st.identity is None or now.st_size != st.offset or tuple(st.identity[0]) != (now.st_dev, now.st_ino):
+        now = cache._stat_or_none(path)
+        if (
+            now is None
+            or st.identity is None
+            or now.st_size != st.offset
+            or tuple(st.identity[0]) != (now.st_dev, now.st_ino)
+        ):
             return None
         fingerprint = st.identity[2]
         records.append(
@@ -161,11 +163,13 @@ def _files_unchanged(reader, records: list[dict]) -> bool:
         return False
     for r in records:
         path = reader.path / r["name"]
-        try:
-            now = os.stat(path)
-        except OSError:
-            return False
-        if (now.st_size, now.st_mtime_ns, [now.st_dev, now.st_ino]) != (r["size"], r["mtime_ns"], r["dev_ino"]):
+        now = cache._stat_or_none(path)
+        # Exactly the bytes judged (the column cache also takes a file that only grew: its reader resumes it).
+        if now is None or (now.st_size, now.st_mtime_ns, [now.st_dev, now.st_ino]) != (
+            r["size"],
+            r["mtime_ns"],
+            r["dev_ino"],
+        ):
             return False
         fingerprint = reader._fingerprint(r["name"], r["size"])
         if (None if fingerprint is None else fingerprint.hex()) != r["fingerprint"]:
