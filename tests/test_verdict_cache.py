@@ -300,3 +300,12 @@ def test_a_warm_app_shows_every_verdict_before_it_reads_a_run(logdir, monkeypatc
         drive(app, scenario, wait=False)
     finally:
         reading.set()
+
+
+def test_verdicts_share_the_column_cache_size_cap(logdir, monkeypatch):
+    cold = _cold(logdir, monkeypatch)
+    monkeypatch.setenv("TBTRIAGE_CACHE_MAX", "1")  # every entry but the newest is evicted as the next is written
+    assert _json(diagnose(logdir, now=NOW)) == cold
+    kept = list(verdict_cache.cache.root().iterdir())
+    assert len(kept) == 1 and kept[0].suffix == verdict_cache.SUFFIX  # the last verdict written evicted the rest
+    assert _json(diagnose(logdir, now=NOW)) == cold
