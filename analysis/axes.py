@@ -10,6 +10,9 @@ write every tag once per epoch at step = epoch. A finding is stated on one axis:
   in, 0-based like the chart's axis) is added to every finding of such a run; the message says "epoch N (step S)";
 - in epochs when the run has no global step at all: `evidence["axis"] == "epoch"` and the message says "epoch N".
 
+A Keras `batch_*` tag is the running mean of the epoch so far; the detectors read it as the mean of each logged
+stretch of batches (`keras_batch_means`), where the run shows it is one.
+
 Only the run's own tags decide (a validation run has its own `evaluation_*_vs_iterations`), so a finding's onset
 never depends on which other runs were loaded with it. A chart of an epoch-indexed series places a finding at
 `series_step` (its epoch), any other series at its global step.
@@ -71,6 +74,63 @@ def keras_steps_per_epoch(run: Run) -> int | None:
                 if per_epoch > 1:
                     return per_epoch
     return None
+
+
+#: A Keras per-batch tag: what `fit` passes to `on_train_batch_end`, the running mean of the epoch so far (its
+#: stateful loss and metric means are reset at each epoch's start; TF >= 2.2, Keras 3), written at step = the
+#: number of batches trained so far, every `update_freq` of them.
+KERAS_BATCH_PREFIX = "batch_"
+#: A running mean written at an epoch's last batch is that epoch's `epoch_*` value, to float32 rounding.
+_SAME_VALUE = 1e-5
+
+
+def keras_batch_means(run: Run) -> Run:
+    """`run` with each Keras `batch_<q>` tag's running epoch means turned back into what each logged stretch
+    of batches averaged: after k_0 batches of an epoch the mean is m_0, after k_1 it is m_1, so the batches in
+    between averaged (k_1·m_1 − k_0·m_0) / (k_1 − k_0) (the epoch's first logged point: its own m). A spike on
+    one batch is diluted k-fold in the running mean; in the recovered values it is only shared with the other
+    batches of its stretch, wherever in the epoch it fell.
+
+    Only where the run proves the tag is a running mean: `epoch_<q>` beside it gives the epoch length, and at
+    every epoch end the tag logged, its value is that epoch's `epoch_<q>` (a tag of per-batch values would
+    hold its last batch there). The run itself is not changed; a run with nothing to recover is returned."""
+    spe = keras_steps_per_epoch(run)
+    if spe is None:
+        return run
+    recovered = {}
+    for tag, series in run.scalars.items():
+        epochs = run.scalars.get(KERAS_EPOCH_PREFIX + tag[len(KERAS_BATCH_PREFIX) :])
+        if not tag.startswith(KERAS_BATCH_PREFIX) or epochs is None or len(series) < 2:
+            continue
+        values = _stretch_means(series.steps, series.values, spe, epochs.steps, epochs.values)
+        if values is not None:
+            recovered[tag] = replace(series, values=values)
+    return replace(run, scalars={**run.scalars, **recovered}) if recovered else run
+
+
+def _stretch_means(
+    steps: np.ndarray, means: np.ndarray, spe: int, epoch_steps: np.ndarray, epoch_values: np.ndarray
+) -> np.ndarray | None:
+    """The mean of each logged stretch of batches from a running epoch mean logged at batch counts `steps`
+    (1-based), or None when the series is not shown to be one (see `keras_batch_means`)."""
+    if steps[0] < 1 or np.any(np.diff(steps) <= 0):
+        return None
+    epoch = (steps - 1) // spe
+    done = steps - epoch * spe  # batches of its epoch the mean covers
+    ends = np.flatnonzero(done == spe)
+    at = np.searchsorted(epoch_steps, epoch[ends])
+    known = at < epoch_steps.size
+    ends, at = ends[known], at[known]
+    known = epoch_steps[at] == epoch[ends]
+    ends, at = ends[known], at[known]
+    expected, logged = epoch_values[at], means[ends]
+    if not ends.size or not np.all(np.abs(logged - expected) <= _SAME_VALUE * np.maximum(np.abs(expected), 1e-12)):
+        return None
+    same_epoch = np.r_[False, epoch[1:] == epoch[:-1]]
+    before, prior = np.r_[0, done[:-1]], np.r_[np.nan, means[:-1]]
+    with np.errstate(all="ignore"):
+        stretch = (done * means - before * prior) / (done - before)
+    return np.where(same_epoch, stretch, means)
 
 
 def step_axes(run: Run) -> StepAxes:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .axes import keras_steps_per_epoch, restate, step_axes
+from .axes import keras_batch_means, keras_steps_per_epoch, restate, step_axes
 from .causes import rank_causes
 from .config import Config
 from .datamodel import Finding, Run, RunReport, SeriesFeatures
@@ -169,7 +169,9 @@ def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Conf
 
 
 def run_data(run: Run, config: Config | None = None, context: LogdirContext | None = None) -> RunData:
-    """What the detectors see of one run: its roles, per-series features, headline tags and run-level facts."""
+    """What the detectors see of one run: its roles, per-series features, headline tags and run-level facts.
+    A Keras running epoch mean is seen as the mean of each logged stretch of batches (`keras_batch_means`)."""
+    run = keras_batch_means(run)
     roles = assign_roles(run.scalars, config, run_name=run.name)
     features: dict[str, SeriesFeatures] = {
         tag: series_features(tag, series, *roles[tag]) for tag, series in run.scalars.items()

@@ -134,17 +134,26 @@ def write_keras_pair(
     update_freq: int | None = 10,
     nan_from_epoch: int | None = None,
     seed: int = 0,
+    running_means: bool = False,
+    bad_batches: tuple[int, ...] = (),
 ) -> Path:
     """A Keras `TensorBoard` callback's `train/` and `validation/` runs as TF2 writes them (tensor scalars through
     tensorboard's own writer): `epoch_loss`, `epoch_accuracy` and `epoch_learning_rate` at step = epoch index and,
     with `update_freq=N`, `batch_loss`/`batch_accuracy` every N global steps in train/ and the validation run's
-    `evaluation_*_vs_iterations` at the global step of each epoch's end. The losses are NaN from `nan_from_epoch`."""
+    `evaluation_*_vs_iterations` at the global step of each epoch's end. The losses are NaN from `nan_from_epoch`;
+    the batches at the global indices `bad_batches` have 8 times the loss.
+
+    `running_means`: `batch_loss` is what TF >= 2.2 and Keras 3 write, the running mean of the epoch so far, at
+    step = the number of batches trained (from 1); otherwise the batch's own loss at its 0-based index."""
     rng = np.random.default_rng(seed)
     total = epochs * steps_per_epoch
     step_loss = 1.4 * np.exp(-np.arange(total) / (total / 3)) + 0.2 + 0.03 * rng.standard_normal(total)
+    step_loss[list(bad_batches)] *= 8.0
     if nan_from_epoch is not None:
         step_loss[nan_from_epoch * steps_per_epoch :] = np.nan
     epoch_loss = step_loss.reshape(epochs, steps_per_epoch).mean(axis=1)
+    done = np.arange(total) % steps_per_epoch + 1
+    running = np.cumsum(step_loss.reshape(epochs, steps_per_epoch), axis=1).reshape(-1) / done
     val_loss = epoch_loss * 1.05 + 0.02 * rng.standard_normal(epochs)
     accuracy = np.clip(1.0 - epoch_loss / 1.6, 0.0, 1.0)
     t0 = time.time() - 3600.0
@@ -154,8 +163,14 @@ def write_keras_pair(
             end = (e + 1) * steps_per_epoch - 1
             if folder == "train":
                 if update_freq:
-                    for s in range(e * steps_per_epoch + update_freq - 1, end + 1, update_freq):
-                        points += [("batch_loss", step_loss[s], s, t0 + s), ("batch_accuracy", accuracy[e], s, t0 + s)]
+                    for s in range(e * steps_per_epoch, end + 1):
+                        if running_means and (s + 1) % update_freq == 0:
+                            points.append(("batch_loss", running[s], s + 1, t0 + s))
+                        elif not running_means and (s - e * steps_per_epoch + 1) % update_freq == 0:
+                            points += [
+                                ("batch_loss", step_loss[s], s, t0 + s),
+                                ("batch_accuracy", accuracy[e], s, t0 + s),
+                            ]
                 points += [
                     ("epoch_loss", epoch_loss[e], e, t0 + end),
                     ("epoch_accuracy", accuracy[e], e, t0 + end),

@@ -143,3 +143,43 @@ def test_each_step_phrase_is_restated_and_percentages_and_advice_are_left_alone(
     # The same words on the epoch tag: epoch 6 spans global steps 192-223; its span is counted in epochs.
     on_epoch = restate(replace(f, tags=("epoch_loss",), step=6, end_step=9, message="from step 6 in 3 steps"), axes)
     assert (on_epoch.step, on_epoch.end_step, on_epoch.message) == (192, 319, "from epoch 6 (step 192) in 3 epochs")
+
+
+def _stretch_means(losses: np.ndarray, logged: np.ndarray, spe: int) -> np.ndarray:
+    """What each logged stretch of batches averaged (steps count batches from 1; stretches end at epoch ends)."""
+    out, before = [], 0
+    for g in logged:
+        start = max(before, (g - 1) // spe * spe)
+        out.append(losses[start:g].mean())
+        before = g
+    return np.asarray(out)
+
+
+def test_a_keras_running_epoch_mean_is_read_as_the_mean_of_each_logged_stretch_of_batches(tmp_path: Path):
+    from tbtriage.analysis.axes import keras_batch_means
+
+    write_keras_pair(tmp_path / "means", steps_per_epoch=SPE, update_freq=10, running_means=True)
+    write_keras_pair(tmp_path / "batches", steps_per_epoch=SPE, update_freq=10)
+    run = tbtriage.load(tmp_path / "means").runs["train"]
+    logged = run.scalars["batch_loss"]
+    recovered = keras_batch_means(run).scalars["batch_loss"]
+    rng = np.random.default_rng(0)  # write_keras_pair's losses, seed 0
+    total = 20 * SPE
+    losses = 1.4 * np.exp(-np.arange(total) / (total / 3)) + 0.2 + 0.03 * rng.standard_normal(total)
+    assert np.allclose(recovered.values, _stretch_means(losses, logged.steps, SPE), rtol=1e-5)
+    assert np.array_equal(recovered.steps, logged.steps) and not np.allclose(recovered.values, logged.values)
+    assert run.scalars["batch_loss"] is logged  # the run itself keeps what was logged
+    # Per-batch values (a pre-2.2 or hand-written callback) are not running means: their epoch ends do not hold
+    # the epoch's mean, and they are left as they are.
+    raw = tbtriage.load(tmp_path / "batches").runs["train"]
+    assert keras_batch_means(raw) is raw
+
+
+def test_one_bad_batch_diluted_in_a_keras_running_mean_is_still_a_loss_spike_at_its_step(tmp_path: Path):
+    # Batch 400 (offset 16 of epoch 12) has 8 times the loss. The running mean logged at step 410 holds it 1/26th:
+    # ~+0.1 on a noisy 0.45. Undone, the stretch 401-410 averages it 1/10th: ~x1.7, a spike at step 410.
+    write_keras_pair(tmp_path, steps_per_epoch=SPE, update_freq=10, running_means=True, bad_batches=(400,))
+    run = tbtriage.diagnose(tmp_path).runs[0]
+    assert run.name == "train"
+    spikes = [f for f in run.findings if f.kind == "loss_spike"]
+    assert spikes and spikes[0].step == 410 and spikes[0].tags[0] == "batch_loss"

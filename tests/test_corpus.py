@@ -265,3 +265,51 @@ def test_a_bad_shard_in_a_keras_per_batch_running_mean_is_periodic():
     periodic = [f for f in findings if f.kind == "periodic_spikes"]
     assert periodic and periodic[0].evidence["period"] == 32
     assert periodic[0].causes[0].cause in ("data_order", "bad_batch")
+
+
+@pytest.mark.parametrize("case", ["dying_relu", "dying_relu_histograms", "saturated_tanh_histograms"])
+def test_units_that_die_in_a_few_large_updates_are_dated_when_they_died_not_where_the_creep_after_passed_80_percent(
+    case,
+):
+    # lr 0.05: the second layer goes from half to ~85 % zeros (or 0 to ~76 % of tanh outputs at ±1) within its
+    # first ~30 steps, then creeps up for the rest of the run. The death is dated at that rise (the first
+    # logged point after it), not where the creep crossed 80 % (steps 64 and 96 for the tanh nets).
+    for folder in [n for n, label in LABELS.items() if label["case"] == case]:
+        findings, _ = _verdict(folder)
+        dead = [f for f in findings if f.kind == "dead_units"]
+        assert dead and dead[0].severity == "warning", folder
+        assert dead[0].step <= 32, f"{folder}: dated at {dead[0].step}"
+        assert abs(dead[0].step - LABELS[folder]["expect"][0]["onset_step"]) <= LABELS[folder]["expect"][0]["tolerance"]
+
+
+def test_healthy_relu_and_tanh_twins_have_no_dead_units():
+    twins = ("healthy_relu", "healthy_deep_relu", "healthy_relu_histograms", "healthy_tanh_histograms")
+    for folder in [n for n, label in LABELS.items() if label["case"] in twins]:
+        findings, _ = _verdict(folder)
+        assert "dead_units" not in {f.kind for f in findings}, folder
+
+
+@pytest.mark.parametrize("convention", ["pytorch", "tensorboardx", "lightning"])
+def test_one_poisoned_batch_is_a_loss_spike_whose_evidence_holds_the_gradient_jump_not_exploding_gradients(
+    convention,
+):
+    # The bad batch at step 300 makes the loss ×6-13 and the gradient norm ×10-18 on the same step; both are back
+    # at the next points. One event, one finding: the loss spike, with the norm's jump in its evidence.
+    findings, _ = _verdict(_first("poisoned_shard_once", convention))
+    assert "exploding_gradients" not in {f.kind for f in findings}
+    spike = [f for f in findings if f.kind == "loss_spike"]
+    assert spike and spike[0].severity == "warning" and abs(spike[0].step - 300) <= 10
+    jump = spike[0].evidence["grad_norm_spike"]
+    assert jump["ratio"] >= 3 and abs(jump["step"] - 300) <= 10 and jump["tag"] in spike[0].evidence["summary"]
+
+
+def test_every_rnn_without_clipping_still_explodes_from_its_labelled_onset():
+    # Norms that climb x1e4..x1e18 and stay up (or turn Inf/NaN): no single recovered spike, never folded.
+    folders = [n for n, label in LABELS.items() if label["case"] in ("rnn_no_clipping", "rnn_no_clipping_nan")]
+    assert len(folders) >= 8
+    for folder in folders:
+        findings, _ = _verdict(folder)
+        exploding = [f for f in findings if f.kind == "exploding_gradients"]
+        expect = next(e for e in LABELS[folder]["expect"] if e["kind"] == "exploding_gradients")
+        assert exploding and exploding[0].severity == "critical", folder
+        assert abs(exploding[0].step - expect["onset_step"]) <= expect["tolerance"], folder

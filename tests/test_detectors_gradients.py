@@ -160,3 +160,42 @@ def test_grad_norm_inf_on_many_steps_while_the_loss_stays_finite_is_amp_overflow
     )
     assert finding.severity == "warning" and finding.evidence["overflow_points"] == 12
     assert "exploding_gradients" not in kinds(analyze_tags({"train/grad_norm": (steps, grad)}))
+
+
+def test_units_that_die_fast_then_creep_past_80_percent_late_are_dated_at_the_fast_rise():
+    # Half the units at zero until step 400, 78 % by step 440 (one bad update), then a slow creep to 95 % that
+    # crosses 80 % only around step 1100: the layer died at ~420, in the middle of its rise.
+    steps = steps_every(4000, 10)
+    rng = np.random.default_rng(3)
+    level = np.where(steps < 400, 0.5, 0.78 + 0.17 * (1 - np.exp(-np.maximum(steps - 440, 0) / 1500)))
+    level = np.where((steps >= 400) & (steps < 440), 0.5 + 0.28 * (steps - 400) / 40, level)
+    zero = np.clip(scatter(rng, level, 0.005), 0, 1)
+    loss = scatter(rng, 1.0 + np.exp(-steps / 800), 0.02)
+    finding = _one(analyze_tags({"train/loss": (steps, loss), "act/relu2_zero_frac": (steps, zero)}), "dead_units")
+    assert finding.severity == "warning" and 400 <= finding.step <= 440, finding.step
+
+
+def _bad_batches(at: tuple[int, ...]) -> dict:
+    """A healthy run (loss and grad norm every step) where each batch in `at` has ×8 the loss and ×15 the norm."""
+    steps = steps_every(3000, 1, first=0)
+    rng = np.random.default_rng(5)
+    loss = scatter(rng, 0.4 + 1.6 * np.exp(-steps / 400), 0.04)
+    grad = scatter(rng, np.full(steps.size, 0.8), 0.1)
+    for step in at:
+        loss[step] *= 8.0
+        grad[step] *= 15.0
+    return {"train/loss": (steps, loss), "train/grad_norm": (steps, grad)}
+
+
+def test_one_bad_batch_jumping_loss_and_norm_together_is_one_loss_spike_with_the_norm_in_its_evidence():
+    report = analyze_tags(_bad_batches((1800,)))
+    assert "exploding_gradients" not in kinds(report, ("critical", "warning", "info"))
+    spike = _one(report, "loss_spike")
+    assert spike.step == 1800 and spike.evidence["grad_norm_spike"]["step"] == 1800
+    assert "train/grad_norm jumped ×" in spike.evidence["summary"]
+
+
+def test_the_norm_jumping_on_several_bad_batches_is_still_exploding_gradients():
+    report = analyze_tags(_bad_batches((1200, 1800, 2400)))
+    exploding = _one(report, "exploding_gradients")
+    assert exploding.severity == "warning" and exploding.evidence["events"] == 3

@@ -3,14 +3,19 @@
 A ReLU layer outputs zero for about half its inputs in a healthy net; when DEAD_FRAC of its outputs are
 zero (the seed article's 80 % rule) the layer has lost most of its capacity, and units that stopped
 firing rarely recover because they get no gradient. Judged on the recent median of every
-`activation_zero_frac` tag (percentages are read as fractions), with the onset where the level crossed
-DEAD_FRAC for the last time. CRITICAL_FRAC (virtually every unit dead) is critical. Layers are one finding.
+`activation_zero_frac` tag (percentages are read as fractions). CRITICAL_FRAC (virtually every unit dead)
+is critical. Layers are one finding.
+
+The onset is when the units died (`died_at`): the middle of the layer's rise from the level it started at
+to the dead level it sits at now. Units die fast (one large update) and the share then creeps up for the
+rest of the run; a fixed level such as DEAD_FRAC would date the death wherever the creep crossed it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..smoothing import running_median
 from .base import RunData, confident, finding, some_of
 from .histograms import from_histograms, saturated_units
 
@@ -19,6 +24,19 @@ KINDS = ("dead_units",)
 
 DEAD_FRAC = 0.8
 CRITICAL_FRAC = 0.98
+#: A ReLU layer at initialisation outputs zero for about half its inputs (zero-mean pre-activations): the
+#: level its rise starts from when the first logged point already comes after the units died.
+INIT_ZERO_FRAC = 0.5
+
+
+def died_at(steps: np.ndarray, share: np.ndarray, start: float, recent: float) -> int:
+    """When the units died: the first step from which the share of dead (or saturated) units, as a running
+    median of 3 points, stayed at or above the middle of its rise from `start` (its first point: a median
+    of the first few could already hold the fast rise) to `recent`."""
+    middle = 0.5 * (start + recent)
+    below = np.flatnonzero(running_median(share, 3) < middle)
+    first = int(below[-1]) + 1 if below.size else 0
+    return int(steps[min(first, steps.size - 1)])
 
 
 def _as_fraction(values: np.ndarray, all_values: np.ndarray) -> np.ndarray:
@@ -30,7 +48,7 @@ def detect(data: RunData) -> list:
     # ReLU-like activation histograms stand in for zero-fraction scalars the run did not log, and tanh/sigmoid
     # ones are judged on their saturation ends.
     found += from_histograms(data, "activation", found, _dead_units)
-    return found or saturated_units(data, DEAD_FRAC, CRITICAL_FRAC)
+    return found or saturated_units(data, DEAD_FRAC, CRITICAL_FRAC, died_at)
 
 
 def _dead_units(data: RunData) -> list:
@@ -44,15 +62,9 @@ def _dead_units(data: RunData) -> list:
         recent = float(_as_fraction(np.array([feats.extra["recent_median"]]), values)[0])
         if recent < DEAD_FRAC:
             continue
-        level = feats.extra["level"]
-        medians = _as_fraction(level.medians, values)
-        below = np.flatnonzero(medians < DEAD_FRAC)
-        bucket = int(below[-1]) + 1 if below.size else 0
-        bucket = min(bucket, len(level) - 1)
-        start_index = int(level.first[bucket])
-        crossed = np.flatnonzero(fraction[start_index:] >= DEAD_FRAC)
-        onset = int(steps[start_index + (int(crossed[0]) if crossed.size else 0)])
-        dead.append((tag, recent, float(np.median(fraction[: max(3, values.size // 20)])), onset, values.size))
+        start = float(np.median(fraction[: max(3, values.size // 20)]))
+        onset = died_at(steps, fraction, min(float(fraction[0]), INIT_ZERO_FRAC), recent)
+        dead.append((tag, recent, start, onset, values.size))
     if not dead:
         return []
     dead.sort(key=lambda d: -d[1])

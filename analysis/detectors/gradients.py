@@ -25,6 +25,9 @@ steps) while the loss keeps falling is not one, and neither is any norm below EX
   (a spike's peak beyond RANGE_MULT × the highest level the smoothed norm ever held; sustained growth only
   when it ends non-finite).
 Sustained growth, non-finite norms or a ratio beyond CRITICAL_RATIO are critical; recovered spikes warn.
+One bad batch (a corrupt sample, an outlier) makes the loss spike and the norm jump on the same step, and both
+come back at once: a norm whose only excursion is such a spike (below CRITICAL_RATIO) over the steps of a loss
+spike that `spikes` reports is that loss spike's evidence, not an exploding gradient (`_bad_batch`).
 A total norm and its layers exploding together is one finding (the layers are listed in evidence).
 
 vanishing_gradients:
@@ -43,6 +46,7 @@ import numpy as np
 from ..smoothing import diff_noise
 from .base import RunData, clip_advice, confident, finding, fmt, sentence, smoothed_level
 from .histograms import from_histograms
+from .spikes import loss_spike_over
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("exploding_gradients", "vanishing_gradients")
@@ -292,6 +296,18 @@ def _hurts(data: RunData, tag: str, event: dict) -> bool:
     return event["peak"] > RANGE_MULT * top
 
 
+def _bad_batch(data: RunData, events: list[dict]) -> bool:
+    """The norm's only excursion is one recovered spike (below CRITICAL_RATIO) over the steps of a loss spike
+    the loss_spike rule reports: the fingerprint of one bad batch, told in that finding."""
+    if len(events) != 1:
+        return False
+    event = events[0]
+    if event["sustained"] or event.get("wide") or not event["ratio"] < CRITICAL_RATIO:
+        return False
+    first = min(event.get("prev_step", event["step"]) + 1, event["step"])
+    return loss_spike_over(data, first, event["end_step"]) is not None
+
+
 def _exploding(data: RunData) -> list:
     per_tag: dict[str, list[dict]] = {}
     for tag in data.tags("grad_norm", "grad_norm_layer"):
@@ -300,7 +316,7 @@ def _exploding(data: RunData) -> list:
         if growth:
             events = [e for e in events if e["step"] < growth["step"]] + [growth]
         events = [e for e in events if _hurts(data, tag, e)]
-        if events:
+        if events and not _bad_batch(data, events):
             per_tag[tag] = events
     if not per_tag:
         return []

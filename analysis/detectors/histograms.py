@@ -68,9 +68,15 @@ def from_histograms(
     return [_from_histograms(f, data) for f in rule(view) if f.kind not in known]
 
 
-def saturated_units(data: RunData, dead_frac: float, critical_frac: float) -> list[Finding]:
+def saturated_units(
+    data: RunData,
+    dead_frac: float,
+    critical_frac: float,
+    died_at: Callable[[np.ndarray, np.ndarray, float, float], int],
+) -> list[Finding]:
     """dead_units from tanh/sigmoid activation histograms: the recent median of their mass at the saturation
-    ends is at least `dead_frac` (critical from `critical_frac`), with the onset where it last rose past it."""
+    ends is at least `dead_frac` (critical from `critical_frac`), with the onset when the units saturated:
+    `died_at(steps, mass, start, recent)`, the dead_units owner's one definition of it."""
     hot = []
     for tag, hist in sorted(data.run.histograms.items()):
         # The name must say tanh or sigmoid (values in [0, 1] fit either range) before buckets are worth building.
@@ -88,9 +94,8 @@ def saturated_units(data: RunData, dead_frac: float, critical_frac: float) -> li
         recent = float(np.median(mass[-max(3, int(RECENT_SHARE * mass.size)) :]))
         if recent < dead_frac:
             continue
-        below = np.flatnonzero(mass < dead_frac)
-        onset = int(steps[below[-1] + 1]) if below.size and below[-1] + 1 < steps.size else int(steps[0])
         start = float(np.median(mass[: max(3, mass.size // 20)]))
+        onset = died_at(steps, mass, float(mass[0]), recent)
         hot.append((tag, recent, start, onset, mass.size, ends))
     if not hot:
         return []

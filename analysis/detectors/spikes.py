@@ -272,6 +272,41 @@ def detect(data: RunData) -> list:
     return _one_per_event(findings)
 
 
+def loss_spike_over(data: RunData, first: int, last: int) -> Spike | None:
+    """The training loss's recovered spike over steps `first`..`last` that this rule reports as a warning
+    (at least ×WARN_RATIO, SPIKE_Z sigmas and SPIKE_REL above the level before it, past the run's first
+    EARLY_FRAC, not an lr restart), if there is one."""
+    tag = data.primary.train_loss
+    if tag is None or "scale" not in data.features[tag].extra:
+        return None
+    scale = data.features[tag].extra["scale"]
+    for s in data.features[tag].extra.get("spikes", ()):
+        if min(s.prev_step + 1, s.start_step) > last or s.end_step < first or s.before <= 0:
+            continue
+        if (
+            s.peak >= WARN_RATIO * s.before
+            and s.z >= SPIKE_Z
+            and _relative(s, scale) >= SPIKE_REL
+            and position(data, s.start_step) >= EARLY_FRAC
+            and not _lr_restart(data, s)
+        ):
+            return s
+    return None
+
+
+def _grad_excursion(data: RunData, spike: Spike) -> dict | None:
+    """The gradient norm's own spike (×CORROBORATE_RATIO) over the steps of a loss spike: one bad batch shows
+    in both, and is one event (`gradients` leaves it to the loss spike)."""
+    grad = data.primary.grad_norm
+    if grad is None:
+        return None
+    first = min(spike.prev_step + 1, spike.start_step)
+    for g in data.features[grad].extra.get("spikes", ()):
+        if g.before > 0 and g.peak >= CORROBORATE_RATIO * g.before and _corroborated(g, [(first, spike.end_step)]):
+            return {"tag": grad, "step": g.peak_step, "ratio": round(g.peak / g.before, 1), "end_step": g.end_step}
+    return None
+
+
 def _other_jumps(data: RunData, tag: str) -> list[tuple[int, int]]:
     """(first, last) steps that each spike of the run's other signals speaks for: the gradient norm jumping
     ×CORROBORATE_RATIO, or another training loss tag spiking (an epoch mean covers the steps since its
@@ -342,6 +377,12 @@ def _spike_finding(data: RunData, tag: str, spikes: list[Spike], scale: float):
         {k: (round(v, 4) if isinstance(v, float) and k != "sigma" else v) for k, v in d.items()}
         for d in evidence["spikes"]
     ]
+    excursion = _grad_excursion(data, worst)
+    if excursion:
+        evidence["grad_norm_spike"] = excursion
+        evidence["summary"] += (
+            f"; {excursion['tag']} jumped ×{excursion['ratio']:g} with it (step {excursion['step']}) and came back"
+        )
     evidence.update(data.context_evidence(worst.peak_step))
     grads = evidence.get("context", {}).get("grad_norm")
     grad_spiked = bool(grads) and max(v for _, v in grads) > 5 * min(v for _, v in grads)

@@ -144,6 +144,18 @@ def per_epoch(trace: Trace, name: str):
     return epoch[ends], means, walls[ends]
 
 
+def epoch_running_mean(trace: Trace, name: str):
+    """After every step, the mean of the epoch's values so far: a stateful mean metric reset at each epoch's
+    start (what Keras passes to its callbacks as `logs`, and ultralytics shows as its progress)."""
+    steps, values, walls = trace.get(name)
+    epoch = steps // trace.steps_per_epoch
+    running = np.empty(values.size)
+    for e in np.unique(epoch):
+        at = np.flatnonzero(epoch == e)
+        running[at] = np.cumsum(values[at]) / np.arange(1, at.size + 1)
+    return steps, running, walls
+
+
 def at_epochs(trace: Trace, name: str):
     """An evaluation series re-indexed by epoch."""
     steps, values, walls = trace.get(name)
@@ -359,13 +371,19 @@ def write_keras(trace: Trace, sinks, folder: str) -> None:
 
 def write_keras_batch(trace: Trace, sinks, folder: str) -> None:
     """Keras `TensorBoard(update_freq=10)`: `batch_*` every 10 global steps plus `epoch_*`, and the validation
-    run's `evaluation_*_vs_iterations` at the global step."""
+    run's `evaluation_*_vs_iterations` at the global step.
+
+    `batch_*` is what `fit` passes to `on_train_batch_end`: the running mean of the epoch so far (the stateful
+    loss and metric means, reset at each epoch's start; TF >= 2.2 and Keras 3), at step = the number of batches
+    trained so far (Keras counts them from 1: the value after batch index s is written at step s + 1)."""
     write_keras(trace, sinks, folder)
     n = 10
     if folder == "train":
-        _emit(sinks, trace, "batch_loss", every(trace, "loss", n, n - 1))
-        if trace.has("acc"):
-            _emit(sinks, trace, "batch_accuracy", every(trace, "acc", n, n - 1))
+        for name, tag in (("loss", "batch_loss"), ("acc", "batch_accuracy")):
+            if trace.has(name):
+                steps, running, walls = epoch_running_mean(trace, name)
+                keep = (steps + 1) % n == 0
+                _emit(sinks, trace, tag, (steps[keep] + 1, running[keep], walls[keep]))
     else:
         if trace.has("val_loss"):
             _emit(sinks, trace, "evaluation_loss_vs_iterations", trace.get("val_loss"))
@@ -410,20 +428,12 @@ def write_detectron2(trace: Trace, sinks, folder: str) -> None:
 
 def write_ultralytics(trace: Trace, sinks, folder: str) -> None:
     """Ultralytics: after every batch the running mean of the epoch's losses, at step = epoch (many per step)."""
-    steps, values, walls = trace.get("loss")
+    steps, running, walls = epoch_running_mean(trace, "loss")
     epoch = steps // trace.steps_per_epoch
-    starts = np.flatnonzero(np.r_[True, epoch[1:] != epoch[:-1]])
-    counts = np.arange(steps.size) - np.repeat(starts, np.diff(np.r_[starts, steps.size])) + 1
-    sums = np.cumsum(values)
-    base = np.repeat(np.r_[0.0, sums[starts[1:] - 1]], np.diff(np.r_[starts, steps.size]))
-    running = (sums - base) / counts
     terms = trace.names("task/")
     if terms:
         for name in terms:
-            _, v, _ = trace.get(name)
-            s_v = np.cumsum(v)
-            b_v = np.repeat(np.r_[0.0, s_v[starts[1:] - 1]], np.diff(np.r_[starts, steps.size]))
-            _emit(sinks, trace, f"train/{_layer_name(name)}_loss", (epoch, (s_v - b_v) / counts, walls))
+            _emit(sinks, trace, f"train/{_layer_name(name)}_loss", (epoch, *epoch_running_mean(trace, name)[1:]))
     else:
         _emit(sinks, trace, "train/loss", (epoch, running, walls))
     if trace.has("val_loss"):
