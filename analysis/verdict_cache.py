@@ -54,7 +54,8 @@ from .datamodel import Run, RunReport
 from .detectors.base import LogdirContext
 from .detectors.stalled import StallFacts, stall, stall_facts
 from .engine import context_from_spans, related_runs
-from .run_config import MAX_CONFIG_BYTES, config_paths
+from .run_config import HPARAM_TEXT_TAG, MAX_CONFIG_BYTES, config_paths
+from .twins import twin_candidates
 
 #: Bumped whenever what an entry holds, or what makes it valid, changes: older entries are ignored.
 FORMAT = 1
@@ -345,7 +346,7 @@ def store(logdir, report: RunReport, context: LogdirContext, config: Config | No
     # The run without its points, the features without the detectors' bucketed curves: what a report reads.
     slim = replace(
         report,
-        run=replace(run, scalars={}, histograms={}, texts={}, config_texts={}),
+        run=replace(run, scalars={}, histograms={}, texts=_setting_texts(run), config_texts={}),
         features={tag: f.without_curves() for tag, f in report.features.items()},
         engine_verdict=None,
     )
@@ -362,6 +363,12 @@ def store(logdir, report: RunReport, context: LogdirContext, config: Config | No
         f.write(raw_report)
 
     return cache.write_entry(entry_path(reader), write)
+
+
+def _setting_texts(run: Run) -> dict:
+    """The text summaries the run's settings come from (`run_config.run_hparams` reads the last of each): what
+    `twins.twin_candidates` needs of a cached run's texts."""
+    return {tag: entries[-1:] for tag, entries in run.texts.items() if HPARAM_TEXT_TAG.search(tag)}
 
 
 # ---- whole passes -------------------------------------------------------------------------------------------
@@ -410,7 +417,9 @@ def before_reading(logdir, config: Config | None, now: float | None) -> dict[str
 
     Only when every run has a sound entry: the logdir context (`stalled`) needs every run's span, and a run
     without an entry has none yet. Each verdict is then checked against the context those spans make (as
-    `engine.logdir_context` would make it after reading); a run whose verdict does not hold is left out.
+    `engine.logdir_context` would make it after reading); a run whose verdict does not hold is left out, and so
+    is a run whose verdict twins may change (`twins.twin_candidates`): every verdict given is the one `report`
+    gives.
     """
     entries: dict[str, Entry] = {}
     for name in logdir.runs:
@@ -424,4 +433,7 @@ def before_reading(logdir, config: Config | None, now: float | None) -> dict[str
         report = entry.report(context)
         if report is not None:
             out[name] = report
+    # Twins are attached over every run once the runs are read: a verdict they may change waits for that.
+    for name in twin_candidates(list(out.values()), complete=len(out) == len(entries)):
+        del out[name]
     return out

@@ -309,3 +309,15 @@ def test_verdicts_share_the_column_cache_size_cap(logdir, monkeypatch):
     kept = list(verdict_cache.cache.root().iterdir())
     assert len(kept) == 1 and kept[0].suffix == verdict_cache.SUFFIX  # the last verdict written evicted the rest
     assert _json(diagnose(logdir, now=NOW)) == cold
+
+
+def test_before_reading_holds_back_the_verdicts_twins_may_change(twins_logdir, monkeypatch):
+    cold = {r["run"]: r for r in _cold(twins_logdir, monkeypatch)}
+    diagnose(twins_logdir, now=NOW)
+    unread = open_logdir(twins_logdir)
+    unread.find()
+    found = verdict_cache.before_reading(unread, None, NOW)
+    # The bouncing run gets its oscillation only against its twin's points, once read: it waits for them. What is
+    # shown is what report says.
+    assert set(found) == {"mlp_lr0.02"}
+    assert run_report_dict(found["mlp_lr0.02"]) == cold["mlp_lr0.02"]
