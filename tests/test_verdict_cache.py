@@ -198,12 +198,18 @@ def test_a_run_not_read_to_its_end_is_never_cached(logdir):
     assert len(_entries()) == 2
 
 
-def test_before_reading_gives_every_verdict_without_reading_a_run(logdir, monkeypatch):
-    cold = {r["run"]: r for r in _cold(logdir, monkeypatch)}
-    diagnose(logdir, now=NOW)
-    unread = open_logdir(logdir)
+def _cached_then_unread(path: Path, monkeypatch):
+    """(the cold report by run, a logdir whose readers read nothing yet, and the verdicts `before_reading` gives
+    for it) after one report has cached every run."""
+    cold = {r["run"]: r for r in _cold(path, monkeypatch)}
+    diagnose(path, now=NOW)
+    unread = open_logdir(path)
     unread.find()
-    found = verdict_cache.before_reading(unread, None, NOW)
+    return cold, unread, verdict_cache.before_reading(unread, None, NOW)
+
+
+def test_before_reading_gives_every_verdict_without_reading_a_run(logdir, monkeypatch):
+    cold, unread, found = _cached_then_unread(logdir, monkeypatch)
     assert set(found) == set(cold)
     assert all(not run.scalars for run in unread.runs.values())  # nothing was read
     # What the report writes of each run, from the cache alone (steps, times, files and tag counts included).
@@ -312,11 +318,7 @@ def test_verdicts_share_the_column_cache_size_cap(logdir, monkeypatch):
 
 
 def test_before_reading_holds_back_the_verdicts_twins_may_change(twins_logdir, monkeypatch):
-    cold = {r["run"]: r for r in _cold(twins_logdir, monkeypatch)}
-    diagnose(twins_logdir, now=NOW)
-    unread = open_logdir(twins_logdir)
-    unread.find()
-    found = verdict_cache.before_reading(unread, None, NOW)
+    cold, _, found = _cached_then_unread(twins_logdir, monkeypatch)
     # The bouncing run gets its oscillation only against its twin's points, once read: it waits for them. What is
     # shown is what report says.
     assert set(found) == {"mlp_lr0.02"}
