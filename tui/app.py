@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -62,6 +63,9 @@ if TYPE_CHECKING:
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
 FOLLOW_SECONDS = 5.0
 
+#: Longest the read waits for the screen that shows the cached verdicts to be drawn (it is drawn in milliseconds
+#: unless the app is busy elsewhere).
+CACHED_DRAW_WAIT_S = 1.0
 #: The analysis pool's workers run this much nicer than the app (`os.nice`): on a machine whose cores they
 #: fill, the UI thread still gets one the moment a key arrives; idle cores are still all theirs.
 POOL_NICENESS = 10
@@ -136,6 +140,7 @@ class TriageApp(App[int]):
         self.load_error: str | None = None
         self.loaded = False
         self._refreshing = False
+        self._cached_drawn = threading.Event()  # the screen with the cached verdicts is drawn: the read may start
         self._user_chose_run = False  # until then the cursor goes to the worst run once all are analysed
         self.main_screen = MainScreen()
 
@@ -216,6 +221,8 @@ class TriageApp(App[int]):
             return
         if cached:
             self.post_message(RunsAnalyzed(list(cached.values()), len(cached), max(total, len(cached))))
+            # The read holds the GIL for a while: let that screen be drawn first (it is what the user waits for).
+            self._cached_drawn.wait(CACHED_DRAW_WAIT_S)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_logdir(self) -> None:
@@ -293,6 +300,8 @@ class TriageApp(App[int]):
             if self.logdir is None and report.name in self.store.runs:
                 # A cached verdict before the read: its run as judged (steps, times, files; no points yet).
                 self.store.runs[report.name] = report.run
+        if self.logdir is None:
+            self.call_after_refresh(self._cached_drawn.set)
         self.progress = None if message.done >= message.total else ("analysing", message.done, message.total)
         self._adopt_runs(frozenset(report.name for report in message.reports))
 
