@@ -30,7 +30,7 @@ of a gigabyte costs seconds on a slow core, the sum runs at memory speed and sti
 zeroed or bit-flipped entry. An entry is written to a temporary name and renamed over the old one
 (`os.replace`), so a crash never leaves half an entry that a later open reads. The cache is capped
 (`TBTRIAGE_CACHE_MAX`, default 2 GiB): past the cap the least recently used entries go (each hit stamps its
-entry's times). `TBTRIAGE_NO_CACHE=1` (the commands' `--no-cache`) turns it off. Nothing is ever written to
+entry's times), the runs' cached verdicts beside them (`verdict_cache`) included. `TBTRIAGE_NO_CACHE=1` (the commands' `--no-cache`) turns it off. Nothing is ever written to
 the logdir.
 """
 
@@ -70,6 +70,8 @@ _CHECK_CHUNK = 8 << 20
 _MAX_HEADER = 1 << 30
 _DTYPES = {"i8": np.int64, "f8": np.float64}
 _SUFFIX = ".tbc"
+#: Every kind of entry the size cap counts: decoded columns, and the verdicts of `verdict_cache` beside them.
+ENTRY_SUFFIXES = (_SUFFIX, ".tbv")
 #: A temporary entry older than this was left by a writer that died (a write takes seconds at most).
 _STALE_TMP_S = 3600
 
@@ -463,29 +465,47 @@ def store(reader) -> bool:
     ).replace('"__STATE__"', header_state, 1)
     head = header.encode("ascii")
     path = entry_path(reader)
+
+    def write(f) -> None:
+        f.write(_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), 0))
+        f.write(head)
+        f.write(b"\0" * (_padded(f.tell()) - f.tell()))
+        for _, _, _, _, raws in table:
+            nbytes = 0
+            for raw in raws:
+                f.write(raw.data)
+                nbytes += raw.size
+            f.write(b"\0" * (_padded(nbytes) - nbytes))
+
+    if not write_entry(path, write):
+        return False
+    _map_columns(reader, path, _padded(_PREFIX.size + len(head)), table)
+    return True
+
+
+def write_entry(path: Path, write) -> bool:
+    """Write an entry of the cache atomically (`write(f)` fills a temporary file, renamed over `path`), then count
+    it against the size cap (evicting the least recently used entries of every kind); False when it cannot be
+    written: a full or read-only cache disk costs speed, never the read."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), 0))
-                f.write(head)
-                f.write(b"\0" * (_padded(f.tell()) - f.tell()))
-                for _, _, _, _, raws in table:
-                    nbytes = 0
-                    for raw in raws:
-                        f.write(raw.data)
-                        nbytes += raw.size
-                    f.write(b"\0" * (_padded(nbytes) - nbytes))
+                write(f)
             os.replace(tmp, path)
         except BaseException:
             _remove(Path(tmp))
             raise
     except OSError:
-        return False  # a full or read-only cache disk costs speed, never the read
+        return False
     _BUDGETS.get(path.parent).added(path)
-    _map_columns(reader, path, _padded(_PREFIX.size + len(head)), table)
     return True
+
+
+def touch(path: Path) -> None:
+    """Stamp an entry of the cache as used now (the size cap evicts the least recently used first)."""
+    _Budget.touch(path)
 
 
 def _snapshot(reader) -> tuple[dict, list[tuple[str, list[np.ndarray]]]]:
@@ -728,7 +748,7 @@ class _Budget:
                 with os.scandir(self.directory) as it:
                     for e in it:
                         try:
-                            if e.name.endswith(_SUFFIX):
+                            if e.name.endswith(ENTRY_SUFFIXES):
                                 self.sizes[Path(e.path)] = e.stat().st_size
                             elif e.name.endswith(".tmp") and e.stat().st_mtime < time.time() - _STALE_TMP_S:
                                 os.unlink(e.path)  # left by a writer that crashed: never read, now removed

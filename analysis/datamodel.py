@@ -6,7 +6,7 @@ Reading produces `Run`s (inside a `Logdir`); the engine turns a `Run` into a `Ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,10 @@ class Run:
     config_texts: dict[str, str] = field(default_factory=dict)
 
 
+#: Feature `extra` values kept by `SeriesFeatures.without_curves`: numbers, text and small containers of them.
+_SMALL = (int, float, str, bool, type(None), tuple, dict)
+
+
 @dataclass(frozen=True, eq=False)
 class SeriesFeatures:
     """Structured description of one series: what a person (or the LLM) needs, not the points."""
@@ -135,6 +139,11 @@ class SeriesFeatures:
     trend: float | None  # recent relative slope (per 1 % of the run), sign = direction of change
     spike_period: int | None  # steps between recurring spikes, when periodic
     extra: dict[str, Any] = field(default_factory=dict)  # detector-specific numbers
+
+    def without_curves(self) -> SeriesFeatures:
+        """These features without the detectors' bucketed curves (`extra` values that are arrays or arrays'
+        summaries: only detectors read them; health, twins and every view read the numbers)."""
+        return replace(self, extra={k: v for k, v in self.extra.items() if isinstance(v, _SMALL)})
 
 
 @dataclass(frozen=True)
@@ -208,6 +217,9 @@ class RunReport:
     findings: list[Finding]
     health: Health
     primary_tags: PrimaryTags  # the headline series (`roles.primary_tags`), chosen once for every view
+    #: The engine's own (findings, health), kept by `twins.attach_twins` the first time it re-weighs this report,
+    #: so that attaching twins again starts from the verdict rather than from its previous result.
+    engine_verdict: tuple[list[Finding], Health] | None = field(default=None, repr=False, compare=False)
 
     def tag_points(self) -> dict[str, int]:
         """Points per scalar tag, in the run's order: the run's series as they are (a live run grows), and for a

@@ -55,13 +55,17 @@ class AnalysisContext(LogdirContext):
 
 def logdir_context(logdir: Logdir, now: float | None = None) -> AnalysisContext:
     """What single-run analysis needs to know about the other runs of `logdir` (a Logdir)."""
-    spans = []
-    for name, run in logdir.runs.items():
-        span = scalar_span(run)
-        if span is not None:
-            spans.append((name, *span))
-    latest = max((end for _, _, end in spans), default=None)
-    return AnalysisContext(latest_wall_time=latest, now=now, spans=tuple(spans), runs=logdir.runs)
+    return context_from_spans({name: scalar_span(run) for name, run in logdir.runs.items()}, logdir.runs, now)
+
+
+def context_from_spans(
+    spans: Mapping[str, tuple[float, float] | None], runs: Mapping[str, Run], now: float | None
+) -> AnalysisContext:
+    """The logdir context from each run's (first, last) wall time (None: no plausible time), in `runs`' order: how
+    `logdir_context` makes it, and how a warm reopen makes it from the spans its cached verdicts kept."""
+    kept = tuple((name, *span) for name, span in spans.items() if span is not None)
+    latest = max((end for _, _, end in kept), default=None)
+    return AnalysisContext(latest_wall_time=latest, now=now, spans=kept, runs=runs)
 
 
 def scalar_span(run: Run) -> tuple[float, float] | None:
@@ -313,6 +317,6 @@ def diagnose(
     context = logdir_context(logdir, now=time.time() if now is None else now)
     pattern = re.compile(runs) if runs else None
     chosen = [run for name, run in logdir.runs.items() if pattern is None or pattern.search(name)]
-    reports = analyze_runs(chosen, context, EngineAnalyzer(config), workers=workers)
+    reports = analyze_runs(chosen, context, EngineAnalyzer(config), workers=workers, logdir=logdir)
     attach_twins(reports)
     return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)

@@ -176,15 +176,8 @@ def slim(report: RunReport) -> RunReport:
         scalars={tag: s for tag, s in report.run.scalars.items() if tag in keep},
         histograms={},
     )
-    features = {
-        tag: replace(f, extra={k: v for k, v in f.extra.items() if isinstance(v, _SMALL)})
-        for tag, f in report.features.items()
-    }
+    features = {tag: f.without_curves() for tag, f in report.features.items()}
     return replace(report, run=run, features=features)
-
-
-#: Feature `extra` values that travel back from a worker: numbers, text and small containers of them.
-_SMALL = (int, float, str, bool, type(None), tuple, dict)
 
 
 def _sizes(logdir: Logdir, found: dict[str, Any], only: str | None) -> dict[str, int]:

@@ -71,22 +71,7 @@ class Logdir:
         `cancel()` is polled between runs and between chunks of a file: once it returns True
         reading stops at a record boundary, and the next refresh continues from there.
         """
-        found, only = self.discover()
-        if self.run_filter:
-            pattern = re.compile(self.run_filter)
-            found = {k: v for k, v in found.items() if pattern.search(k)}
-        # A run renamed or deleted since the last refresh is gone: listing it (the old name still
-        # holding the data) would show one run twice, or a run that no longer exists.
-        for name in [n for n in self._readers if n not in found]:
-            del self._readers[name]
-            self.runs.pop(name, None)
-            self.removed.append(name)
-        for name, path in found.items():
-            if name not in self._readers:
-                self._readers[name] = RunReader(
-                    self.path, path, name, kernel=self.kernel, only_file=only, storage=self.storage
-                )
-                self.runs[name] = self._readers[name].run
+        found = self.find()
         # One decision for the whole refresh: 50 runs of 10 MB are a 500 MB read, worth compiling for.
         kernel = choose_kernel(self.pending_bytes(), self.kernel)
         changed = []
@@ -117,6 +102,27 @@ class Logdir:
                 if on_run is not None:
                     on_run(name, self.runs[name])
         return changed
+
+    def find(self) -> dict[str, Any]:
+        """Discover the runs (the run filter applied) and give each new one its reader, reading nothing; run name
+        -> run directory. A run gone since the last look is dropped (noted in `removed`)."""
+        found, only = self.discover()
+        if self.run_filter:
+            pattern = re.compile(self.run_filter)
+            found = {k: v for k, v in found.items() if pattern.search(k)}
+        # A run renamed or deleted since the last refresh is gone: listing it (the old name still
+        # holding the data) would show one run twice, or a run that no longer exists.
+        for name in [n for n in self._readers if n not in found]:
+            del self._readers[name]
+            self.runs.pop(name, None)
+            self.removed.append(name)
+        for name, path in found.items():
+            if name not in self._readers:
+                self._readers[name] = RunReader(
+                    self.path, path, name, kernel=self.kernel, only_file=only, storage=self.storage
+                )
+                self.runs[name] = self._readers[name].run
+        return found
 
     def discover(self) -> tuple[dict[str, Any], str | None]:
         """(run name -> run directory, the one file to read when the logdir is a single event file).

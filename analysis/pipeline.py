@@ -23,11 +23,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
+from . import verdict_cache
 from .cache import release
 from .config import Config
 from .datamodel import Run, RunReport
 from .engine import AnalysisContext, LogdirContext, analyze_run, related_runs
+
+if TYPE_CHECKING:
+    from .logdir import Logdir
 
 #: Below this many runs the serial path is used: starting a pool (a fresh interpreter importing numpy and
 #: the engine, ~0.5 s) costs more than it saves on a hundred runs judged in ~5 ms each.
@@ -80,8 +85,13 @@ def analyze_runs(
     on_report: OnReport | None = None,
     cancel: Callable[[], bool] = lambda: False,
     niceness: int = 0,
+    logdir: Logdir | None = None,
 ) -> list[RunReport]:
     """Every run's report, in the order of `runs` (fewer when `cancel()` turned true part-way).
+
+    With the `logdir` the runs belong to and the engine's analyzer, each run's verdict comes from the verdict
+    cache when it still holds (`verdict_cache`), and each verdict judged here is cached: `on_report` then hears
+    the cached ones first.
 
     `analyzer` defaults to the engine with no config; an `EngineAnalyzer` (or the default) may run in a
     process pool of `workers` processes (default: `pool_workers`), any other callable runs here.
@@ -90,6 +100,15 @@ def analyze_runs(
     moment a key needs one, while the workers still use every core the rest of the time.
     """
     analyzer = analyzer or EngineAnalyzer()
+    if logdir is not None and isinstance(analyzer, EngineAnalyzer) and verdict_cache.enabled():
+        return verdict_cache.judge_runs(
+            runs,
+            context,
+            logdir,
+            analyzer.config,
+            lambda todo, judged: analyze_runs(todo, context, analyzer, workers, judged, cancel, niceness),
+            on_report,
+        )
     count = pool_workers(len(runs), workers) if isinstance(analyzer, EngineAnalyzer) else 1
     reports: list[RunReport] = []
     if count > 1 and isinstance(analyzer, EngineAnalyzer):

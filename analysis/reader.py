@@ -194,11 +194,15 @@ class RunReader:
         self._opened = False  # whether read() has run once (the read that caches)
 
     # -- discovery of files -------------------------------------------------------------------
-    def _list_files(self) -> list[str]:
+    def list_files(self) -> list[str]:
+        """The run's event files as they are now, sorted (OSError when its directory cannot be listed)."""
         if self.only_file is not None:
             return [self.only_file] if self.storage.is_file(self._file(self.only_file)) else []
+        return self.storage.list_files(self.path)
+
+    def _list_files(self) -> list[str]:
         try:
-            return self.storage.list_files(self.path)
+            return self.list_files()
         except OSError as exc:
             self._note("data_integrity", self.name, f"cannot list run directory: {exc.strerror or exc}")
             return []

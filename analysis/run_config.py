@@ -130,6 +130,16 @@ def _hparams_from_text(text: str) -> dict[str, Any]:
     return out
 
 
+def config_paths(run: Run) -> dict[str, Path]:
+    """Where a local run's config files would be (name -> path, whether there or not); {} for a run on a store."""
+    if run.path is None or "://" in str(run.path):
+        return {}
+    directory = Path(run.path)
+    if directory.is_file():
+        directory = directory.parent
+    return {name: directory / name for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES)}
+
+
 def run_hparams(run: Run) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Every hyperparameter known for a run and where they came from; later sources win.
 
@@ -146,16 +156,13 @@ def run_hparams(run: Run) -> tuple[dict[str, Any], tuple[str, ...]]:
                 sources.append(f"text summary {tag}")
     # A run read from a store (`s3://...`) has a URL for a path: its config files were read with its events.
     remote = run.path is not None and "://" in str(run.path)
-    directory = Path(run.path) if run.path is not None and not remote else None
-    if directory is not None and directory.is_file():
-        directory = directory.parent
-    for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES) if directory is not None or remote else ():
+    local = config_paths(run)
+    for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES) if local or remote else ():
         if remote:
             text = run.config_texts.get(name)
             found = parse_config(name, text) if text is not None else {}
         else:
-            assert directory is not None
-            found = read_config_file(directory / name)
+            found = read_config_file(local[name])
         if found:
             merged.update(found)
             sources.append(name)

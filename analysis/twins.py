@@ -274,20 +274,39 @@ def run_settings(reports: Sequence[RunReport]) -> dict[str, dict[str, Any]]:
     return {r.name: _settings(run_hparams(r.run)[0]) for r in reports}
 
 
-def attach_twins(reports: Sequence[RunReport]) -> None:
+def attach_twins(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]] | None = None) -> None:
     """Give every run with a warning or critical finding its healthy twin's evidence, and every run that bounces
-    above its lower-lr twin an `oscillation` (`lr_oscillation`), in place."""
-    settings = run_settings(reports)
+    above its lower-lr twin an `oscillation` (`lr_oscillation`), in place.
+
+    Idempotent: each report is first put back to the engine's verdict (`RunReport.engine_verdict`, kept the first
+    time), so attaching twins again, after more runs arrived or changed, never re-weighs a cause twice.
+    `settings` (`run_settings` of the same reports) saves reading each run's settings again."""
+    for report in reports:
+        if report.engine_verdict is None:
+            report.engine_verdict = (report.findings, report.health)
+        else:
+            report.findings, report.health = report.engine_verdict
+    if settings is None:
+        settings = run_settings(reports)
     # Only a healthy run can be a twin: judged once here, not once per sick run (a sweep of 2,000 runs with
     # 800 sick ones made that 1.6 M health checks and name comparisons).
     healthy = sorted((r for r in reports if _healthy(r)), key=lambda r: r.name)
-    sick = [r for r in reports if any(f.severity in ("critical", "warning") and f.causes for f in r.findings)]
+    sick = [r for r in reports if _sick(r)]
     for report in sick:
         twin = find_twin(report, healthy, settings)
         if twin is None:
             continue
         report.findings = [replace(f, causes=apply_twin(f.causes, twin)) if f.causes else f for f in report.findings]
     lr_oscillation(reports, settings, {r.name for r in healthy})
+
+
+def with_twins(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]] | None = None) -> list[RunReport]:
+    """`attach_twins` without touching `reports`: each report itself where twins change nothing, else a copy with
+    its twin's evidence (and health). Derived from the engine's verdicts every time, so the app can call it after
+    each batch of verdicts while the reports it already shows stay as they are."""
+    copies = [replace(r) for r in reports]
+    attach_twins(copies, settings)
+    return [r if c.findings is r.findings and c.health is r.health else c for r, c in zip(reports, copies)]
 
 
 def _lr_place(report: RunReport, settings: dict[str, Any]) -> tuple[tuple, float] | None:
@@ -320,13 +339,20 @@ def _points(report: RunReport) -> int:
     return max(1, len(found[1])) if found is not None else 1
 
 
-def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]], healthy: set[str]) -> None:
-    """Add `oscillation` to each run that bounces above its lr twin: the healthy run that differs from it ONLY
-    in the lr, the nearest lower one. In place; the run's health is scored again with it."""
+def _sick(report: RunReport) -> bool:
+    """A run a twin can speak for: a warning or critical finding with causes to re-weigh."""
+    return any(f.severity in ("critical", "warning") and f.causes for f in report.findings)
+
+
+def _lr_candidates(
+    reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]], healthy: set[str]
+) -> list[tuple[float, RunReport, list[tuple[float, RunReport]]]]:
+    """(its lr, the run, its healthy siblings at a lower lr) for each run that may bounce above an lr twin."""
     places: dict[tuple, list[tuple[float, RunReport]]] = {}
     for report in reports:
         if (place := _lr_place(report, settings.get(report.name, {}))) is not None:
             places.setdefault(place[0], []).append((place[1], report))
+    found = []
     for group in places.values():
         for lr, report in group:
             # A diverged or non-finite loss (a critical finding) is not bouncing in a valley; an oscillation
@@ -335,28 +361,50 @@ def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str
                 f.severity == "critical" or f.kind == "oscillation" and f.severity != "info" for f in report.findings
             ):
                 continue
-            mine = _train_loss(report)
             lower = [(other_lr, r) for other_lr, r in group if r.name in healthy and 0 < other_lr < lr]
-            if mine is None or not lower:
-                continue
-            tag, series = mine
-            nearest = max(other_lr for other_lr, _ in lower)
-            # Of equal twins (seeds), the one logged most like this run: its loss under the same tag, else at the
-            # nearest number of points (a loss averaged over a window or an epoch scatters less than per step).
-            twin = min(
-                (r for other_lr, r in lower if other_lr == nearest),
-                key=lambda r: (r.primary_tags.train_loss != tag, abs(math.log(_points(r) / _points(report))), r.name),
-            )
-            theirs = _train_loss(twin)
-            found = against_twin(report.name, tag, series, twin.name, theirs[1], (lr, nearest)) if theirs else None
-            if found is None:
-                continue
-            row = CAUSES["lr_too_high"]
-            fact = f"the healthy twin {twin.name} differs only in lr={fmt(lr)} here vs {fmt(nearest)}"
-            # The twin's difference is the cause's whole case: its weight (TWIN_WEIGHT) on an even prior.
-            confidence = round(1 / (1 + math.exp(-TWIN_WEIGHT)), 2)
-            evidence = {"for": [fact], "twin": {"run": twin.name, "differs": {"lr": [lr, nearest]}}}
-            cause = Cause("lr_too_high", row.summary, confidence, evidence, row.fix)
-            kept = [f for f in report.findings if f.kind != "oscillation"]  # an info `scatter` gives way to it
-            report.findings = [*kept, replace(found, causes=(cause,))]
-            report.health = health(report.findings, report.features, report.roles)
+            if lower:
+                found.append((lr, report, lower))
+    return found
+
+
+def twin_candidates(reports: Sequence[RunReport], complete: bool = True) -> set[str]:
+    """The runs whose verdict `attach_twins` over `reports` may change, told without their points (a sick run with
+    a healthy twin, a run with a healthy lower-lr twin): what a screen that shows verdicts before twins are
+    attached holds back. `complete=False` (other runs of the logdir are not in `reports` and could be twins): every
+    sick run and every run that states an lr."""
+    settings = run_settings(reports)
+    if not complete:
+        return {r.name for r in reports if _sick(r) or _lr_place(r, settings[r.name]) is not None}
+    healthy = sorted((r for r in reports if _healthy(r)), key=lambda r: r.name)
+    names = {r.name for r in reports if _sick(r) and find_twin(r, healthy, settings) is not None}
+    return names | {r.name for _, r, _ in _lr_candidates(reports, settings, {h.name for h in healthy})}
+
+
+def lr_oscillation(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]], healthy: set[str]) -> None:
+    """Add `oscillation` to each run that bounces above its lr twin: the healthy run that differs from it ONLY
+    in the lr, the nearest lower one. In place; the run's health is scored again with it."""
+    for lr, report, lower in _lr_candidates(reports, settings, healthy):
+        mine = _train_loss(report)
+        if mine is None:
+            continue
+        tag, series = mine
+        nearest = max(other_lr for other_lr, _ in lower)
+        # Of equal twins (seeds), the one logged most like this run: its loss under the same tag, else at the
+        # nearest number of points (a loss averaged over a window or an epoch scatters less than per step).
+        twin = min(
+            (r for other_lr, r in lower if other_lr == nearest),
+            key=lambda r: (r.primary_tags.train_loss != tag, abs(math.log(_points(r) / _points(report))), r.name),
+        )
+        theirs = _train_loss(twin)
+        found = against_twin(report.name, tag, series, twin.name, theirs[1], (lr, nearest)) if theirs else None
+        if found is None:
+            continue
+        row = CAUSES["lr_too_high"]
+        fact = f"the healthy twin {twin.name} differs only in lr={fmt(lr)} here vs {fmt(nearest)}"
+        # The twin's difference is the cause's whole case: its weight (TWIN_WEIGHT) on an even prior.
+        confidence = round(1 / (1 + math.exp(-TWIN_WEIGHT)), 2)
+        evidence = {"for": [fact], "twin": {"run": twin.name, "differs": {"lr": [lr, nearest]}}}
+        cause = Cause("lr_too_high", row.summary, confidence, evidence, row.fix)
+        kept = [f for f in report.findings if f.kind != "oscillation"]  # an info `scatter` gives way to it
+        report.findings = [*kept, replace(found, causes=(cause,))]
+        report.health = health(report.findings, report.features, report.roles)

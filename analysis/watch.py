@@ -24,6 +24,7 @@ from .engine import LogdirContext, logdir_context
 from .findings import FindingKey, finding_key, finding_order
 from .json_safe import json_safe
 from .pipeline import EngineAnalyzer, analyze_runs
+from .twins import run_settings, with_twins
 
 if TYPE_CHECKING:
     from .logdir import Logdir
@@ -101,15 +102,18 @@ class Watcher:
 
     Each `poll()` reads what was appended, re-analyses the runs that changed, their sibling runs and
     the silent runs due a re-check (a run that stops writing is only `stalled` once the others write on,
-    so it must be judged again although nothing of its own changed), and returns the findings not
-    reported before. The first poll judges every run.
+    so it must be judged again although nothing of its own changed), attaches twins over every run (as
+    `report` does), and returns the findings not reported before. The first poll judges every run (from
+    the verdict cache where a run's verdict still holds).
     """
 
     logdir: Logdir
     analyze: RunAnalyzer
     clock: Callable[[], float] = time.time
     recheck_silent_s: float = RECHECK_SILENT_S
-    reports: dict[str, RunReport] = field(default_factory=dict)
+    reports: dict[str, RunReport] = field(default_factory=dict)  # the engine's verdict on each run, as judged
+    shown: dict[str, RunReport] = field(default_factory=dict)  # the same with twins attached (`twinned`)
+    _settings: dict[str, tuple[RunReport, dict[str, Any]]] = field(default_factory=dict, repr=False)
     seen: set[FindingKey] = field(default_factory=set)
     polls: int = 0
     judged_at: dict[str, float] = field(default_factory=dict)  # run -> the logdir's newest wall time then
@@ -133,24 +137,46 @@ class Watcher:
         newest = context.latest_wall_time if context.latest_wall_time is not None else 0.0
         due = sorted(self._due(changed, newest))
 
-        def judged(report: RunReport, done: int, total: int) -> None:  # in order: the done-th due run
-            self.reports[due[done - 1]] = report
-            self.judged_at[due[done - 1]] = newest
+        def judged(report: RunReport, done: int, total: int) -> None:
+            self.reports[report.name] = report
+            self.judged_at[report.name] = newest
             if on_report is not None:
                 on_report(report, done, total)
 
         runs = [self.logdir.runs[name] for name in due]
         analyze_runs(
-            runs, context, self.analyze, workers=self.workers, on_report=judged, cancel=cancel, niceness=self.niceness
+            runs,
+            context,
+            self.analyze,
+            workers=self.workers,
+            on_report=judged,
+            cancel=cancel,
+            niceness=self.niceness,
+            logdir=self.logdir,
         )
+        self.twinned()
         new: list[Finding] = []
-        for report in self.reports.values():
+        for report in self.shown.values():
             for finding in report.findings:
                 key = finding_key(finding)
                 if key not in self.seen:
                     self.seen.add(key)
                     new.append(finding)
         return sorted(new, key=finding_order)
+
+    def twinned(self) -> list[RunReport]:
+        """Derive the reports as shown (`shown`: each verdict with its healthy twin's evidence, `twins.with_twins`,
+        over every run judged so far) from the engine's verdicts (`reports`); the shown reports that changed
+        since the last call. Cheap enough to call after each batch of verdicts (the app does)."""
+        reports = [self.reports[name] for name in self.reports if name in self.logdir.runs]
+        for report in reports:  # each run's settings read once per verdict, not once per batch
+            known = self._settings.get(report.name)
+            if known is None or known[0] is not report:
+                self._settings[report.name] = (report, run_settings([report])[report.name])
+        fresh = with_twins(reports, {r.name: self._settings[r.name][1] for r in reports})
+        changed = [r for r in fresh if self.shown.get(r.name) is not r]
+        self.shown = {r.name: r for r in fresh}
+        return changed
 
     def _due(self, changed: list[str], newest: float) -> set[str]:
         """Changed runs, their siblings, and runs not judged since the logdir's newest event moved on."""

@@ -61,7 +61,8 @@ def test_the_pool_judges_every_run_as_the_serial_path_does(logdir, now):
     assert all(report.run is run for report, run in zip(pooled, runs))
 
 
-def test_a_pooled_report_and_its_comparison_equal_the_serial_ones(logdir, now):
+def test_a_pooled_report_and_its_comparison_equal_the_serial_ones(logdir, now, monkeypatch):
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")  # both judge every run (a cached verdict keeps no curves)
     serial = diagnose(logdir, now=now, workers=1)
     pooled = diagnose(logdir, now=now, workers=2)
     assert _verdicts(pooled.runs) == _verdicts(serial.runs)
@@ -78,7 +79,8 @@ def test_a_keras_validation_run_reaches_the_pool_with_its_training_sibling(logdi
         assert name in related_runs(train, logdir.runs)
 
 
-def test_the_follower_judges_in_the_pool_as_it_does_serially(logdir, now):
+def test_the_follower_judges_in_the_pool_as_it_does_serially(logdir, now, monkeypatch):
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")  # both judge every run (a cached verdict keeps no curves)
     judged = []
     serial = Watcher(logdir, engine_analyzer(), clock=lambda: now, workers=1)
     pooled = Watcher(logdir, engine_analyzer(), clock=lambda: now, workers=2)

@@ -39,7 +39,7 @@ from tbtriage.analysis.render_markdown import finding_markdown
 from tbtriage.analysis.watch import Watcher
 from tbtriage.tui.app import make_app
 from tbtriage.tui.widgets.findings_list import order_findings
-from tests._app_data import drive, fixed_clock
+from tests._app_data import drive, fixed_clock, report_for
 from tests._engine_data import SCENARIOS, runs_in_memory
 
 
@@ -134,8 +134,9 @@ def test_run_detectors_and_watch_use_the_same_order_and_identity():
     found = run_detectors(data)
     assert found == sorted(found, key=finding_order)
 
-    reports = {"r": SimpleNamespace(findings=[_finding("loss_spike", step=700), _finding("plateau", "info", None)])}
-    logdir = SimpleNamespace(runs={"r": Run(name="r", path=Path("r"))})
+    run = Run(name="r", path=Path("r"))
+    reports = {"r": report_for(run, [_finding("loss_spike", step=700), _finding("plateau", "info", None)])}
+    logdir = SimpleNamespace(runs={"r": run})
     watcher = Watcher(logdir, lambda run, context: reports[run.name])
     first = watcher.poll()
     assert first == sorted(first, key=finding_order) and len(first) == 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -62,6 +63,9 @@ if TYPE_CHECKING:
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
 FOLLOW_SECONDS = 5.0
 
+#: Longest the read waits for the screen that shows the cached verdicts to be drawn (it is drawn in milliseconds
+#: unless the app is busy elsewhere).
+CACHED_DRAW_WAIT_S = 1.0
 #: The analysis pool's workers run this much nicer than the app (`os.nice`): on a machine whose cores they
 #: fill, the UI thread still gets one the moment a key arrives; idle cores are still all theirs.
 POOL_NICENESS = 10
@@ -136,6 +140,7 @@ class TriageApp(App[int]):
         self.load_error: str | None = None
         self.loaded = False
         self._refreshing = False
+        self._cached_drawn = threading.Event()  # the screen with the cached verdicts is drawn: the read may start
         self._user_chose_run = False  # until then the cursor goes to the worst run once all are analysed
         self.main_screen = MainScreen()
 
@@ -176,6 +181,7 @@ class TriageApp(App[int]):
             names = list(find_runs(self.logdir_path, warnings))
             total = len(names)
             self.post_message(RunsDiscovered(names, warnings))
+            self._cached_verdicts(total)
         read = 0
         throttle = Throttle()
 
@@ -199,6 +205,25 @@ class TriageApp(App[int]):
         self.watcher = Watcher(logdir, analyzer, clock=self.clock, recheck_silent_s=silent_s, niceness=POOL_NICENESS)
         self._follow_pass(worker)
 
+    def _cached_verdicts(self, total: int) -> None:
+        """A warm reopen: every run's verdict from the verdict cache, shown before any run is read
+        (`verdict_cache.before_reading`); the read and the first pass follow, and confirm or replace them."""
+        from tbtriage.analysis import verdict_cache
+        from tbtriage.analysis.logdir import LogdirError, open_logdir
+
+        if self._analyzer is not None or not verdict_cache.enabled():
+            return  # a stand-in analyzer's verdicts are not the engine's
+        try:
+            logdir = open_logdir(self.logdir_path)
+            logdir.find()
+            cached = verdict_cache.before_reading(logdir, self.config, self.clock())
+        except (LogdirError, OSError):
+            return
+        if cached:
+            self.post_message(RunsAnalyzed(list(cached.values()), len(cached), max(total, len(cached))))
+            # The read holds the GIL for a while: let that screen be drawn first (it is what the user waits for).
+            self._cached_drawn.wait(CACHED_DRAW_WAIT_S)
+
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_logdir(self) -> None:
         self._follow_pass(get_current_worker())
@@ -212,7 +237,10 @@ class TriageApp(App[int]):
         def judged(report: RunReport, done: int, total: int) -> None:
             batch.append(report)
             if done == total or throttle.ready():
-                self.post_message(RunsAnalyzed(batch.copy(), done, total))
+                assert self.watcher is not None
+                # Twins over every run judged so far, as `report` attaches them: the batch's runs, and any run
+                # whose twin evidence the batch changed.
+                self.post_message(RunsAnalyzed(self.watcher.twinned(), done, total))
                 batch.clear()
 
         first = self.watcher.polls == 0
@@ -269,6 +297,11 @@ class TriageApp(App[int]):
     def on_runs_analyzed(self, message: RunsAnalyzed) -> None:
         for report in message.reports:
             self.store.reports[report.name] = report
+            if self.logdir is None and report.name in self.store.runs:
+                # A cached verdict before the read: its run as judged (steps, times, files; no points yet).
+                self.store.runs[report.name] = report.run
+        if self.logdir is None:
+            self.call_after_refresh(self._cached_drawn.set)
         self.progress = None if message.done >= message.total else ("analysing", message.done, message.total)
         self._adopt_runs(frozenset(report.name for report in message.reports))
 

@@ -12,12 +12,15 @@ it is a warning: a job that hangs (deadlock in a collective, a dead dataloader w
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..datamodel import Run
+from ..features import finite_view
 from ..reader import activity_span
 from ..smoothing import median
-from .base import RunData, finding
+from .base import LogdirContext, RunData, finding
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("stalled",)
@@ -29,9 +32,9 @@ FINISHED_LR = 0.02
 _END_MARKERS = re.compile(r"train_runtime|total_flos|train_samples_per_second")
 
 
-def _median_interval(data: RunData) -> float | None:
+def _median_interval(run: Run) -> float | None:
     gaps = []
-    for series in data.run.scalars.values():
+    for series in run.scalars.values():
         if len(series) > 2:
             walls = series.wall_times
             if not np.all(walls[1:] > walls[:-1]):  # already its unique values when strictly increasing
@@ -41,35 +44,72 @@ def _median_interval(data: RunData) -> float | None:
     return min(gaps) if gaps else None
 
 
-def _finished(data: RunData) -> bool:
-    if any(_END_MARKERS.search(t) for t in data.run.scalars):
+def _finished(run: Run, lr_tag: str | None) -> bool:
+    if any(_END_MARKERS.search(t) for t in run.scalars):
         return True
-    tag = data.primary.lr
-    if tag is None:
+    series = run.scalars.get(lr_tag) if lr_tag is not None else None
+    if series is None:
         return False
-    _, lr = data.finite(tag)
+    _, lr = finite_view(series)
     return bool(lr.size >= 3 and lr.max() > 0 and lr[-1] <= FINISHED_LR * lr.max())
 
 
-def detect(data: RunData) -> list:
-    context = data.context
-    span = activity_span(data.run)  # plausible times only: one corrupt wall time says nothing
-    if span is None or context.latest_wall_time is None:
-        return []
-    last = span[1]
-    silence = context.latest_wall_time - last
-    if silence <= MIN_SILENCE_S or _finished(data):  # the cheap tests first: no interval can change these
-        return []
-    interval = _median_interval(data) or 0.0
+@dataclass(frozen=True)
+class StallFacts:
+    """What `stalled` knows of one run from its own points: the part of its verdict no other run can change."""
+
+    name: str
+    first: float  # the run's activity span (`reader.activity_span`)
+    last: float
+    threshold: float  # seconds of silence past which it may be stalled
+    interval: float  # its median interval between writes (0 when unknown)
+    finished: bool  # its lr ran down, or it wrote an end-of-training summary: done, never stalled
+
+
+@dataclass(frozen=True)
+class Stall:
+    """What the logdir's context adds: how long the run has been silent, who wrote on, whether it is live."""
+
+    silence: float
+    alongside: tuple[str, ...]
+    live: bool
+
+
+def stall_facts(run: Run, lr_tag: str | None) -> StallFacts | None:
+    """The run's own facts (None when it has no plausible wall time): computed from its points alone."""
+    span = activity_span(run)  # plausible times only: one corrupt wall time says nothing
+    if span is None:
+        return None
+    interval = _median_interval(run) or 0.0
     threshold = max(MIN_SILENCE_S, SILENCE_INTERVALS * interval)
-    if silence <= threshold:
-        return []
-    alongside = [
-        name for name, first, end in context.spans if name != data.name and first < last and end > last + threshold
-    ]
+    return StallFacts(run.name, span[0], span[1], threshold, interval, _finished(run, lr_tag))
+
+
+def stall(facts: StallFacts | None, context: LogdirContext) -> Stall | None:
+    """Whether the run is stalled in this logdir context, and the context's part of the finding (None: not)."""
+    if facts is None or context.latest_wall_time is None:
+        return None
+    last = facts.last
+    silence = context.latest_wall_time - last
+    if silence <= facts.threshold or facts.finished:
+        return None
+    alongside = tuple(
+        name
+        for name, first, end in context.spans
+        if name != facts.name and first < last and end > last + facts.threshold
+    )
     if not alongside:
-        return []
+        return None
     live = context.now is not None and context.now - context.latest_wall_time <= LIVE_WINDOW_S
+    return Stall(silence, alongside, live)
+
+
+def detect(data: RunData) -> list:
+    facts = stall_facts(data.run, data.primary.lr)
+    found = stall(facts, data.context)
+    if facts is None or found is None:
+        return []
+    silence, alongside, live, interval = found.silence, found.alongside, found.live, facts.interval
     minutes = silence / 60.0
     evidence = {
         "summary": (
@@ -78,7 +118,7 @@ def detect(data: RunData) -> list:
         ),
         "silence_s": round(silence, 1),
         "typical_interval_s": round(interval, 2),
-        "still_writing": alongside[:10],
+        "still_writing": list(alongside[:10]),
     }
     message = f"stalled: no event for {minutes:.0f} min (step {data.run.last_step}) while other runs kept writing"
     suggestion = (
