@@ -7,6 +7,7 @@ import threading
 import time
 
 import numpy as np
+from textual.widgets import Static
 
 from tbtriage.analysis.config import Config
 from tbtriage.tui.app import make_app
@@ -294,3 +295,34 @@ def test_verdicts_on_other_runs_redraw_their_rows_and_the_status_line_without_re
         assert "show_tags" not in calls and "show_findings" not in calls and "update" not in calls
 
     drive(app, scenario)
+
+
+class GatedAnalyzer(HandAnalyzer):
+    """Judges nothing until the test opens the gate, so the app can be seen between reading and analysing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def __call__(self, run, context=None):
+        self.gate.wait(10)
+        return super().__call__(run, context)
+
+
+def test_once_every_run_is_read_the_status_counts_the_analysis_from_zero(tmp_path):
+    for i in range(3):
+        write_run(tmp_path, f"run{i}", {"train/loss": decaying_loss(20, seed=i)})
+    analyzer = GatedAnalyzer()
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=analyzer)
+
+    async def scenario(app, pilot):
+        await _until(pilot, lambda: app.logdir is not None)
+        await pilot.pause()
+        status = str(app.screen.query_one("#status", Static).render())
+        assert "analysing 0/3" in status and "reading" not in status
+        analyzer.gate.set()
+        await settle(app, pilot)
+        assert "analysing" not in str(app.screen.query_one("#status", Static).render())
+        assert len(app.reports) == 3
+
+    drive(app, scenario, wait=False)

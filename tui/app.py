@@ -256,6 +256,9 @@ class TriageApp(App[int]):
     @_while_shown
     def on_logdir_read(self, message: LogdirRead) -> None:
         self.logdir = message.logdir
+        # Every run is read: the count goes on with the analysis (from 0, until its first verdicts arrive),
+        # rather than stopping at the last read count that got through.
+        self.progress = ("analysing", 0, len(message.logdir.runs))
         for warning in getattr(message.logdir, "warnings", []):
             self.notify(plain(warning), severity="warning", markup=False)
         self._adopt_runs(None)
