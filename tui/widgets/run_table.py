@@ -48,6 +48,8 @@ CELL_PADDING = 1
 HEADER_LINES = 1
 #: Rendered lines kept; a screenful is ~50, so scrolling back and forth over a few pages redraws nothing.
 LINE_CACHE = 400
+#: Drawn cells kept: a screenful has ~350, of which names and steps differ from row to row.
+CELL_CACHE = 4000
 
 
 class RunTable(ScrollView, can_focus=True):
@@ -138,12 +140,12 @@ class RunTable(ScrollView, can_focus=True):
         self.ascii_only = ascii_only
         self.cursor_row = 0
         self._rows: list[RunRow] = []
-        self._index: dict[str, int] = {}  # run -> its row
         self._swatches: dict[str, str] = {}  # selected run -> its colour
         # Content widths of the columns sized to fit: they grow and never shrink while runs arrive.
         self._widths = {key: (width if width is not None else cell_len(label)) for key, label, width in COLUMNS}
         self._looks = 0  # bumped when the theme changes: every cached line is stale
         self._lines: LRUCache[tuple, Strip] = LRUCache(LINE_CACHE)
+        self._cells_drawn: LRUCache[tuple, list[Segment]] = LRUCache(CELL_CACHE)
         self._hover: int | None = None  # the row under the mouse
 
     # What the table shows ------------------------------------------------------------------
@@ -162,7 +164,7 @@ class RunTable(ScrollView, can_focus=True):
         return self._rows[self.cursor_row].name if self._rows else None
 
     def index_of(self, run: str) -> int | None:
-        return self._index.get(run)
+        return next((index for index, row in enumerate(self._rows) if row.name == run), None)
 
     def cells_at(self, index: int) -> list[Text]:
         """The cells of the row at `index`, as drawn."""
@@ -180,15 +182,15 @@ class RunTable(ScrollView, can_focus=True):
         """
         keep = keep if keep is not None else self.current_run
         self._rows = rows
-        self._index = {row.name: index for index, row in enumerate(rows)}
         self._swatches = swatches
         if restyle:
             self._looks += 1
         self._grow_columns(rows)
         self.virtual_size = Size(self._table_width(), len(rows) + HEADER_LINES)
-        if keep is not None and keep in self._index:
-            moved = self._index[keep] != self.cursor_row
-            self.cursor_row = self._index[keep]
+        kept = self.index_of(keep) if keep is not None else None
+        if kept is not None:
+            moved = kept != self.cursor_row
+            self.cursor_row = kept
             if moved:  # the user's own scrolling stays while the run under the cursor keeps its row
                 self._scroll_cursor_into_view()
         else:
@@ -291,18 +293,29 @@ class RunTable(ScrollView, can_focus=True):
         extend: Style | None = None,
     ) -> list[Segment]:
         """The cells padded to their columns' widths, then the row's style out to the widget's edge."""
-        console = self.app.console
         segments: list[Segment] = []
         for column, (cell, width) in enumerate(zip(cells, widths)):
-            pre = row_style + Style.from_meta({"row": index, "column": column}) + component
-            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
-            padded = Styled(Padding(cell, (0, CELL_PADDING)), pre_style=pre, post_style=post)
-            segments.extend(console.render_lines(padded, options)[0])
+            meta = Style.from_meta({"row": index, "column": column})  # where a click lands
+            segments.extend(
+                Segment(text, style + meta) for text, style, _ in self._cell(cell, width, row_style + component, post)
+            )
         remaining = max(0, self.size.width - sum(widths))
         fill = (row_style + component if extend is None else extend) + Style.from_meta(
             {"row": index, "column": 0, "out_of_bounds": True}
         )
         segments.append(Segment(" " * remaining, fill))
+        return segments
+
+    def _cell(self, cell: Text, width: int, pre: Style, post: Style) -> list[Segment]:
+        """`cell` padded to `width` as a DataTable draws it; cached, since most cells repeat from row to row
+        (a glyph, a score, an age) and drawing them through Rich is most of a line's time."""
+        key = (cell.plain, str(cell.style), tuple(cell.spans), cell.justify, cell.overflow, width, pre, post)
+        segments = self._cells_drawn.get(key)
+        if segments is None:
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            padded = Styled(Padding(cell, (0, CELL_PADDING)), pre_style=pre, post_style=post)
+            segments = self.app.console.render_lines(padded, options)[0]
+            self._cells_drawn[key] = segments
         return segments
 
     def _refresh_row(self, index: int) -> None:
@@ -311,6 +324,7 @@ class RunTable(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._lines.clear()
+        self._cells_drawn.clear()
 
     # The cursor ------------------------------------------------------------------------------
 
