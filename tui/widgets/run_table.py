@@ -296,9 +296,8 @@ class RunTable(ScrollView, can_focus=True):
         segments: list[Segment] = []
         for column, (cell, width) in enumerate(zip(cells, widths)):
             meta = Style.from_meta({"row": index, "column": column})  # where a click lands
-            segments.extend(
-                Segment(text, style + meta) for text, style, _ in self._cell(cell, width, row_style + component, post)
-            )
+            for text, style, _ in self._cell(cell, width, row_style + component, post):
+                segments.append(Segment(text, meta if style is None else style + meta))
         remaining = max(0, self.size.width - sum(widths))
         fill = (row_style + component if extend is None else extend) + Style.from_meta(
             {"row": index, "column": 0, "out_of_bounds": True}
