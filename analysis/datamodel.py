@@ -49,6 +49,12 @@ class Series:
     def __len__(self) -> int:
         return int(self.steps.shape[0])
 
+    def __repr__(self) -> str:
+        # Short: Textual describes each worker by the repr of its call, and a chart's worker gets every charted
+        # series; printing their arrays held the UI thread for tens of milliseconds per key.
+        span = f", steps {self.steps[0]}..{self.steps[-1]}" if len(self) else ""
+        return f"Series({len(self)} points{span})"
+
     @classmethod
     def empty(cls) -> Series:
         return cls(np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.float64))

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .compare import series_best, tag_direction
 from .datamodel import PrimaryTags, RunReport, Series
 
 MODES = ("best", "final", "last")
@@ -190,6 +189,8 @@ def run_value(run: RunScalars, ref: str, mode: str) -> float | None:
     if tag is None or series is None or not len(series):
         return None
     if mode == "best":
+        from .compare import series_best, tag_direction  # not on the app's way to its first frame
+
         best = series_best(series, tag_direction(run.roles, run.directions, tag) or 1)
         return best[0] if best is not None else None
     return float(series.values[-1])
@@ -204,6 +205,8 @@ def apply_filter(flt: RunFilter, runs: Sequence[RunScalars]) -> list[str]:
 
     FilterError when a condition or rank names a tag no run has (a typo, not a filter that keeps nothing).
     """
+    from .compare import tag_direction  # not on the app's way to its first frame
+
     for ref in {c.tag for c in flt.conditions} | ({flt.rank.tag} if flt.rank else set()):
         if runs and not any(resolve_tag(ref, run) is not None for run in runs):
             raise FilterError(f"no run has a tag {ref!r}")

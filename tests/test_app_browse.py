@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rich.text import Text
 
 from tbtriage.tui.app import make_app
 from tbtriage.tui.widgets.run_table import RunTable
@@ -32,18 +31,14 @@ def _analyzer():
     })  # fmt: skip
 
 
-def _names(table: RunTable) -> list[str]:
-    return [row.key.value for row in table.ordered_rows]  # top to bottom, as shown
-
-
 def test_opening_a_logdir_lists_every_run_worst_health_first(logdir):
     app = make_app(logdir, follow=False, clock=fixed_clock, analyzer=_analyzer())
 
     async def scenario(app, pilot):
         table = app.screen.query_one(RunTable)
 
-        assert _names(table) == ["big_lr3e-2", "small_batch", "baseline_lr1e-3"]
-        first_row = [cell.plain if isinstance(cell, Text) else str(cell) for cell in table.get_row_at(0)]
+        assert table.names == ["big_lr3e-2", "small_batch", "baseline_lr1e-3"]
+        first_row = [cell.plain for cell in table.cells_at(0)]
         assert first_row[1] == "✖" and first_row[2] == "12" and first_row[-1] == "divergence@40"
         assert app.view.current_tag == "train/loss"  # the headline loss is charted without asking
 
@@ -57,14 +52,14 @@ def test_a_slash_regex_filter_narrows_the_runs_and_escape_brings_them_back(logdi
         table = app.screen.query_one(RunTable)
 
         await pilot.press("slash", *"LR\\d", "enter")
-        assert sorted(_names(table)) == ["baseline_lr1e-3", "big_lr3e-2"]  # case-insensitive
+        assert sorted(table.names) == ["baseline_lr1e-3", "big_lr3e-2"]  # case-insensitive
         assert app.focused is table
 
         await pilot.press("slash", "backspace", "backspace", "backspace", "backspace", "[")
-        assert len(_names(table)) == 3 and app.screen.query_one("#run-filter").has_class("-invalid")
+        assert len(table.names) == 3 and app.screen.query_one("#run-filter").has_class("-invalid")
 
         await pilot.press("escape")
-        assert len(_names(table)) == 3 and app.view.run_filter == ""
+        assert len(table.names) == 3 and app.view.run_filter == ""
 
     drive(app, scenario)
 
@@ -95,7 +90,7 @@ def test_markup_and_escape_sequences_in_names_show_literally(tmp_path):
         table = app.screen.query_one(RunTable)
         tree = app.screen.query_one(TagTree)
 
-        assert table.get_row_at(0)[3].plain == "[bold red]evil"
+        assert table.cells_at(0)[3].plain == "[bold red]evil"
         leaves = [str(node.label) for node in tree.root.children]
         assert any(label.startswith("[bold red]x") for label in leaves)
         assert any(label.startswith("loss\\x1b[31m") for label in leaves)
@@ -118,7 +113,7 @@ def test_vim_keys_move_through_the_lists_and_shift_s_cycles_the_sort(logdir):
         assert app.view.current_run == "small_batch"
 
         await pilot.press("S")
-        assert app.view.sort_key == "name" and _names(table) == ["baseline_lr1e-3", "big_lr3e-2", "small_batch"]
+        assert app.view.sort_key == "name" and table.names == ["baseline_lr1e-3", "big_lr3e-2", "small_batch"]
         assert app.view.current_run == "small_batch"  # the cursor stays with its run
 
     drive(app, scenario)
@@ -133,7 +128,7 @@ def test_slash_in_the_tags_pane_filters_the_tags(logdir):
         await pilot.press("slash", *"^val", "enter")
         leaves = [node.data for node in tree.root.children[0].children]
         assert leaves == ["val/loss"] and len(tree.root.children) == 1
-        assert len(_names(app.screen.query_one(RunTable))) == 3  # the runs are not filtered
+        assert len(app.screen.query_one(RunTable).names) == 3  # the runs are not filtered
 
         assert tree.current_tag is None  # the charted tag is filtered out: no leaf pretends to be charted
         await pilot.press("G")  # onto the val/loss leaf: the chart follows the highlighted tag

@@ -28,13 +28,9 @@ def logdir(tmp_path_factory):
     return root
 
 
-def _names(table: RunTable) -> list[str]:
-    return [row.key.value for row in table.ordered_rows]
-
-
 async def _select(pilot, table: RunTable, *names: str) -> None:
     for name in names:
-        table.move_cursor(row=table.get_row_index(name))
+        table.move_cursor(table.index_of(name))
         await pilot.press("space")
 
 
@@ -109,11 +105,11 @@ def test_the_filter_keeps_runs_by_value_and_ranks_them(logdir):
     async def scenario(app, pilot):
         table = app.screen.query_one(RunTable)
         await pilot.press("slash", *"best:val/accuracy>0.6", "enter")
-        assert sorted(_names(table)) == ["gpt_lr1e-3", "vit_small"]
+        assert sorted(table.names) == ["gpt_lr1e-3", "vit_small"]
         await pilot.press("slash", *["backspace"] * 30, *"top 2 by accuracy", "enter")
-        assert _names(table) == ["gpt_lr1e-3", "vit_small"]  # best first, whatever the sort
+        assert table.names == ["gpt_lr1e-3", "vit_small"]  # best first, whatever the sort
         await pilot.press("slash", *["backspace"] * 30, *"bottom 1 by best:val/accuracy", "enter")
-        assert _names(table) == ["gpt_lr3e-2"]
+        assert table.names == ["gpt_lr3e-2"]
 
     drive(app, scenario)
 
@@ -127,10 +123,10 @@ def test_a_bad_filter_expression_says_why_in_the_filter_bar_and_keeps_every_run(
         await pilot.pause()
         error = app.screen.query_one("#run-filter-error")
         assert error.has_class("-show") and "expected TAG>NUMBER" in str(error.render())
-        assert len(_names(table)) == 3
+        assert len(table.names) == 3
         await pilot.press(*"0.6")
         await pilot.pause()
-        assert not error.has_class("-show") and len(_names(table)) == 2
+        assert not error.has_class("-show") and len(table.names) == 2
 
     drive(app, scenario)
 
@@ -162,5 +158,45 @@ def test_a_long_diagnosis_scrolls_from_the_keyboard(logdir):
         await pilot.press("pagedown")
         await pilot.pause()
         assert pane.scroll_y > 0
+
+    drive(app, scenario)
+
+
+DIAGNOSIS = """### `{name}` · health {score} (warning)
+
+{name} trained for {steps} steps.
+
+2 findings, in order:
+
+1. **plateau** at step {steps}: the loss stopped falling.
+   - Try a lower learning rate.
+2. **overfitting** at step 40: `val/loss` rose while `train/loss` fell.
+"""
+
+
+def test_a_diagnosis_of_the_same_shape_is_refilled_in_place_and_looks_as_if_drawn_afresh(logdir):
+    from tbtriage.tui.widgets.diagnosis import update_in_place
+
+    app = make_app(logdir, follow=False, clock=fixed_clock)
+
+    async def scenario(app, pilot):
+        markdown = app.screen.query_one("#rule-based", Markdown)
+        await markdown.update(DIAGNOSIS.format(name="gpt_lr1e-3", score=40, steps=300))
+        blocks = list(markdown.query("*"))
+
+        second = DIAGNOSIS.format(name="vit_small_and_a_much_longer_name", score=7, steps=12000)
+        assert update_in_place(markdown, second)
+        await pilot.pause()
+        assert list(markdown.query("*")) == blocks  # the same widgets, re-filled
+        assert markdown.source == second
+        refilled = app.export_screenshot()
+
+        await markdown.update(second)  # drawn afresh
+        await pilot.pause()
+        assert app.export_screenshot() == refilled
+
+        third = second + "3. **spikes** at step 7.\n"  # one more finding: another shape
+        assert not update_in_place(markdown, third)
+        assert markdown.source == second
 
     drive(app, scenario)

@@ -47,7 +47,6 @@ from tbtriage.tui.messages import (
     Throttle,
 )
 from tbtriage.tui.safe_text import plain
-from tbtriage.tui.screens.help import HelpScreen
 from tbtriage.tui.screens.main import MainScreen
 from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with_valid_tag
 from tbtriage.tui.widgets.tag_chart import TagChart
@@ -56,7 +55,7 @@ if TYPE_CHECKING:
     from tbtriage.analysis.watch import RunAnalyzer, Watcher
 
 # Only what the first screen needs is imported here: the reader (and its protobufs), the engine and its
-# detectors, the Markdown renderer, the dashboard and the CSV writer are imported where they are first
+# detectors, the Markdown renderer, the dashboard, the help screen and the CSV writer are imported where they are first
 # used, off the path from the shell to the first frame (`bench/tui_speed.py` times it).
 
 #: Live follow re-reads appended bytes this often. Loggers flush every 10-120 s, so 5 s shows a new
@@ -284,6 +283,9 @@ class TriageApp(App[int]):
     @_while_shown
     def on_logdir_read(self, message: LogdirRead) -> None:
         self.logdir = message.logdir
+        # Every run is read: the count goes on with the analysis (from 0, until its first verdicts arrive),
+        # rather than stopping at the last read count that got through.
+        self.progress = ("analysing", 0, len(message.logdir.runs))
         for warning in getattr(message.logdir, "warnings", []):
             self.notify(plain(warning), severity="warning", markup=False)
         self._adopt_runs(None)
@@ -418,6 +420,8 @@ class TriageApp(App[int]):
     # Actions (keys from the binding table) ----------------------------------------------------
 
     def action_help(self) -> None:
+        from tbtriage.tui.screens.help import HelpScreen  # its tables are not on the way to the first frame
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 

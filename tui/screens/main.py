@@ -280,12 +280,11 @@ class MainScreen(Screen):
 
     # Pane events -> state --------------------------------------------------------------------
 
-    @on(RunTable.RowHighlighted)
-    def _run_highlighted(self, event: RunTable.RowHighlighted) -> None:
+    @on(RunTable.Highlighted)
+    def _run_highlighted(self, event: RunTable.Highlighted) -> None:
         app = self.app
-        name = event.row_key.value
-        table = cast(RunTable, event.data_table)  # the only DataTable on this screen
-        if name != table.current_run or name == app.view.current_run:
+        name = event.run
+        if name != event.table.current_run or name == app.view.current_run:
             return  # a stale highlight (the cursor has moved on since), or no change
         if app.view.current_run is not None:  # the very first highlight is the table's own, not the user's
             app.note_user_chose_run()

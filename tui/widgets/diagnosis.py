@@ -32,6 +32,52 @@ def llm_available() -> bool:
     )
 
 
+#: Markdown tokens whose blocks `update_in_place` knows: each holds its words in one `inline` token, drawn by a
+#: paragraph or heading widget. Tables, code and the rest re-mount.
+IN_PLACE_TOKENS = frozenset(
+    f"{block}_{end}"
+    for block in ("heading", "paragraph", "bullet_list", "ordered_list", "list_item", "blockquote")
+    for end in ("open", "close")
+) | {"inline", "hr"}
+
+
+def _shape(tokens: list) -> tuple:
+    """A document's blocks without its words: two documents of one shape are drawn by the same widgets."""
+    return tuple(
+        (t.type, t.tag, t.level, t.markup, t.info, tuple(sorted((t.attrs or {}).items())))
+        for t in tokens
+        if t.type != "inline"
+    )
+
+
+def update_in_place(widget: Markdown, text: str) -> bool:
+    """Show `text` in `widget` by re-filling its paragraphs and headings, when it has the shape of what is shown.
+
+    Re-mounting a Markdown document (what `Markdown.update` does) re-styles and re-lays out the whole screen,
+    ~100 ms on a busy machine: the diagnosis changes on every cursor move, and the next key waited for it.
+    Reports of runs look alike (heading, summary, a numbered list of findings), so most moves keep the
+    shape. False (nothing changed) when the shape differs or holds blocks this does not know.
+    """
+    from markdown_it import MarkdownIt
+    from textual.widgets._markdown import MarkdownBlock
+
+    if not hasattr(MarkdownBlock, "build_from_token"):  # a Textual without it: re-mount
+        return False
+    parser = MarkdownIt("gfm-like")
+    tokens = parser.parse(text)
+    if any(t.type not in IN_PLACE_TOKENS for t in tokens) or _shape(tokens) != _shape(parser.parse(widget.source)):
+        return False
+    leaves = list(widget.query("MarkdownParagraph, MarkdownHeader").results(MarkdownBlock))
+    inline = [t for t in tokens if t.type == "inline"]
+    if len(leaves) != len(inline):
+        return False
+    with widget.app.batch_update():
+        for leaf, token in zip(leaves, inline):
+            leaf.build_from_token(token)
+    widget._markdown = text  # what `Markdown.source` reads; `update` sets it the same way
+    return True
+
+
 class DiagnosisPane(VerticalScroll):
     """Rule-based Markdown on top; the LLM's streamed explanation (or why there is none) below."""
 
@@ -76,7 +122,8 @@ class DiagnosisPane(VerticalScroll):
         text = "Analysing this run…" if report is None else multiline(run_markdown(report))
         if text != self._markdown:  # re-parsing Markdown re-mounts its blocks: skip it when nothing changed
             self._markdown = text
-            rule_based.update(text)
+            if not update_in_place(rule_based, text):
+                rule_based.update(text)
         if changed_run:
             self._clear_llm()
 

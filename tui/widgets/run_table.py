@@ -1,11 +1,29 @@
-"""The runs pane: one row per run, worst health first; `space` selects runs to overlay."""
+"""The runs pane: one row per run, worst health first; `space` selects runs to overlay.
+
+A virtual table: it holds the rows (`RunRow`s) in the order shown and draws only the lines on the
+screen (Textual's Line API), so a change costs the same for ten runs as for ten thousand. Textual's
+DataTable, which this replaced, recomputes every row's offset on each change, and a logdir of
+thousands of runs changes several times a second while it loads. It looks and keys like a DataTable
+with a row cursor: the same component classes, styles, cell padding and keys.
+"""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from rich.cells import cell_len
+from rich.padding import Padding
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Region, Size, Spacing
 from textual.message import Message
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey
+from textual.renderables.styled import Styled
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_age
@@ -24,24 +42,85 @@ COLUMNS = (
 SWATCH, ASCII_SWATCH = "■", "#"
 LIVE_MARK, ASCII_LIVE_MARK = "●", "*"
 
-
-class RunName(Text):
-    """The run column's cell: the name shown as plain text, and the run it names (what rows sort by)."""
-
-    def __init__(self, run: str) -> None:
-        super().__init__(plain(run), no_wrap=True, overflow="ellipsis")
-        self.run = run
-
-
-def _look(cell: Text) -> tuple:
-    """What a cell shows: its text, base style and styled spans (Text's `==` ignores the base style)."""
-    return (cell.plain, str(cell.style), tuple(cell.spans))
+#: Blank cells on each side of a cell's content, as in a DataTable.
+CELL_PADDING = 1
+#: Lines above the rows that do not scroll: the header.
+HEADER_LINES = 1
+#: Rendered lines kept; a screenful is ~50, so scrolling back and forth over a few pages redraws nothing.
+LINE_CACHE = 400
+#: Drawn cells kept: a screenful has ~350, of which names and steps differ from row to row.
+CELL_CACHE = 4000
 
 
-class RunTable(DataTable):
-    """Rows are keyed by run name; the app owns selection, order and filtering."""
+class RunTable(ScrollView, can_focus=True):
+    """Rows are run names in the order the app gives; the app owns selection, order and filtering."""
 
-    BINDINGS = bindings("lists") + bindings("runs")
+    DEFAULT_CSS = """
+    RunTable {
+        background: $surface;
+        color: $foreground;
+        height: auto;
+        max-height: 100%;
+
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .datatable--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .datatable--header {
+                background-tint: $foreground 5%;
+            }
+        }
+        & > .datatable--header {
+            text-style: bold;
+            background: $panel;
+            color: $foreground;
+        }
+        &:ansi > .datatable--header {
+            background: ansi_bright_blue;
+            color: ansi_default;
+        }
+        & > .datatable--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        & > .datatable--hover {
+            background: $block-hover-background;
+        }
+    }
+    """
+    # The DataTable's names, so a stylesheet written for the table still applies.
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"datatable--cursor", "datatable--header", "datatable--hover"}
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor_up", "Cursor up", show=False),
+        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("ctrl+home", "first", "Top", show=False),
+        Binding("ctrl+end", "last", "Bottom", show=False),
+        Binding("home", "scroll_home", "Home", show=False),
+        Binding("end", "scroll_end", "End", show=False),
+        *bindings("lists"),
+        # `enter` first, so the footer shows Dashboard before Select as it did when this was a DataTable
+        # (whose own bindings begin with `enter`).
+        *sorted(bindings("runs"), key=lambda binding: getattr(binding, "key", "") != "enter"),
+    ]
+
+    class Highlighted(Message):
+        """The cursor is on `run` now (moved by a key, a click, or because the rows changed under it)."""
+
+        def __init__(self, table: RunTable, run: str) -> None:
+            super().__init__()
+            self.table = table
+            self.run = run
+
+        @property
+        def control(self) -> RunTable:
+            return self.table
 
     class ToggleSelect(Message):
         def __init__(self, run: str) -> None:
@@ -57,77 +136,88 @@ class RunTable(DataTable):
         pass
 
     def __init__(self, *, ascii_only: bool = False, **kwargs) -> None:
-        super().__init__(cursor_type="row", **kwargs)
+        super().__init__(**kwargs)
         self.ascii_only = ascii_only
-        # Run -> (what its row shows, how each cell looks): what `sync_rows` compares against.
-        self._shown: dict[str, tuple[tuple, list[tuple]]] = {}
+        self.cursor_row = 0
+        self._rows: list[RunRow] = []
+        self._swatches: dict[str, str] = {}  # selected run -> its colour
+        # Content widths of the columns sized to fit: they grow and never shrink while runs arrive.
+        self._widths = {key: (width if width is not None else cell_len(label)) for key, label, width in COLUMNS}
+        self._looks = 0  # bumped when the theme changes: every cached line is stale
+        self._lines: LRUCache[tuple, Strip] = LRUCache(LINE_CACHE)
+        self._cells_drawn: LRUCache[tuple, list[Segment]] = LRUCache(CELL_CACHE)
+        self._hover: int | None = None  # the row under the mouse
 
-    def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
+    # What the table shows ------------------------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
+
+    @property
+    def names(self) -> list[str]:
+        """The runs, top to bottom as shown."""
+        return [row.name for row in self._rows]
 
     @property
     def current_run(self) -> str | None:
-        if self.row_count == 0:
-            return None
-        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self._rows[self.cursor_row].name if self._rows else None
+
+    def index_of(self, run: str) -> int | None:
+        return next((index for index, row in enumerate(self._rows) if row.name == run), None)
+
+    def cells_at(self, index: int) -> list[Text]:
+        """The cells of the row at `index`, as drawn."""
+        row = self._rows[index]
+        return self._cells(row, self._swatches.get(row.name))
 
     def sync_rows(
         self, rows: list[RunRow], swatches: dict[str, str], keep: str | None = None, restyle: bool = False
     ) -> None:
-        """Make the table show `rows` in their order, changing only the cells that differ.
+        """Show `rows` in their order, the cursor on `keep` (default: the run it is on).
 
-        `swatches` maps selected runs to their colour; the cursor stays on `keep`; `restyle` redraws
-        every cell (the theme changed). Rows are updated in place and reordered with one sort, never
-        rebuilt: a logdir of thousands of runs gets a verdict every few milliseconds.
+        `swatches` maps selected runs to their colour; `restyle` redraws every line (the theme
+        changed). Only the lines on the screen are drawn, so this costs a pass over `rows` however
+        many there are: a logdir of thousands of runs gets a batch of verdicts several times a second.
         """
+        keep = keep if keep is not None else self.current_run
+        self._rows = rows
+        self._swatches = swatches
+        if restyle:
+            self._looks += 1
+        self._grow_columns(rows)
+        self.virtual_size = Size(self._table_width(), len(rows) + HEADER_LINES)
+        kept = self.index_of(keep) if keep is not None else None
+        if kept is not None:
+            moved = kept != self.cursor_row
+            self.cursor_row = kept
+            if moved:  # the user's own scrolling stays while the run under the cursor keeps its row
+                self._scroll_cursor_into_view()
+        else:
+            self.cursor_row = min(self.cursor_row, max(len(rows) - 1, 0))
+        self.refresh()
+        if rows and self.current_run != keep:  # the kept run was filtered out, or the first rows arrived
+            self.post_message(self.Highlighted(self, rows[self.cursor_row].name))
+
+    def _grow_columns(self, rows: list[RunRow]) -> None:
+        """Widen the content-sized columns to their widest cell (what `_cells` draws, measured without drawing)."""
+        widths = self._widths
+        health = max((1 if row.health is None else len(str(row.health)) for row in rows), default=0)
+        step = max((1 if row.last_step is None else len(str(row.last_step)) for row in rows), default=0)
+        live = max((len(format_age(row.age)) + (2 if row.live else 0) for row in rows), default=0)
+        worst = max((cell_len(row.worst) for row in rows), default=0)
+        for key, width in (("health", health), ("step", step), ("live", live), ("worst", worst)):
+            widths[key] = max(widths[key], width)
+
+    def _render_widths(self) -> list[int]:
+        return [self._widths[key] + 2 * CELL_PADDING for key, _, _ in COLUMNS]
+
+    def _table_width(self) -> int:
+        return sum(self._render_widths())
+
+    def _cells(self, row: RunRow, swatch: str | None) -> list[Text]:
         variables = self.app.theme_variables
         glyphs = ASCII_GLYPHS if self.ascii_only else GLYPHS
-        keep = keep if keep is not None else self.current_run
-        wanted = {row.name for row in rows}
-        # Moving rows moves the cursor through other runs; only where it ends up is news.
-        with self.prevent(DataTable.RowHighlighted):
-            for name in [name for name in self._shown if name not in wanted]:
-                self.remove_row(name)
-                del self._shown[name]
-            for row in rows:
-                swatch = swatches.get(row.name)
-                shown = self._shown.get(row.name)
-                # What the row shows: an age of 61.2 s and one of 61.9 s both read "1m".
-                seen = (row.status, row.health, row.worst, row.last_step, format_age(row.age), row.live, swatch)
-                if shown is not None and shown[0] == seen and not restyle:
-                    continue
-                cells = self._cells(row, swatch, glyphs, variables)
-                looks = [_look(cell) for cell in cells]
-                if shown is None:
-                    self.add_row(*cells, key=row.name)
-                else:
-                    for (column, _, width), cell, look, old in zip(COLUMNS, cells, looks, shown[1]):
-                        if look != old or restyle:
-                            self.update_cell(row.name, column, cell, update_width=self._widens(column, width, cell))
-                self._shown[row.name] = (seen, looks)
-            order = [row.name for row in rows]
-            if [row.key.value for row in self.ordered_rows] != order:
-                rank = {name: index for index, name in enumerate(order)}
-                self.sort("run", key=lambda cell: rank[cell.run])
-            if keep is not None and keep in self.rows and self.current_run != keep:
-                self.move_cursor(row=self.get_row_index(keep), animate=False)
-        if self.row_count and self.current_run != keep:  # the kept run was filtered out
-            self.post_message(
-                DataTable.RowHighlighted(
-                    self, self.cursor_row, self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-                )
-            )
-
-    def _widens(self, column: str, width: int | None, cell: Text) -> bool:
-        """Whether `cell` is wider than its content-width column, which must then grow to fit it.
-
-        Columns grow and never shrink while runs arrive: Textual re-measures every row of a column
-        when a cell narrower than the column is updated with `update_width`, which is quadratic.
-        """
-        return width is None and cell.cell_len > self.columns[ColumnKey(column)].content_width
-
-    def _cells(self, row: RunRow, swatch: str | None, glyphs: dict[str, str], variables: dict[str, str]) -> list:
         status_colour = variables.get(STATUS_COLOURS[row.status], "")
         sel = Text(ASCII_SWATCH if self.ascii_only else SWATCH, style=swatch) if swatch else Text(" ")
         live_mark = ASCII_LIVE_MARK if self.ascii_only else LIVE_MARK
@@ -140,13 +230,165 @@ class RunTable(DataTable):
             sel,
             Text(glyphs[row.status], style=status_colour),
             Text(glyphs["pending"] if row.health is None else str(row.health), justify="right"),
-            RunName(row.name),
+            Text(plain(row.name), no_wrap=True, overflow="ellipsis"),
             Text("-" if row.last_step is None else str(row.last_step), justify="right"),
             live,
             Text(row.worst, style=status_colour if row.worst else ""),
         ]
 
+    # Drawing (the Line API) ------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        """Line `y` of the widget: the header on top, then the rows scrolled to."""
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        index = -1 if y < HEADER_LINES else y - HEADER_LINES + scroll_y
+        if index >= len(self._rows):
+            return Strip.blank(width, self.rich_style)
+        base_style = self.rich_style
+        cursor_style = self.get_component_rich_style("datatable--cursor")
+        header_style = self.get_component_styles("datatable--header").rich_style
+        hover_style = self.get_component_rich_style("datatable--hover")
+        widths = tuple(self._render_widths())
+        if index < 0:
+            key: tuple = ("header", widths, header_style)
+        else:
+            row = self._rows[index]
+            swatch = self._swatches.get(row.name)
+            look = (row.status, row.health, row.worst, row.last_step, format_age(row.age), row.live, swatch)
+            key = (index, row.name, look, index == self.cursor_row, index == self._hover, widths)
+        key = (*key, width, scroll_x, base_style, cursor_style, hover_style, self._looks)
+        strip = self._lines.get(key)
+        if strip is None:
+            segments = self._header_segments(widths, header_style) if index < 0 else self._row_segments(index, widths)
+            strip = Strip(segments).crop(scroll_x, scroll_x + width).adjust_cell_length(width, base_style).simplify()
+            self._lines[key] = strip
+        return strip
+
+    def _header_segments(self, widths: tuple[int, ...], header_style: Style) -> list[Segment]:
+        labels = [Text.from_markup(label) for _, label, _ in COLUMNS]
+        return self._line(-1, labels, widths, header_style, Style(), Style(), header_style)
+
+    def _row_segments(self, index: int, widths: tuple[int, ...]) -> list[Segment]:
+        """A row as a DataTable with a row cursor draws it: cursor and hover styles over the row's cells."""
+        row = self._rows[index]
+        component = Style()
+        if index == self._hover:
+            component += self.get_component_rich_style("datatable--hover")
+        if index == self.cursor_row:
+            component += self.get_component_rich_style("datatable--cursor")
+        # The cursor's colour wins over a cell's own; its background yields to a cell's (a DataTable's defaults).
+        post = Style.from_color(color=component.color)
+        base_style = self.rich_style
+        return self._line(index, self._cells(row, self._swatches.get(row.name)), widths, base_style, component, post)
+
+    def _line(
+        self,
+        index: int,
+        cells: list[Text],
+        widths: tuple[int, ...],
+        row_style: Style,
+        component: Style,
+        post: Style,
+        extend: Style | None = None,
+    ) -> list[Segment]:
+        """The cells padded to their columns' widths, then the row's style out to the widget's edge."""
+        segments: list[Segment] = []
+        for column, (cell, width) in enumerate(zip(cells, widths)):
+            meta = Style.from_meta({"row": index, "column": column})  # where a click lands
+            for text, style, _ in self._cell(cell, width, row_style + component, post):
+                segments.append(Segment(text, meta if style is None else style + meta))
+        remaining = max(0, self.size.width - sum(widths))
+        fill = (row_style + component if extend is None else extend) + Style.from_meta(
+            {"row": index, "column": 0, "out_of_bounds": True}
+        )
+        segments.append(Segment(" " * remaining, fill))
+        return segments
+
+    def _cell(self, cell: Text, width: int, pre: Style, post: Style) -> list[Segment]:
+        """`cell` padded to `width` as a DataTable draws it; cached, since most cells repeat from row to row
+        (a glyph, a score, an age) and drawing them through Rich is most of a line's time."""
+        key = (cell.plain, str(cell.style), tuple(cell.spans), cell.justify, cell.overflow, width, pre, post)
+        segments = self._cells_drawn.get(key)
+        if segments is None:
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            padded = Styled(Padding(cell, (0, CELL_PADDING)), pre_style=pre, post_style=post)
+            segments = self.app.console.render_lines(padded, options)[0]
+            self._cells_drawn[key] = segments
+        return segments
+
+    def _refresh_row(self, index: int) -> None:
+        self.refresh_line(index + HEADER_LINES)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._lines.clear()
+        self._cells_drawn.clear()
+
+    # The cursor ------------------------------------------------------------------------------
+
+    def move_cursor(self, row: int, *, scroll: bool = True) -> None:
+        """Put the cursor on row `row` (kept within the rows) and say which run it is on now."""
+        if not self._rows:
+            return
+        row = min(max(row, 0), len(self._rows) - 1)
+        old, self.cursor_row = self.cursor_row, row
+        if old != row:
+            self._refresh_row(old)
+            self._refresh_row(row)
+            self.post_message(self.Highlighted(self, self._rows[row].name))
+        if scroll:
+            self._scroll_cursor_into_view()
+
+    def _scroll_cursor_into_view(self) -> None:
+        region = Region(int(self.scroll_x), self.cursor_row + HEADER_LINES, self._table_width(), 1)
+        self.scroll_to_region(region, animate=False, spacing=Spacing(HEADER_LINES, 0, 0, 0), force=True)
+
+    def _page_rows(self) -> int:
+        return max(self.scrollable_content_region.height - HEADER_LINES, 1)
+
+    def on_click(self, event: events.Click) -> None:
+        row = event.style.meta.get("row")
+        if isinstance(row, int) and row >= 0:
+            self.move_cursor(row)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        row = event.style.meta.get("row")
+        self._set_hover(row if isinstance(row, int) and row >= 0 else None)
+
+    def on_leave(self, event: events.Leave) -> None:
+        self._set_hover(None)
+
+    def _set_hover(self, row: int | None) -> None:
+        if row != self._hover:
+            for old in (self._hover, row):
+                if old is not None:
+                    self._refresh_row(old)
+            self._hover = row
+
     # Actions (keys from the binding table) ---------------------------------------------------
+
+    def action_cursor_up(self) -> None:
+        self._set_hover(None)
+        self.move_cursor(self.cursor_row - 1)
+
+    def action_cursor_down(self) -> None:
+        self._set_hover(None)
+        self.move_cursor(self.cursor_row + 1)
+
+    def action_page_up(self) -> None:
+        self.scroll_relative(y=-self._page_rows(), animate=False, force=True)
+        self.move_cursor(self.cursor_row - self._page_rows(), scroll=False)
+
+    def action_page_down(self) -> None:
+        self.scroll_relative(y=self._page_rows(), animate=False, force=True)
+        self.move_cursor(self.cursor_row + self._page_rows(), scroll=False)
+
+    def action_scroll_home(self) -> None:
+        self.scroll_x = 0  # as in a DataTable with a row cursor: home and end scroll sideways
+
+    def action_scroll_end(self) -> None:
+        self.scroll_x = self.max_scroll_x
 
     def action_toggle_select(self) -> None:
         if self.current_run is not None:
@@ -160,7 +402,7 @@ class RunTable(DataTable):
         self.post_message(self.CycleSort())
 
     def action_first(self) -> None:
-        self.move_cursor(row=0)
+        self.move_cursor(0)
 
     def action_last(self) -> None:
-        self.move_cursor(row=max(self.row_count - 1, 0))
+        self.move_cursor(len(self._rows) - 1)

@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from rich.text import Text
 from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
 
 from tbtriage.tui.bindings import bindings
 from tbtriage.tui.safe_text import plain
@@ -27,6 +28,7 @@ class TagTree(Tree[str]):
 
     def __init__(self, *, ascii_only: bool = False, **kwargs) -> None:
         super().__init__("tags", **kwargs)
+        self._keep: TreeNode[str] | None = None  # the node the cursor goes to once the tree is drawn
         self.show_root = False
         self.guide_depth = 2
         if ascii_only:
@@ -55,7 +57,13 @@ class TagTree(Tree[str]):
                 if tag == keep:
                     target = node
         # With the charted tag filtered out, no line is highlighted (rather than some other tag the chart is not showing).
-        self.call_after_refresh(self.move_cursor, target, animate=False)
+        self._keep = target
+        self.call_after_refresh(self._move_to_kept)
+
+    def _move_to_kept(self) -> None:
+        """Move to the latest build's kept node: when two builds come before one refresh, a node of the first
+        one is gone, and its line number points at another tag in the second."""
+        self.move_cursor(self._keep, animate=False)
 
     def action_first(self) -> None:
         self.cursor_line = 0
