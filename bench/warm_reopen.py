@@ -96,7 +96,9 @@ async def _app_round(logdir: str, start: float, figures: dict) -> None:
     from tbtriage.analysis.config import Config
     from tbtriage.tui.app import make_app
     from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS
-    from tbtriage.tui.widgets.run_table import RunTable
+    from tbtriage.tui.widgets.run_table import COLUMNS, RunTable
+
+    STATUS = [key for key, _label, _width in COLUMNS].index("status")
 
     app = make_app(logdir, config=Config(), follow=False)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -109,7 +111,7 @@ async def _app_round(logdir: str, start: float, figures: dict) -> None:
         while not (
             app.store.runs
             and table.row_count == len(app.store.runs)
-            and all(table.get_cell(name, "status").plain not in pending for name in app.store.runs)
+            and all(table.cells_at(index)[STATUS].plain not in pending for index in range(table.row_count))
         ):
             await asyncio.sleep(0.005)
         painted = asyncio.Event()
