@@ -12,11 +12,12 @@ it is a warning: a job that hangs (deadlock in a collective, a dead dataloader w
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import numpy as np
 
 from ..reader import activity_span
-from .base import RunData, finding
+from .base import LogdirContext, RunData, finding
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("stalled",)
@@ -50,22 +51,44 @@ def _finished(data: RunData) -> bool:
     return bool(lr.size >= 3 and lr.max() > 0 and lr[-1] <= FINISHED_LR * lr.max())
 
 
+class Quiet(NamedTuple):
+    """When a run last wrote and how long a silence after it must last to count: everything `stalled` needs of
+    the run itself (the rest is the logdir's context), so a pool can judge the context later, in the parent."""
+
+    last: float  # the run's last plausible wall time
+    interval: float  # its median interval between writes (0 when unknown)
+    threshold: float  # seconds of silence beyond which it counts as stopped
+
+
+def quiet(data: RunData) -> Quiet | None:
+    """The run's `Quiet`, or None when it cannot be stalled whatever the other runs did (no plausible wall time,
+    or it finished)."""
+    span = activity_span(data.run)  # plausible times only: one corrupt wall time says nothing
+    if span is None:
+        return None
+    interval = _median_interval(data) or 0.0
+    if _finished(data):
+        return None
+    return Quiet(span[1], interval, max(MIN_SILENCE_S, SILENCE_INTERVALS * interval))
+
+
+def still_writing(name: str, run: Quiet, context: LogdirContext) -> list[str]:
+    """The runs of `context` that ran alongside run `name` and kept writing after its silence began (none when
+    it has not been silent long enough): `stalled` fires exactly when this is not empty."""
+    if context.latest_wall_time is None or context.latest_wall_time - run.last <= run.threshold:
+        return []
+    return [n for n, first, end in context.spans if n != name and first < run.last and end > run.last + run.threshold]
+
+
 def detect(data: RunData) -> list:
     context = data.context
-    span = activity_span(data.run)  # plausible times only: one corrupt wall time says nothing
-    if span is None or context.latest_wall_time is None:
+    if context.latest_wall_time is None:
         return []
-    last = span[1]
-    silence = context.latest_wall_time - last
-    interval = _median_interval(data) or 0.0
-    threshold = max(MIN_SILENCE_S, SILENCE_INTERVALS * interval)
-    if silence <= threshold or _finished(data):
+    found = quiet(data)
+    alongside = still_writing(data.name, found, context) if found is not None else []
+    if found is None or not alongside:
         return []
-    alongside = [
-        name for name, first, end in context.spans if name != data.name and first < last and end > last + threshold
-    ]
-    if not alongside:
-        return []
+    silence, interval = context.latest_wall_time - found.last, found.interval
     live = context.now is not None and context.now - context.latest_wall_time <= LIVE_WINDOW_S
     minutes = silence / 60.0
     evidence = {
