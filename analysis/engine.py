@@ -200,7 +200,9 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
     return judge_run(run, config, context)[0]
 
 
-def judge_run(run: Run, config: Config | None = None, context: LogdirContext | None = None) -> tuple[RunReport, RunData]:
+def judge_run(
+    run: Run, config: Config | None = None, context: LogdirContext | None = None
+) -> tuple[RunReport, RunData]:
     """`analyze_run`, and the `RunData` its detectors saw (a pool's worker reads what `stalled` needs from it)."""
     # Values near DBL_MAX (a corrupt or hostile file) overflow to inf in differences and sums; the
     # features and detectors treat inf/nan results as "no evidence", so numpy's warnings are noise.
@@ -296,13 +298,16 @@ def diagnose(
     now: float | None = None,
     storage_options: dict[str, Any] | None = None,
     workers: int | None = None,
+    slim: bool = False,
 ) -> Report:
     """Analyse every run of a logdir (a path or URL, read with `analysis.load`, or an already loaded Logdir).
 
     `runs` keeps only runs whose name matches the regex; `now` (default: the wall clock) tells `stalled`
     whether the logdir is live; `storage_options` go to fsspec for a URL; `workers` is the number of processes
     (default: every core once there are enough runs to pay for a pool, see `pipeline.analyze_runs`; 1 judges
-    every run in this process).
+    every run in this process). `slim` (a local path with many runs): the pool's workers read the runs as well
+    (`pipeline.read_and_judge`), and each report's run keeps only the series the report reads afterwards
+    (`fleet.slim_run`): the same verdicts, with neither the reading nor every run's points in this process.
     """
     from .pipeline import EngineAnalyzer, analyze_runs, pool_workers, read_and_judge
 
@@ -319,7 +324,7 @@ def diagnose(
         pattern = re.compile(runs) if runs else None
         found = {name: path for name, path in found.items() if pattern is None or pattern.search(name)}
         count = pool_workers(len(found), workers)
-        if count > 1 and not logdir.storage.objects:
+        if slim and count > 1 and not logdir.storage.objects:
             # Many local runs: the pool's workers read them too, and only verdicts come back (`read_and_judge`).
             try:
                 logdir.runs, reports = read_and_judge(logdir, found, only, config, now, count)

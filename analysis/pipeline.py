@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -26,9 +28,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cache import release
+import numpy as np
+
+from .cache import map_file, release
 from .config import Config
-from .datamodel import Run, RunReport
+from .datamodel import Run, RunReport, Series
 from .decode import choose_kernel
 from .detectors.stalled import Quiet, quiet, still_writing
 from .engine import AnalysisContext, LogdirContext, analyze_run, judge_run, related_runs, scalar_span
@@ -232,6 +236,7 @@ class Judged:
     report: RunReport  # its run cut to the series read after analysis (`fleet.slim_run`)
     span: tuple[float, float] | None  # first and last plausible wall time (`engine.scalar_span`)
     quiet: Quiet | None  # what `stalled` needs of the run, judged against the logdir's spans by the caller
+    spilled: tuple[tuple[str, int], ...] = ()  # (tag, points) of the series written to the task's spill file
 
 
 @dataclass(frozen=True)
@@ -243,6 +248,7 @@ class ReadTask:
     related: tuple[tuple[str, Path | str], ...]  # siblings the batch's runs look at, read but not judged
     only_file: str | None = None
     kernel: str | None = None  # the caller's preference ("pure", "jit"), else chosen from the batch's bytes
+    spill: str | None = None  # the file the worker writes the verdicts' series to (None: they are pickled)
 
 
 def _readers(task: ReadTask) -> dict[str, RunReader]:
@@ -252,7 +258,9 @@ def _readers(task: ReadTask) -> dict[str, RunReader]:
     }
 
 
-def judge_one(name: str, run_of: Callable[[str], Run], related: Sequence[str], config: Config | None, now: float | None) -> Judged:
+def judge_one(
+    name: str, run_of: Callable[[str], Run], related: Sequence[str], config: Config | None, now: float | None
+) -> Judged:
     """Read run `name` (through `run_of`, which reads each run of the task once) and judge it, without the
     logdir's context: the one place a run becomes a verdict in a worker."""
     run = run_of(name)
@@ -277,8 +285,53 @@ def _read_and_judge(task: ReadTask) -> list[Judged]:
     out = []
     for name, _ in task.runs:
         out.append(judge_one(name, run_of, list(related_runs(name, names)), _worker_config, _worker_now))
+    if task.spill is not None:
+        out = _spill(out, task.spill)
     for name in read:
         release(readers[name].run)  # its mapped columns' pages: the batch's runs at a time in memory
+    return out
+
+
+#: The columns of a series and their types, in the order a spill file holds them.
+_COLUMNS = (("steps", np.int64), ("wall_times", np.float64), ("values", np.float64))
+
+
+def _spill(judged: list[Judged], path: str) -> list[Judged]:
+    """`judged` with its series written to the file `path` and each left as (tag, points) in their place:
+    the caller maps the file (`_unspill`) instead of unpickling, copying and holding every run's points."""
+    out = []
+    with open(path, "wb") as f:
+        for j in judged:
+            run = j.report.run
+            for series in run.scalars.values():
+                for column, dtype in _COLUMNS:
+                    np.ascontiguousarray(getattr(series, column), dtype).tofile(f)
+            shape = tuple((tag, len(series)) for tag, series in run.scalars.items())
+            out.append(replace(j, report=replace(j.report, run=replace(run, scalars={})), spilled=shape))
+    return out
+
+
+def _unspill(judged: list[Judged], path: str) -> list[Judged]:
+    """The series `_spill` wrote to `path`, put back as read-only views of the file mapped (then removed: the
+    mapping keeps it until the last view goes). Their pages count in memory only while touched, and
+    `cache.release` lets go of them again."""
+    try:
+        with open(path, "rb") as f:
+            view = map_file(f.fileno()) if os.fstat(f.fileno()).st_size else memoryview(b"")
+    finally:
+        os.unlink(path)
+    at = 0
+    out = []
+    for j in judged:
+        scalars = {}
+        for tag, n in j.spilled:
+            columns = []
+            for _, dtype in _COLUMNS:
+                columns.append(np.frombuffer(view, dtype, n, at))
+                at += 8 * n
+            scalars[tag] = Series(*columns)
+        j.report.run.scalars = scalars
+        out.append(replace(j, spilled=()))
     return out
 
 
@@ -305,6 +358,7 @@ def read_and_judge(
     `analyze_runs` would judge it in the logdir's context. Raises what `_pooled` lets its caller fall back on
     (OSError, ValueError, BrokenProcessPool) when the pool cannot do it."""
     names = list(found)
+    spill = tempfile.mkdtemp(prefix="tbtriage-pool-")  # never in the logdir: it is read only
     tasks = []
     for i in range(0, len(names), CHUNK_RUNS):
         batch = names[i : i + CHUNK_RUNS]
@@ -312,17 +366,25 @@ def read_and_judge(
         for name in batch:
             related.update((n, p) for n, p in related_runs(name, found).items() if n not in batch)
         tasks.append(
-            ReadTask(logdir.path, tuple((n, found[n]) for n in batch), tuple(related.items()), only_file, logdir.kernel)
+            ReadTask(
+                logdir.path,
+                tuple((n, found[n]) for n in batch),
+                tuple(related.items()),
+                only_file,
+                logdir.kernel,
+                os.path.join(spill, f"{len(tasks)}.cols"),
+            )
         )
     judged: list[Judged] = []
     pool = ProcessPoolExecutor(
         workers, mp_context=_pool_context(), initializer=_start_reader, initargs=(config, now, niceness)
     )
     try:
-        for result in [pool.submit(_read_and_judge, task) for task in tasks]:
-            judged.extend(result.result())
+        for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:
+            judged.extend(_unspill(result.result(), task.spill) if task.spill else result.result())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(spill, ignore_errors=True)
     spans = tuple((j.report.name, *j.span) for j in judged if j.span is not None)
     context = AnalysisContext(latest_wall_time=max((end for _, _, end in spans), default=None), now=now, spans=spans)
     reports = []
@@ -343,7 +405,9 @@ def _judge_here(
     context: AnalysisContext,
 ) -> RunReport:
     """Run `name` read again and judged here in the logdir's whole context: a run that `stalled` speaks of."""
-    task = ReadTask(logdir.path, ((name, found[name]),), tuple(related_runs(name, found).items()), only_file, logdir.kernel)
+    task = ReadTask(
+        logdir.path, ((name, found[name]),), tuple(related_runs(name, found).items()), only_file, logdir.kernel
+    )
     readers = _readers(task)
     for reader in readers.values():
         reader.read()
