@@ -359,7 +359,7 @@ def read_and_judge(
     (OSError, ValueError, BrokenProcessPool) when the pool cannot do it."""
     names = list(found)
     spill = tempfile.mkdtemp(prefix="tbtriage-pool-")  # never in the logdir: it is read only
-    tasks = []
+    tasks: list[ReadTask] = []
     for i in range(0, len(names), CHUNK_RUNS):
         batch = names[i : i + CHUNK_RUNS]
         related: dict[str, Path | str] = {}
