@@ -11,6 +11,11 @@ context (wall-time spans for `stalled`) once, at start, and with each batch only
 judged exactly as the serial path judges it. Workers are forks of a single-threaded caller (the CLI),
 else forks of a fork server (the app has threads, and a fork copies whatever lock another thread holds);
 a script that starts the pool from threads needs the `if __name__ == "__main__":` guard. If a pool cannot start or a worker dies, the runs not yet judged are judged here, serially.
+
+`report` (`engine.diagnose(slim=True)`) goes further with many local runs: `read_and_judge` hands the workers
+the runs' directories, not their points; each worker reads its runs and sends back the verdicts and only the
+series the report reads afterwards (see the section "reading in the pool" below). The app keeps
+`analyze_runs`: it draws every run's points, so it reads them itself.
 """
 
 from __future__ import annotations
