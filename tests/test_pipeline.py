@@ -12,9 +12,9 @@ import json
 import pytest
 
 import tbtriage
+from tbtriage.analysis import pipeline
 from tbtriage.analysis.compare import compare
 from tbtriage.analysis.engine import diagnose, finding_dict, logdir_context, related_runs, run_report_dict, scalar_span
-from tbtriage.analysis import pipeline
 from tbtriage.analysis.fleet import report_tags
 from tbtriage.analysis.pipeline import EngineAnalyzer, _pooled, analyze_runs, pool_workers
 from tbtriage.analysis.watch import Watcher, engine_analyzer
