@@ -381,15 +381,17 @@ def read_and_judge(
             )
         )
     judged: list[Judged] = []
-    pool = ProcessPoolExecutor(
-        workers, mp_context=_pool_context(), initializer=_start_reader, initargs=(config, now, niceness)
-    )
     try:
-        for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:
-            judged.extend(_unspill(result.result(), task.spill) if task.spill else result.result())
+        pool = ProcessPoolExecutor(
+            workers, mp_context=_pool_context(), initializer=_start_reader, initargs=(config, now, niceness)
+        )
+        try:
+            for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:
+                judged.extend(_unspill(result.result(), task.spill) if task.spill else result.result())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(spill, ignore_errors=True)
+        shutil.rmtree(spill, ignore_errors=True)  # the files mapped stay readable until their last view goes
     spans = tuple((j.report.name, *j.span) for j in judged if j.span is not None)
     context = AnalysisContext(latest_wall_time=max((end for _, _, end in spans), default=None), now=now, spans=spans)
     reports = []

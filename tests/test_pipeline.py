@@ -213,3 +213,20 @@ def test_the_report_command_judges_as_the_serial_report_does(logdir, tmp_path, m
         outputs[label] = json.loads(out.read_text())
     assert outputs["pool"] == outputs["serial"]
     assert 0 < len(outputs["filter"]["runs"]) <= 5  # a filter on values reads every run's points
+
+
+def test_the_workers_series_come_through_temporary_files_that_are_gone_afterwards(logdir, now, monkeypatch, tmp_path):
+    import tempfile
+
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    report = diagnose(logdir.path, now=now, workers=2, slim=True)
+    assert list(scratch.iterdir()) == []  # the spill files are removed; the mapped series still read
+    shown = [r for r in report.runs if r.primary_tags.loss in r.run.scalars]
+    mapped = [r for r in shown if not r.run.scalars[r.primary_tags.loss].values.flags.writeable]
+    assert mapped  # (a run `stalled` speaks of is read again here: its series are this process's own)
+    for r in mapped:
+        ours, read = r.run.scalars[r.primary_tags.loss], logdir.runs[r.name].scalars[r.primary_tags.loss]
+        assert ours.steps.tolist() == read.steps.tolist() and ours.values.tobytes() == read.values.tobytes()
