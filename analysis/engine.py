@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Run-name endings Keras (and similar callbacks) use for the two halves of one training run.
 _TRAIN_SIBLING = re.compile(r"(^|/)(train|training)$")
 _VAL_SIBLINGS = ("validation", "val", "eval", "evaluation", "test", "valid")
+_T = TypeVar("_T")  # a run, or what stands for one (its directory, before it is read)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def _train_sibling_names(name: str) -> list[str]:
     return [(f"{stem}/{t}" if stem else t) for t in ("train", "training")] + [stem or "."]
 
 
-def related_runs(name: str, runs: Mapping[str, Run]) -> dict[str, Run]:
+def related_runs(name: str, runs: Mapping[str, _T]) -> dict[str, _T]:
     """The runs of `runs` that analysing run `name` looks at besides itself (its train or validation sibling):
     a context holding only these (and `name`) judges `name` exactly as the whole logdir's context does."""
     return {n: runs[n] for n in (*_val_sibling_names(name), *_train_sibling_names(name)) if n in runs and n != name}
@@ -203,18 +204,25 @@ def analyze_run(run: Run, config: Config | None = None, context: LogdirContext |
     `context` (see `logdir_context`) carries the logdir's newest wall time and other runs: `stalled` needs
     it, and a Keras `X/train` run finds its `X/validation` sibling through it.
     """
+    return judge_run(run, config, context)[0]
+
+
+def judge_run(
+    run: Run, config: Config | None = None, context: LogdirContext | None = None
+) -> tuple[RunReport, RunData]:
+    """`analyze_run`, and the `RunData` its detectors saw (a pool's worker reads what `stalled` needs from it)."""
     # Values near DBL_MAX (a corrupt or hostile file) overflow to inf in differences and sums; the
     # features and detectors treat inf/nan results as "no evidence", so numpy's warnings are noise.
     with np.errstate(all="ignore"):
         return _analyze_run(run, config, context)
 
 
-def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None) -> RunReport:
+def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None) -> tuple[RunReport, RunData]:
     data = run_data(run, config, context)
     hparams = run_hparams(run)[0]
     # Causes read the series on the detectors' axes; the finding is then stated on the run's axes.
     findings = [restate(replace(f, causes=rank_causes(f, data, hparams)), data.axes) for f in run_detectors(data)]
-    return RunReport(
+    report = RunReport(
         name=run.name,
         run=run,
         roles={tag: role for tag, (role, _) in data.roles.items()},
@@ -224,6 +232,7 @@ def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None)
         health=health(findings, data.features, data.roles),
         primary_tags=data.primary,
     )
+    return report, data
 
 
 def _rank_key(report: RunReport) -> tuple:
@@ -296,25 +305,46 @@ def diagnose(
     now: float | None = None,
     storage_options: dict[str, Any] | None = None,
     workers: int | None = None,
+    slim: bool = False,
 ) -> Report:
     """Analyse every run of a logdir (a path or URL, read with `analysis.load`, or an already loaded Logdir).
 
     `runs` keeps only runs whose name matches the regex; `now` (default: the wall clock) tells `stalled`
     whether the logdir is live; `storage_options` go to fsspec for a URL; `workers` is the number of processes
     (default: every core once there are enough runs to pay for a pool, see `pipeline.analyze_runs`; 1 judges
-    every run in this process).
+    every run in this process). `slim` (a local path with many runs): the pool's workers read the runs as well
+    (`pipeline.read_and_judge`), and each report's run keeps only the series the report reads afterwards
+    (`fleet.slim_run`): the same verdicts, with neither the reading nor every run's points in this process.
     """
-    from .pipeline import EngineAnalyzer, analyze_runs
+    from .pipeline import EngineAnalyzer, analyze_runs, pool_workers, read_and_judge
 
+    now = time.time() if now is None else now
     if isinstance(logdir_or_path, (str, os.PathLike)):
-        from .logdir import load
+        from concurrent.futures.process import BrokenProcessPool
+
+        from .logdir import compile_filter, open_logdir
 
         arg = str(logdir_or_path)
-        logdir = load(logdir_or_path, runs=runs, storage_options=storage_options)
+        compile_filter("--runs", runs)
+        logdir = open_logdir(logdir_or_path, runs=runs, storage_options=storage_options)
+        found, only = logdir.discover()
+        pattern = re.compile(runs) if runs else None
+        found = {name: path for name, path in found.items() if pattern is None or pattern.search(name)}
+        count = pool_workers(len(found), workers)
+        if slim and count > 1 and not logdir.storage.objects:
+            # Many local runs: the pool's workers read them too, and only verdicts come back (`read_and_judge`).
+            try:
+                logdir.runs, reports = read_and_judge(logdir, found, only, config, now, count)
+            except (OSError, ValueError, BrokenProcessPool):
+                logdir.warnings.clear()  # no pool here, or a worker died: read and judge below, as for few runs
+            else:
+                attach_twins(reports)
+                return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)
+        logdir.refresh()
     else:
         logdir = logdir_or_path
         arg = str(getattr(logdir, "path", ""))
-    context = logdir_context(logdir, now=time.time() if now is None else now)
+    context = logdir_context(logdir, now=now)
     pattern = re.compile(runs) if runs else None
     chosen = [run for name, run in logdir.runs.items() if pattern is None or pattern.search(name)]
     reports = analyze_runs(chosen, context, EngineAnalyzer(config), workers=workers, logdir=logdir)

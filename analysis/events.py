@@ -125,7 +125,11 @@ def _hparams_from(content: bytes) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     if data.HasField("session_start_info"):
-        for key, value in data.session_start_info.hparams.items():
+        # A protobuf map iterates in an order of its own that changes from process to process: sorted, every
+        # process (a pool's worker reading the run, this one, tomorrow's) lists the same hparams the same way.
+        hparams = data.session_start_info.hparams
+        for key in sorted(hparams):
+            value = hparams[key]
             kind = value.WhichOneof("kind")
             if kind == "number_value":
                 out[key] = value.number_value

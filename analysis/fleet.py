@@ -168,16 +168,22 @@ def report_tags(report: RunReport) -> set[str]:
 
 
 def slim(report: RunReport) -> RunReport:
-    """`report` with its run cut to what the report reads: no histograms, only `report_tags`' series, and
-    features without the detectors' bucketed curves (`extra` values that are arrays: only detectors read them)."""
+    """`report` with its run cut to what the report reads (`slim_run`), and features without the detectors'
+    bucketed curves (`SeriesFeatures.without_curves`: only detectors read them)."""
+    features = {tag: f.without_curves() for tag, f in report.features.items()}
+    return replace(slim_run(report), features=features)
+
+
+def slim_run(report: RunReport) -> RunReport:
+    """`report` with its run cut to what the report reads after analysis: no histograms, only `report_tags`'
+    series (the features, findings and health stay whole)."""
     keep = report_tags(report)
     run = replace(
         report.run,
         scalars={tag: s for tag, s in report.run.scalars.items() if tag in keep},
         histograms={},
     )
-    features = {tag: f.without_curves() for tag, f in report.features.items()}
-    return replace(report, run=run, features=features)
+    return replace(report, run=run)
 
 
 def _sizes(logdir: Logdir, found: dict[str, Any], only: str | None) -> dict[str, int]:

@@ -11,27 +11,41 @@ context (wall-time spans for `stalled`) once, at start, and with each batch only
 judged exactly as the serial path judges it. Workers are forks of a single-threaded caller (the CLI),
 else forks of a fork server (the app has threads, and a fork copies whatever lock another thread holds);
 a script that starts the pool from threads needs the `if __name__ == "__main__":` guard. If a pool cannot start or a worker dies, the runs not yet judged are judged here, serially.
+
+`report` (`engine.diagnose(slim=True)`) goes further with many local runs: `read_and_judge` hands the workers
+the runs' directories, not their points; each worker reads its runs and sends back the verdicts and only the
+series the report reads afterwards (see the section "reading in the pool" below). The app keeps
+`analyze_runs`: it draws every run's points, so it reads them itself.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import verdict_cache
-from .cache import release
-from .config import Config
-from .datamodel import Run, RunReport
-from .engine import AnalysisContext, LogdirContext, analyze_run, related_runs
+import numpy as np
 
-if TYPE_CHECKING:
+from . import verdict_cache
+from .cache import map_file, release
+from .config import Config
+from .datamodel import Run, RunReport, Series
+from .decode import choose_kernel
+from .detectors.stalled import StallFacts, stall, stall_facts
+from .engine import AnalysisContext, LogdirContext, analyze_run, judge_run, related_runs, scalar_span
+from .fleet import slim_run
+from .reader import RunReader
+
+if TYPE_CHECKING:  # pragma: no cover
     from .logdir import Logdir
 
 #: Below this many runs the serial path is used: starting a pool (a fresh interpreter importing numpy and
@@ -221,3 +235,205 @@ def _pooled(
                     on_report(reports[-1], len(reports), len(runs))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ---- reading in the pool ------------------------------------------------------------------------------
+#
+# With many runs, the workers read the runs as well as judge them: the caller lists the logdir, hands each
+# worker the names and directories of its runs, and gets back each verdict with only what the steps across
+# runs need of its points (`fleet.slim_run`: the losses and best metric that twins, comparisons and the
+# renderers read; the features, findings and health whole) plus its activity span (the logdir context) and
+# `stalled.StallFacts`. A worker judges without the logdir's context (no other run's wall times yet), which can
+# only leave `stalled` out: once every span is known, the caller judges again, here, the few runs for which
+# `stalled.stall` says it fires. A Keras `X/train` run is read with its `X/validation` sibling
+# (`engine.related_runs`, found from the names), so every run is judged as the serial path judges it.
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One run's verdict from a worker, and what the caller needs of the run to finish the logdir's steps."""
+
+    report: RunReport  # its run cut to the series read after analysis (`fleet.slim_run`)
+    span: tuple[float, float] | None  # first and last plausible wall time (`engine.scalar_span`)
+    facts: StallFacts | None  # what `stalled` needs of the run, judged against the logdir's spans by the caller
+    spilled: tuple[tuple[str, int], ...] = ()  # (tag, points) of the series written to the task's spill file
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """What a worker needs to read and judge a batch of runs: their directories, and those of their siblings."""
+
+    root: Path | str  # the logdir
+    runs: tuple[tuple[str, Path | str], ...]  # (name, directory) of each run to judge, in order
+    related: tuple[tuple[str, Path | str], ...]  # siblings the batch's runs look at, read but not judged
+    only_file: str | None = None
+    kernel: str | None = None  # the caller's preference ("pure", "jit"), else chosen from the batch's bytes
+    spill: str | None = None  # the file the worker writes the verdicts' series to (None: they are pickled)
+
+
+def _readers(task: ReadTask) -> dict[str, RunReader]:
+    return {
+        name: RunReader(task.root, path, name, kernel=task.kernel, only_file=task.only_file)
+        for name, path in (*task.runs, *task.related)
+    }
+
+
+def judge_one(
+    name: str, run_of: Callable[[str], Run], related: Sequence[str], config: Config | None, now: float | None
+) -> Judged:
+    """Read run `name` (through `run_of`, which reads each run of the task once) and judge it, without the
+    logdir's context: the one place a run becomes a verdict in a worker."""
+    run = run_of(name)
+    context = AnalysisContext(now=now, runs={name: run, **{n: run_of(n) for n in related}})
+    report, data = judge_run(run, config, context)
+    return Judged(slim_run(report), scalar_span(run), stall_facts(run, data.primary.lr))
+
+
+def _read_and_judge(task: ReadTask) -> list[Judged]:
+    """A worker's verdicts on the runs of `task`, read here (through the decoded-column cache when it is on)."""
+    readers = _readers(task)
+    kernel = choose_kernel(sum(reader.pending_bytes() for reader in readers.values()), task.kernel)
+    read: set[str] = set()
+    names = {name: path for name, path in (*task.runs, *task.related)}
+
+    def run_of(name: str) -> Run:
+        if name not in read:
+            readers[name].read(kernel)
+            read.add(name)
+        return readers[name].run
+
+    out = []
+    for name, _ in task.runs:
+        out.append(judge_one(name, run_of, list(related_runs(name, names)), _worker_config, _worker_now))
+    if task.spill is not None:
+        out = _spill(out, task.spill)
+    for name in read:
+        release(readers[name].run)  # its mapped columns' pages: the batch's runs at a time in memory
+    return out
+
+
+#: The columns of a series and their types, in the order a spill file holds them.
+_COLUMNS = (("steps", np.int64), ("wall_times", np.float64), ("values", np.float64))
+
+
+def _spill(judged: list[Judged], path: str) -> list[Judged]:
+    """`judged` with its series written to the file `path` and each left as (tag, points) in their place:
+    the caller maps the file (`_unspill`) instead of unpickling, copying and holding every run's points."""
+    out = []
+    with open(path, "wb") as f:
+        for j in judged:
+            run = j.report.run
+            for series in run.scalars.values():
+                for column, dtype in _COLUMNS:
+                    np.ascontiguousarray(getattr(series, column), dtype).tofile(f)
+            shape = tuple((tag, len(series)) for tag, series in run.scalars.items())
+            out.append(replace(j, report=replace(j.report, run=replace(run, scalars={})), spilled=shape))
+    return out
+
+
+def _unspill(judged: list[Judged], path: str) -> list[Judged]:
+    """The series `_spill` wrote to `path`, put back as read-only views of the file mapped (then removed: the
+    mapping keeps it until the last view goes). Their pages count in memory only while touched, and
+    `cache.release` lets go of them again."""
+    try:
+        with open(path, "rb") as f:
+            view = map_file(f.fileno()) if os.fstat(f.fileno()).st_size else memoryview(b"")
+    finally:
+        os.unlink(path)
+    at = 0
+    out = []
+    for j in judged:
+        scalars = {}
+        for tag, n in j.spilled:
+            columns = []
+            for _, dtype in _COLUMNS:
+                columns.append(np.frombuffer(view, dtype, n, at))
+                at += 8 * n
+            scalars[tag] = Series(*columns)
+        j.report.run.scalars = scalars
+        out.append(replace(j, spilled=()))
+    return out
+
+
+_worker_now: float | None = None
+
+
+def _start_reader(config: Config | None, now: float | None, niceness: int = 0) -> None:
+    global _worker_now
+    _worker_now = now
+    _start_worker(LogdirContext(), config, niceness)
+
+
+def read_and_judge(
+    logdir: Logdir,
+    found: Mapping[str, Path | str],
+    only_file: str | None,
+    config: Config | None,
+    now: float | None,
+    workers: int,
+    niceness: int = 0,
+) -> tuple[dict[str, Run], list[RunReport]]:
+    """Every run of `found` (name -> directory, as `Logdir.discover` lists them) read and judged in a pool of
+    `workers` processes: (name -> its cut `Run`, the reports in the order of `found`), each exactly as
+    `analyze_runs` would judge it in the logdir's context. Raises what `_pooled` lets its caller fall back on
+    (OSError, ValueError, BrokenProcessPool) when the pool cannot do it."""
+    names = list(found)
+    spill = tempfile.mkdtemp(prefix="tbtriage-pool-")  # never in the logdir: it is read only
+    tasks: list[ReadTask] = []
+    for i in range(0, len(names), CHUNK_RUNS):
+        batch = names[i : i + CHUNK_RUNS]
+        related: dict[str, Path | str] = {}
+        for name in batch:
+            related.update((n, p) for n, p in related_runs(name, found).items() if n not in batch)
+        tasks.append(
+            ReadTask(
+                logdir.path,
+                tuple((n, found[n]) for n in batch),
+                tuple(related.items()),
+                only_file,
+                logdir.kernel,
+                os.path.join(spill, f"{len(tasks)}.cols"),
+            )
+        )
+    judged: list[Judged] = []
+    try:
+        pool = ProcessPoolExecutor(
+            workers, mp_context=_pool_context(), initializer=_start_reader, initargs=(config, now, niceness)
+        )
+        try:
+            for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:
+                judged.extend(_unspill(result.result(), task.spill) if task.spill else result.result())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)  # the files mapped stay readable until their last view goes
+    spans = tuple((j.report.name, *j.span) for j in judged if j.span is not None)
+    context = AnalysisContext(latest_wall_time=max((end for _, _, end in spans), default=None), now=now, spans=spans)
+    reports = []
+    for j in judged:
+        report = j.report
+        if stall(j.facts, context) is not None:
+            report = _judge_here(logdir, found, only_file, report.name, config, context)
+        reports.append(report)
+    return {r.name: r.run for r in reports}, reports
+
+
+def _judge_here(
+    logdir: Logdir,
+    found: Mapping[str, Path | str],
+    only_file: str | None,
+    name: str,
+    config: Config | None,
+    context: AnalysisContext,
+) -> RunReport:
+    """Run `name` read again and judged here in the logdir's whole context: a run that `stalled` speaks of."""
+    task = ReadTask(
+        logdir.path, ((name, found[name]),), tuple(related_runs(name, found).items()), only_file, logdir.kernel
+    )
+    readers = _readers(task)
+    for reader in readers.values():
+        reader.read()
+    report = analyze_run(readers[name].run, config, replace(context, runs={n: r.run for n, r in readers.items()}))
+    for reader in readers.values():
+        release(reader.run)
+    return slim_run(report)

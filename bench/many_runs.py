@@ -14,6 +14,8 @@ counted apart).
 
 Baselines measured in the same run, printed as ratios:
 - the serial path (`report --workers 1`) for the process pool;
+- the pool judging runs that the command's own process read (`parent-reads`: `diagnose(slim=False)`, as
+  `report` was before its workers read their runs) for the workers reading them;
 - what two processes of a pure Python loop gain over one on this machine right now: on a shared machine
   the spare cores, not the code, bound what any pool can gain;
 - TensorBoard's EventAccumulator, reading a subset of the runs (`--ea-runs`), against tbtriage reading
@@ -52,6 +54,9 @@ SHAPES = ((10_000, 4, 300), (2_000, 4, 900))
 APP_SIZE = (160, 48)
 #: The app gives up waiting for all health after this many seconds.
 APP_TIMEOUT_S = 900.0
+#: The report mode whose pool judges runs this process read (`diagnose(slim=False)`): the baseline of the
+#: pool's workers reading their runs themselves.
+PARENT_READS = "parent-reads"
 #: Iterations of the pure Python loop that measures what a second process gains here.
 CALIBRATION_LOOP = 4_000_000
 
@@ -67,7 +72,12 @@ def child_report(logdir: str, workers: str) -> dict:
     from tbtriage.cli.main import main
 
     argv = ["report", logdir, "--format", "json", "--out", os.devnull]
-    if workers != "auto":
+    if workers == PARENT_READS:
+        from tbtriage.analysis import engine
+
+        whole = engine.diagnose  # the command as it was: this process reads every run, the pool only judges
+        engine.diagnose = lambda *a, **k: whole(*a, **{**k, "slim": False})  # type: ignore[assignment]
+    elif workers != "auto":
         argv += ["--workers", workers]
     start = time.perf_counter()
     code = main(argv)
@@ -263,17 +273,19 @@ def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
     report_s = None
     if not args.skip_report:
         rows = []
-        for workers in ("auto", "1") * args.repeat:
+        for workers in ("auto", PARENT_READS, "1") * args.repeat:
             result, wall = run_child("report", str(logdir), workers)
             rows.append((workers, result, wall))
             print(
-                f"report --workers {workers:4s}  {wall:7.2f} s from the shell ({result['seconds']:.2f} s in main, CPU "
+                f"report {workers:12s}  {wall:7.2f} s from the shell ({result['seconds']:.2f} s in main, CPU "
                 f"{result['cpu_s']:.1f} s + {result['workers_cpu_s']:.1f} s in pool workers)   peak RSS "
                 f"{result['rss_mb']:,.0f} MB (+ pool workers' largest {result['workers_rss_mb']:,.0f} MB)"
             )
         pooled = min(wall for w, _, wall in rows if w == "auto")
         serial = min(wall for w, _, wall in rows if w == "1")
+        before = min(wall for w, _, wall in rows if w == PARENT_READS)
         report_s = pooled
+        print(f"workers reading their runs / the parent reading them = {pooled / before:.2f}")
         calibration, _ = run_child("calibrate")
         gain = calibration["1"] / calibration["2"]
         print(

@@ -2,6 +2,8 @@
 
     git stash; python bench/same_verdicts.py --save /tmp/before.json      # on the code before the change
     git stash pop; python bench/same_verdicts.py --against /tmp/before.json
+    python bench/same_verdicts.py --save /tmp/serial.json --workers 1 --logdir big/   # the serial path, then
+    python bench/same_verdicts.py --against /tmp/serial.json --slim --logdir big/    # the pool reading the runs
 
 It judges the demo logdir (written to a temp dir), the committed real-run corpus (`bench/corpus/runs`) and
 any `--logdir` given, at a fixed `now` (so `stalled` does not drift with the wall clock), with `--workers`
@@ -23,14 +25,16 @@ ROOT = Path(__file__).resolve().parent.parent
 NOW = 1.9e9
 
 
-def verdicts(path: Path, workers: int | None) -> dict[str, str]:
+def verdicts(path: Path, workers: int | None, slim: bool = False) -> dict[str, str]:
     """Flat {key: text} of everything the engine says about the logdir at `path`."""
     from tbtriage.analysis.compare import compare
     from tbtriage.analysis.engine import diagnose
     from tbtriage.cli.report import report_dict
 
     # Without --workers, no such argument: the script also runs on code from before the pool existed.
-    report = diagnose(path, now=NOW, **({} if workers is None else {"workers": workers}))
+    report = diagnose(
+        path, now=NOW, **({} if workers is None else {"workers": workers}), **({"slim": True} if slim else {})
+    )
     data = report_dict(report, compare(report.runs))
     data["logdir"] = path.name  # the demo is written to a new temp dir each time
     out = {"report": json.dumps(data, sort_keys=True, default=str)}
@@ -41,7 +45,7 @@ def verdicts(path: Path, workers: int | None) -> dict[str, str]:
     return out
 
 
-def collect(logdirs: list[Path], workers: int | None) -> dict[str, dict[str, str]]:
+def collect(logdirs: list[Path], workers: int | None, slim: bool = False) -> dict[str, dict[str, str]]:
     from tbtriage.analysis.demo import write_demo
 
     found = {}
@@ -52,7 +56,7 @@ def collect(logdirs: list[Path], workers: int | None) -> dict[str, dict[str, str
             ("corpus", ROOT / "bench" / "corpus" / "runs"),
             *[(str(p), p) for p in logdirs],
         ]:
-            found[name] = verdicts(Path(path), workers)
+            found[name] = verdicts(Path(path), workers, slim)
             print(f"{name}: {len(found[name]) - 1} series judged", file=sys.stderr)
     return found
 
@@ -74,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     action.add_argument("--against", type=Path, help="compare with verdicts saved before")
     parser.add_argument("--logdir", type=Path, action="append", default=[], help="judge this logdir too")
     parser.add_argument("--workers", type=int, help="processes (default: as `report` chooses)")
+    parser.add_argument(
+        "--slim", action="store_true", help="as `report` judges: the pool's workers read the runs (diagnose slim=True)"
+    )
     args = parser.parse_args(argv)
-    found = collect(args.logdir, args.workers)
+    found = collect(args.logdir, args.workers, args.slim)
     if args.save:
         args.save.write_text(json.dumps(found))
         print(f"saved {sum(map(len, found.values()))} verdicts to {args.save}")

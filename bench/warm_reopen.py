@@ -3,6 +3,7 @@
     python bench/warm_reopen.py                        # ~1 GB: 200 runs × 20 tags × 4,500 points, in /tmp
     python bench/warm_reopen.py --runs 40 --points 2000 --no-app   # a quick look
     python bench/warm_reopen.py --logdir runs/         # your own logdir (the cache goes to a temp dir)
+    python bench/warm_reopen.py --gb 10 --dir /tmp/tb10g --stages cli app   # peak RSS on a 10 GB logdir
 
 Every figure comes from a fresh child process (imports included), with its own empty cache directory per
 round: `cold` reads with the cache off (the baseline), `first` reads cold and writes the cache, `warm` opens
@@ -15,6 +16,12 @@ for its peak RSS: `--stages cli`). Peak RSS is the kernel's (`wait4`); the child
 anonymous memory (RssAnon), which is what mapped columns leave out. The OS page cache is warm in every
 round (the files were just written): the figures compare decoding with mapping, not disks. Prints figures
 and ratios against the cold round measured in the same run; asserts nothing.
+
+`--gb N` sizes the generated logdir to about N GB (4 tags × 48,000 points a run, ~10 MB): `GB_DISTINCT` runs
+are generated and copied (real copies, not links) up to the size, since generating is the slow part. The
+issue's bar is a peak RSS ≤ 2 GB for a 10 GB logdir, in `report` (`--stages cli`: the kernel's figure for
+the command's own process, its pool's workers shown apart) and in the app. `--dir` writes the logdir there
+and keeps it (measure it again with `--logdir`); delete it when done.
 """
 
 from __future__ import annotations
@@ -32,13 +39,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+#: `--gb`: the shape of each run (tags, points per tag) and how many distinct runs the copies are made from.
+GB_TAGS, GB_POINTS, GB_DISTINCT = 4, 48_000, 40
+
 
 class _RssSampler(threading.Thread):
     """The peak of this process's anonymous and file-backed resident memory, sampled every 20 ms."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.anon = self.file = 0
+        self.anon = self.file = self.workers = 0
         self.done = False
 
     def sample(self) -> None:
@@ -50,9 +60,37 @@ class _RssSampler(threading.Thread):
                     self.file = max(self.file, int(line.split()[1]))
 
     def run(self) -> None:
+        ticks = 0
         while not self.done:
             self.sample()
+            if ticks % 25 == 0:
+                self.sample_descendants()
+            ticks += 1
             time.sleep(0.02)
+
+    def sample_descendants(self) -> None:
+        """The largest peak RSS (VmHWM) among this process's descendants: the pool's workers, which a fork
+        server starts as its children rather than ours, so that RUSAGE_CHILDREN misses them."""
+        parents: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+        mine, grew = {os.getpid()}, True
+        while grew:
+            found = {pid for pid, ppid in parents.items() if ppid in mine} - mine
+            grew, mine = bool(found), mine | found
+        for pid in mine - {os.getpid()}:
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            self.workers = max(self.workers, int(line.split()[1]))
+            except OSError:
+                continue
 
 
 def child(stage: str, logdir: str) -> None:
@@ -87,6 +125,7 @@ def child(stage: str, logdir: str) -> None:
     sampler.done = True
     sampler.sample()
     figures["anon_mb"], figures["file_mb"] = sampler.anon / 1024, sampler.file / 1024
+    figures["workers_peak_mb"] = sampler.workers / 1024  # the largest of the pool's workers (VmHWM)
     print(json.dumps(figures))
 
 
@@ -139,7 +178,10 @@ def run_rounds(stage: str, logdir: Path, home: Path) -> None:
     base = rounds["cold"]
     key = {"load": "load_s", "report": "total_s", "app": "first_health_s", "cli": "total_s"}[stage]
     print(f"\n{stage}: until {'every run read' if stage == 'load' else 'every run judged'}")
-    print(f"  {'round':6} {'process s':>9} {key:>15} {'vs cold':>8} {'peak RSS MB':>11} {'anon MB':>8}  cache")
+    print(
+        f"  {'round':6} {'process s':>9} {key:>15} {'vs cold':>8} {'peak RSS MB':>11} {'anon MB':>8} "
+        f"{'workers MB':>10}  cache"
+    )
     for name, f in rounds.items():
         extra = f.get("cache", "")
         if stage == "report":
@@ -153,7 +195,7 @@ def run_rounds(stage: str, logdir: Path, home: Path) -> None:
             extra = f"exit {f['exit']}"
         print(
             f"  {name:6} {f['wall_s']:9.2f} {f[key]:15.3f} {base[key] / f[key]:7.1f}x "
-            f"{f['peak_mb']:11.0f} {f['anon_mb']:8.0f}  {extra}"
+            f"{f['peak_mb']:11.0f} {f['anon_mb']:8.0f} {f['workers_peak_mb']:10.0f}  {extra}"
         )
     cache_mb = sum(p.stat().st_size for p in (home / "tbtriage" / "columns").glob("*.tbc")) / 1e6
     print(f"  cache entries: {cache_mb:.0f} MB")
@@ -187,6 +229,20 @@ def measure_rss(stage: str, logdir: Path, cache_home: Path, no_cache: bool) -> d
     return figures
 
 
+def generate_gb(logdir: Path, gb: float) -> int:
+    """About `gb` GB of runs: `GB_DISTINCT` generated, then copied under new names until the size is reached."""
+    from bench.report_speed import generate
+
+    size = generate(logdir, GB_DISTINCT, GB_TAGS, GB_POINTS)
+    per_run, copies = size / GB_DISTINCT, 0
+    while size + per_run <= gb * 1e9:
+        source = logdir / f"run_{copies % GB_DISTINCT:03d}"
+        shutil.copytree(source, logdir / f"copy{copies // GB_DISTINCT}_{source.name}")
+        size += per_run
+        copies += 1
+    return int(size)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--child", nargs=2, metavar=("STAGE", "LOGDIR"), help=argparse.SUPPRESS)
@@ -198,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         "--stages", nargs="+", default=["load", "report", "app"], choices=["load", "report", "app", "cli"]
     )
     parser.add_argument("--no-app", action="store_true", help="skip the app rounds")
+    parser.add_argument("--gb", type=float, help="generate about this many GB (runs of 4 tags × 48,000 points)")
+    parser.add_argument("--dir", help="write the generated logdir here and keep it")
     args = parser.parse_args(argv)
     if args.child:
         child(*args.child)
@@ -210,15 +268,19 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from bench.report_speed import generate
 
-            logdir = tmp / "logdir"
+            logdir = Path(args.dir) if args.dir else tmp / "logdir"
             start = time.perf_counter()
-            size = generate(logdir, args.runs, args.tags, args.points)
-            print(
-                f"wrote {args.runs} runs × {args.tags} tags × {args.points:,} points "
-                f"({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s"
-            )
+            if args.gb:
+                size = generate_gb(logdir, args.gb)
+                shape = f"{len(os.listdir(logdir))} runs × {GB_TAGS} tags × {GB_POINTS:,} points"
+            else:
+                size = generate(logdir, args.runs, args.tags, args.points)
+                shape = f"{args.runs} runs × {args.tags} tags × {args.points:,} points"
+            print(f"wrote {shape} ({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s", flush=True)
         home = tmp / "cache-home"
-        measure_rss("load", logdir, home, no_cache=True)  # compiles the kernel once, outside every figure
+        # Compiles the kernel once, outside every figure (one run is enough; a 10 GB logdir is not read for it).
+        first = min((p for p in logdir.iterdir() if p.is_dir()), default=logdir)
+        measure_rss("load", first, home, no_cache=True)
         for stage in stages:
             run_rounds(stage, logdir, home)
     return 0

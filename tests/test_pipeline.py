@@ -12,10 +12,14 @@ import json
 import pytest
 
 import tbtriage
+from tbtriage.analysis import pipeline
 from tbtriage.analysis.compare import compare
 from tbtriage.analysis.engine import diagnose, finding_dict, logdir_context, related_runs, run_report_dict, scalar_span
+from tbtriage.analysis.fleet import report_tags
 from tbtriage.analysis.pipeline import EngineAnalyzer, _pooled, analyze_runs, pool_workers
 from tbtriage.analysis.watch import Watcher, engine_analyzer
+from tbtriage.cli.main import main
+from tbtriage.cli.report import report_dict
 from tests._engine_data import SCENARIOS, write_scenario
 
 NOW_OFFSET = 86400.0
@@ -163,3 +167,68 @@ def test_an_app_whose_stderr_has_no_file_descriptor_still_gets_a_pool(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "judged 3 same"
+
+
+# ---- the pool's workers read the runs (`read_and_judge`, `diagnose(slim=True)`, `tbtriage report`) ---------
+
+
+def _slim_matches_serial(root, now, **kwargs) -> None:
+    serial = diagnose(root, now=now, workers=1)
+    pooled = diagnose(root, now=now, workers=2, slim=True, **kwargs)
+    assert [r.name for r in pooled.runs] == [r.name for r in serial.runs]
+    assert _verdicts(pooled.runs) == _verdicts(serial.runs)
+    assert pooled.to_json() == serial.to_json()
+    assert report_dict(pooled, compare(pooled.runs)) == report_dict(serial, compare(serial.runs))
+    for report in pooled.runs:  # only the series the report reads afterwards came back, and no histograms
+        assert set(report.run.scalars) == report_tags(report) & set(report.tag_points())
+        assert not report.run.histograms
+
+
+def test_workers_that_read_their_runs_give_the_serial_verdicts_stalled_runs_included(logdir, now, monkeypatch):
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    serial = diagnose(logdir.path, now=now, workers=1)
+    assert any(f.kind == "stalled" for r in serial.runs for f in r.findings), "the suite has a stalled run"
+    _slim_matches_serial(logdir.path, now)
+
+
+def test_a_keras_run_whose_sibling_another_worker_judges_is_read_with_it(logdir, now, monkeypatch):
+    """One run a task: every sibling lives in another task, and is read again as the run's related run."""
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    monkeypatch.setattr(pipeline, "CHUNK_RUNS", 1)
+    _slim_matches_serial(logdir.path, now)
+
+
+def test_workers_read_through_the_column_cache_cold_and_warm(logdir, now, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("TBTRIAGE_NO_CACHE", raising=False)
+    _slim_matches_serial(logdir.path, now)  # cold: the workers write the entries
+    assert len(list((tmp_path / "cache" / "tbtriage" / "columns").glob("*.tbc"))) == len(logdir.runs)
+    _slim_matches_serial(logdir.path, now)  # warm: mapped from them
+
+
+def test_the_report_command_judges_as_the_serial_report_does(logdir, tmp_path, monkeypatch):
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    outputs = {}
+    for label, extra in (("pool", []), ("serial", ["--workers", "1"]), ("filter", ["--filter", "top 5 by loss"])):
+        out = tmp_path / f"{label}.json"
+        main(["report", str(logdir.path), "--format", "json", "--out", str(out), *extra])
+        outputs[label] = json.loads(out.read_text())
+    assert outputs["pool"] == outputs["serial"]
+    assert 0 < len(outputs["filter"]["runs"]) <= 5  # a filter on values reads every run's points
+
+
+def test_the_workers_series_come_through_temporary_files_that_are_gone_afterwards(logdir, now, monkeypatch, tmp_path):
+    import tempfile
+
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    report = diagnose(logdir.path, now=now, workers=2, slim=True)
+    assert list(scratch.iterdir()) == []  # the spill files are removed; the mapped series still read
+    shown = [r for r in report.runs if r.primary_tags.loss in r.run.scalars]
+    mapped = [r for r in shown if not r.run.scalars[r.primary_tags.loss].values.flags.writeable]
+    assert mapped  # (a run `stalled` speaks of is read again here: its series are this process's own)
+    for r in mapped:
+        ours, read = r.run.scalars[r.primary_tags.loss], logdir.runs[r.name].scalars[r.primary_tags.loss]
+        assert ours.steps.tolist() == read.steps.tolist() and ours.values.tobytes() == read.values.tobytes()

@@ -361,3 +361,25 @@ def test_a_file_that_shrinks_after_reading_is_read_again_as_it_is_now_with_one_n
     assert len(notes) == 1 and notes[0].file.startswith("r/events.out.tfevents")
     # What is on disk now, not stale points: the first few records only.
     assert 0 < len(logdir.runs["r"].scalars["train/loss"]) < 10
+
+
+def test_hparams_are_listed_in_the_same_order_in_every_process(tmp_path):
+    """A protobuf map iterates in an order that changes from process to process: a pool's worker that read a
+    run listed its hparams (and so the report's hparams table) unlike the process that read it before."""
+    import subprocess
+    import sys
+
+    from tensorboardX import SummaryWriter
+
+    settings = {f"{name}": i for i, name in enumerate("zeta alpha mu kappa beta omega delta lambda".split())}
+    w = SummaryWriter(str(tmp_path / "sweep"))
+    w.add_hparams(settings, {"hparam/accuracy": 0.9}, name="hp")
+    w.close()
+    code = "import sys, tbtriage; print(list(tbtriage.load(sys.argv[1]).runs['sweep/hp'].hparams))"
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(3)
+    }
+    assert seen == {str(sorted(settings))}

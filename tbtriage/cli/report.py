@@ -188,11 +188,20 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(report, str):
                 return _fail(report)
         else:
+            # The report reads of each run only what `fleet.slim_run` keeps, unless a filter reads other values.
+            slim = not (args.filter and parse_filter(args.filter).by_value)
             report = diagnose(
-                str(args.logdir), config=config, runs=args.runs, storage_options=options, workers=args.workers
+                str(args.logdir),
+                config=config,
+                runs=args.runs,
+                storage_options=options,
+                workers=args.workers,
+                slim=slim,
             )
     except (ConfigError, LogdirError) as exc:
         return _fail(str(exc))
+    except FilterError as exc:
+        return _fail(f"--filter {args.filter!r}: {exc}")
     except PermissionError as exc:
         return _fail(f"{exc.filename or args.logdir}: permission denied")
     except OSError as exc:
