@@ -378,10 +378,12 @@ def read_and_judge(
     `analyze_runs` would judge it in the logdir's context. Raises what `_pooled` lets its caller fall back on
     (OSError, ValueError, BrokenProcessPool) when the pool cannot do it."""
     names = list(found)
+    entries = _cached_entries(logdir, names, config)
+    todo = [name for name in names if name not in entries]
     spill = tempfile.mkdtemp(prefix="tbtriage-pool-")  # never in the logdir: it is read only
     tasks: list[ReadTask] = []
-    for i in range(0, len(names), CHUNK_RUNS):
-        batch = names[i : i + CHUNK_RUNS]
+    for i in range(0, len(todo), CHUNK_RUNS):
+        batch = todo[i : i + CHUNK_RUNS]
         related: dict[str, Path | str] = {}
         for name in batch:
             related.update((n, p) for n, p in related_runs(name, found).items() if n not in batch)
@@ -395,27 +397,74 @@ def read_and_judge(
                 os.path.join(spill, f"{len(tasks)}.cols"),
             )
         )
-    judged: list[Judged] = []
+    judged: dict[str, Judged] = {}
     try:
-        pool = ProcessPoolExecutor(
-            workers, mp_context=_pool_context(), initializer=_start_reader, initargs=(config, now, niceness)
-        )
-        try:
-            for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:
-                judged.extend(_unspill(result.result(), task.spill) if task.spill else result.result())
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if tasks:
+            pool = ProcessPoolExecutor(
+                workers, mp_context=_pool_context(), initializer=_start_reader, initargs=(config, now, niceness)
+            )
+            try:
+                for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:
+                    for j in _unspill(result.result(), task.spill) if task.spill else result.result():
+                        judged[j.report.name] = j
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
     finally:
         shutil.rmtree(spill, ignore_errors=True)  # the files mapped stay readable until their last view goes
-    spans = tuple((j.report.name, *j.span) for j in judged if j.span is not None)
+    spans = tuple(
+        (name, *span)
+        for name in names
+        if (span := entries[name].span if name in entries else judged[name].span) is not None
+    )
     context = AnalysisContext(latest_wall_time=max((end for _, _, end in spans), default=None), now=now, spans=spans)
     reports = []
-    for j in judged:
-        report = j.report
-        if stall(j.facts, context) is not None:
-            report = _judge_here(logdir, found, only_file, report.name, config, context)
+    for name in names:
+        report = _from_cache(logdir, name, entries[name], context) if name in entries else None
+        if report is None:
+            verdict = judged.get(name)
+            if verdict is not None and stall(verdict.facts, context) is None:
+                report = verdict.report
+            else:  # `stalled` speaks of it in this context (or its cached verdict no longer holds)
+                report = _judge_here(logdir, found, only_file, name, config, context)
+            _cache_verdict(logdir, report, context, config)
         reports.append(report)
     return {r.name: r.run for r in reports}, reports
+
+
+def _cached_entries(logdir: Logdir, names: Sequence[str], config: Config | None) -> dict[str, verdict_cache.Entry]:
+    """The runs of `names` whose cached verdict still holds as far as their own files tell (`verdict_cache`):
+    the workers need not read them; the logdir's context is checked once every span is known."""
+    if not verdict_cache.enabled():
+        return {}
+    logdir.find()  # each run's reader, reading nothing: what a verdict's checks stat and hash
+    entries = {}
+    for name in names:
+        entry = verdict_cache.candidate(logdir, name, config)
+        if entry is not None:
+            entries[name] = entry
+    return entries
+
+
+def _from_cache(logdir: Logdir, name: str, entry: verdict_cache.Entry, context: AnalysisContext) -> RunReport | None:
+    """Run `name`'s cached verdict when it holds in `context`, with the series the report reads (mapped from the
+    column cache); None when it must be judged again."""
+    reader = logdir._readers[name]
+    reader.read()
+    report = entry.report(context, reader.run)
+    out = None if report is None else slim_run(report)
+    release(reader.run)
+    return out
+
+
+def _cache_verdict(logdir: Logdir, report: RunReport, context: AnalysisContext, config: Config | None) -> None:
+    """Keep a verdict judged by a worker (or here) for the next reopen: the run's reader here vouches for its files
+    (it maps the columns the worker just cached, decoding nothing)."""
+    reader = logdir._readers.get(report.name) if verdict_cache.enabled() else None
+    if reader is None:
+        return
+    reader.read()
+    verdict_cache.store(logdir, report, context, config)
+    release(reader.run)
 
 
 def _judge_here(

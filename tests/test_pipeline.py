@@ -44,7 +44,8 @@ def _verdicts(reports) -> str:
         [
             {
                 **run_report_dict(r),
-                "features": {tag: repr(f) for tag, f in r.features.items()},
+                # Features as a report keeps them: a cached verdict holds no detector curves (only detectors read them).
+                "features": {tag: repr(f.without_curves()) for tag, f in r.features.items()},
                 "primary": repr(r.primary_tags),
                 "directions": r.directions,
             }

@@ -93,6 +93,22 @@ def test_a_warm_report_is_the_cold_report_and_judges_no_run_again(logdir, monkey
     assert stalled and stalled[0]["severity"] == "warning"  # the context part is in the cached verdict too
 
 
+def test_the_report_whose_workers_read_the_runs_reuses_and_keeps_verdicts(logdir, monkeypatch):
+    """`report` on many runs reads them in its pool (`diagnose(slim=True)`): the first one caches every verdict,
+    the next takes every one of them from the cache (each entry is stamped as used) and says what a cold one says,
+    the stalled run's context included."""
+    cold = _cold(logdir, monkeypatch, workers=2, slim=True)
+    assert _json(diagnose(logdir, now=NOW, workers=2, slim=True)) == cold
+    assert len(_entries()) == 3
+    for entry in _entries():
+        os.utime(entry, (T0, T0))
+    assert _json(diagnose(logdir, now=NOW, workers=2, slim=True)) == cold
+    assert all(entry.stat().st_mtime > T0 for entry in _entries())  # every verdict came from the cache
+    assert _json(diagnose(logdir, now=NOW, workers=1)) == cold
+    stalled = [f for r in cold if r["run"] == "seed1" for f in r["findings"] if f["kind"] == "stalled"]
+    assert stalled and stalled[0]["severity"] == "warning"
+
+
 def test_report_and_diagnose_on_the_command_line_say_the_same_warm_and_cold(logdir, tmp_path, capsys):
     def report(*extra: str) -> dict:
         out = tmp_path / "report.json"
