@@ -84,6 +84,13 @@ KERAS_BATCH_PREFIX = "batch_"
 _SAME_VALUE = 1e-5
 
 
+#: What a finding on such a tag says of its numbers (`evidence["values_from"]`): the chart shows the logged means.
+KERAS_STRETCH_NOTE = (
+    "means of each logged stretch of batches, recovered from Keras's running epoch mean (the chart shows the "
+    "running mean as logged)"
+)
+
+
 def keras_batch_means(run: Run) -> Run:
     """`run` with each Keras `batch_<q>` tag's running epoch means turned back into what each logged stretch
     of batches averaged: after k_0 batches of an epoch the mean is m_0, after k_1 it is m_1, so the batches in

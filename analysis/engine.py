@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from .axes import keras_batch_means, keras_steps_per_epoch, restate, step_axes
+from .axes import KERAS_STRETCH_NOTE, keras_batch_means, keras_steps_per_epoch, restate, step_axes
 from .causes import rank_causes
 from .config import Config
 from .datamodel import Finding, Run, RunReport, SeriesFeatures
@@ -222,6 +222,12 @@ def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None)
     hparams = run_hparams(run)[0]
     # Causes read the series on the detectors' axes; the finding is then stated on the run's axes.
     findings = [restate(replace(f, causes=rank_causes(f, data, hparams)), data.axes) for f in run_detectors(data)]
+    recovered = {tag for tag, series in data.run.scalars.items() if series is not run.scalars.get(tag)}
+    if recovered:  # its numbers are not the curve the chart shows: say so where a person reads them
+        findings = [
+            replace(f, evidence={**f.evidence, "values_from": KERAS_STRETCH_NOTE}) if recovered & set(f.tags) else f
+            for f in findings
+        ]
     report = RunReport(
         name=run.name,
         run=run,

@@ -183,3 +183,5 @@ def test_one_bad_batch_diluted_in_a_keras_running_mean_is_still_a_loss_spike_at_
     assert run.name == "train"
     spikes = [f for f in run.findings if f.kind == "loss_spike"]
     assert spikes and spikes[0].step == 410 and spikes[0].tags[0] == "batch_loss"
+    # Its numbers are the stretch's mean, not the point the chart shows there: the evidence says so.
+    assert "recovered from Keras's running epoch mean" in spikes[0].evidence["values_from"]
