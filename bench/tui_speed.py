@@ -15,8 +15,9 @@ new view (preparation runs in a thread worker), with five runs overlaid, once wi
 per-series caches (EMA per weight, bucket pyramids, the sorted outlier ranking; warmed in the worker
 after the first draw, timed) and once on the direct path that rescans every point on each key (the
 baseline, as the chart worked before the caches), in the same run. The first chart-drawing baseline
-is plotext drawing one raw series without min/max bucketing (what a naive chart does). Prints
-figures; asserts nothing.
+is plotext drawing one raw series without min/max bucketing (what a naive chart does); the second is
+plotext drawing the overlaid chart at the outlier range without clipping its lines to the plot first.
+Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
