@@ -15,8 +15,9 @@ new view (preparation runs in a thread worker), with five runs overlaid, once wi
 per-series caches (EMA per weight, bucket pyramids, the sorted outlier ranking; warmed in the worker
 after the first draw, timed) and once on the direct path that rescans every point on each key (the
 baseline, as the chart worked before the caches), in the same run. The first chart-drawing baseline
-is plotext drawing one raw series without min/max bucketing (what a naive chart does). Prints
-figures; asserts nothing.
+is plotext drawing one raw series without min/max bucketing (what a naive chart does); the second is
+plotext drawing the overlaid chart at the outlier range without clipping its lines to the plot first.
+Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -265,6 +266,48 @@ def baseline(logdir: Path, width: int, height: int) -> tuple[float, float]:
     return naive, time.perf_counter() - start
 
 
+def clip_figures(logdir: Path, width: int, height: int, repeats: int = 5) -> list[tuple[str, float, float]]:
+    """Per view of the five overlaid series whose y range cuts lines off (the outlier range, raw or smoothed, zoomed):
+    seconds for plotext to draw the chart (our plotext calls and its build, median of `repeats`) with lines clipped
+    to the plot first, and without (plotext drawing every segment dot by dot, off the plot too: the baseline)."""
+    from textual.geometry import Size
+    from textual_plotext import Plot
+
+    import tbtriage
+    from tbtriage.analysis.smoothing import ema
+    from tbtriage.themes import load_themes
+    from tbtriage.tui.chart_data import ChartOptions, SeriesRequest, full_x_range, prepare_chart
+    from tbtriage.tui.widgets.tag_chart import Y_LABEL_CELLS, draw_chart
+
+    runs = sorted(tbtriage.load(logdir).runs.items())[:OVERLAID_RUNS]
+    requests = [SeriesRequest(name, slot, run.scalars[TAG]) for slot, (name, run) in enumerate(runs)]
+    theme = load_themes()["dark"]
+    variables = {**theme.to_color_system().generate(), **theme.variables}
+    full = full_x_range(requests, "step")
+    assert full is not None
+    middle = (full[0] + 0.4 * (full[1] - full[0]), full[0] + 0.6 * (full[1] - full[0]))
+    views = {
+        "raw, 5-95%": ChartOptions(smoothing=0.0, ignore_outliers=True),
+        "smoothed, 5-95%": ChartOptions(ignore_outliers=True),
+        "raw, 5-95%, log-y, zoomed": ChartOptions(smoothing=0.0, ignore_outliers=True, log_y=True, window=middle),
+    }
+    found = []
+    for name, options in views.items():
+        chart = prepare_chart(requests, options, width - Y_LABEL_CELLS, lambda r, w: ema(r.series.values, w))
+        times = []
+        for clip in (True, False):
+            plot, runs_ = Plot(), []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                draw_chart(plot, chart, variables, Size(width, height), ascii_only=False, legend=False, clip=clip)
+                plot.plotsize(width, height)
+                plot.build()
+                runs_.append(time.perf_counter() - start)
+            times.append(statistics.median(runs_))
+        found.append((name, times[0], times[1]))
+    return found
+
+
 async def table_updates(runs: int, verdicts: int) -> tuple[float, float]:
     """Seconds per analysed run for the runs table of `runs` rows: ours (virtual) and rebuilt (the baseline).
 
@@ -371,6 +414,11 @@ def main() -> None:
             direct_all += base
             print(_row(key, times, base))
         print(_row("all keys", ours_all, direct_all))
+        print(f"plotext drawing the chart ({width}x{height}), lines clipped to the plot first vs not (baseline):")
+        for name, clipped, whole in clip_figures(logdir, width, height):
+            print(
+                f"  {name:<28} clipped {clipped * 1000:6.1f} ms   whole {whole * 1000:6.1f} ms   {whole / clipped:4.1f}x"
+            )
         naive, ours = baseline(logdir, width, height)
         print(
             f"baseline: plotext drawing one raw {figures['series'][0][1]:,}-point series: {naive * 1000:.0f} ms; "

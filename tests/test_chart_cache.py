@@ -26,6 +26,7 @@ from tbtriage.tui.chart_data import (
     finish_chart,
     full_x_range,
     sorted_percentiles,
+    window_percentiles,
 )
 
 FIELDS = ("x", "y", "nan_x", "posinf_x", "neginf_x")
@@ -121,6 +122,42 @@ def test_sorted_percentiles_of_nothing_is_none():
     assert sorted_percentiles([], OUTLIER_PERCENTILES) is None
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 30_000), min_size=1, max_size=4),
+    seed=st.integers(0, 2**32 - 1),
+    shape=st.sampled_from(["noise", "ascending", "steps", "few distinct", "spiky"]),
+    nonfinite=st.floats(0.0, 0.9),
+    log_y=st.booleans(),
+    percentiles=st.sampled_from([OUTLIER_PERCENTILES, (0.0, 100.0), (49.9, 50.1), (1.0, 99.0)]),
+)
+def test_window_percentiles_equal_numpy_percentile_of_the_finite_values(
+    sizes, seed, shape, nonfinite, log_y, percentiles
+):
+    """Unsorted windows of every shape a sample could misjudge: trends, plateaus, few values, rare huge spikes."""
+    rng = np.random.default_rng(seed)
+    windows = []
+    for n in sizes:
+        values = {
+            "noise": rng.standard_normal(n),
+            "ascending": np.linspace(-5, 5, n),
+            "steps": np.repeat(rng.standard_normal(n // 1000 + 1), 1000)[:n],
+            "few distinct": rng.integers(-2, 3, n).astype(np.float64),
+            "spiky": np.where(rng.random(n) < 0.002, 1e9, rng.random(n)),
+        }[shape]
+        holes = rng.random(n) < nonfinite
+        values[holes] = rng.choice([np.nan, np.inf, -np.inf], int(holes.sum()))
+        windows.append(values)
+    floor = 0.0 if log_y else -np.inf
+    chosen = np.concatenate([w[np.isfinite(w) & (w > floor)] for w in windows])
+    got = window_percentiles(windows, percentiles, floor, np.log10 if log_y else None)
+    if not chosen.size:
+        assert got is None
+        return
+    expected = np.percentile(np.log10(chosen) if log_y else chosen, percentiles)
+    assert got == (expected[0], expected[1])
+
+
 # ---- the whole chart ----------------------------------------------------------------------------------
 
 
@@ -176,7 +213,7 @@ def test_a_series_is_smoothed_and_ranked_once_and_new_data_gets_a_new_cache():
     assert cache.curve(0.9) is cache.curve(0.9)
     assert cache.pyramid(0.9, "step") is cache.pyramid(0.9, "step")
     assert cache.pyramid(0.9, "wall") is cache.pyramid(0.9, "step")  # both axes in the same order: shared
-    assert cache.ranked("step") is cache.ranked("step")
+    assert cache.ranked() is cache.ranked()
     appended = Series(series.steps[:-1], series.wall_times[:-1], series.values[:-1])
     assert caches(appended) is not cache
     caches(_series(10, 6))
@@ -198,7 +235,7 @@ def test_a_growing_live_series_is_not_warmed_ahead_but_a_new_one_is():
     caches = ChartCaches()
     old = _series(20_000, 10)
     caches(old).warm("step")
-    assert caches(old).ranked("step") is caches(old).ranked("step")
+    assert caches(old).ranked() is caches(old).ranked()
     more = _series(1_000, 12)
     grown = Series(  # the same curve with 1,000 points appended
         np.r_[old.steps, old.steps[-1] + 2 + more.steps],

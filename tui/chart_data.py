@@ -156,18 +156,27 @@ class BucketedLines:
     lines: tuple[ChartLine, ...]
     onsets: tuple[Onset, ...]
     x_range: tuple[float, float] | None
-    #: Per line, the finite raw values inside the window in ascending order (computed when first asked).
-    window_sorted: tuple[Callable[[], np.ndarray], ...] = ()
+    #: Per line, its raw values inside the window (computed when first asked): the finite ones in ascending order
+    #: (True), or all of them as they come (False).
+    window_values: tuple[Callable[[], tuple[np.ndarray, bool]], ...] = ()
     _percentiles: dict[bool, tuple[float, float] | None] = field(default_factory=dict, repr=False)
 
     def percentile_range(self, log_y: bool) -> tuple[float, float] | None:
         """The OUTLIER_PERCENTILES of every finite raw value in the window (of log10 of the positive ones)."""
         if log_y not in self._percentiles:
-            parts = [values() for values in self.window_sorted]
-            if log_y:  # the positive tail; log10 keeps the order, so it is applied to the chosen values only
-                parts = [v[np.searchsorted(v, 0.0, side="right") :] for v in parts]
-            parts = [v for v in parts if v.size]
-            self._percentiles[log_y] = sorted_percentiles(parts, OUTLIER_PERCENTILES, np.log10 if log_y else None)
+            found = [values() for values in self.window_values]
+            transform = np.log10 if log_y else None
+            if all(ascending for _, ascending in found):
+                parts = [v for v, _ in found]
+                if log_y:  # the positive tail; log10 keeps the order, so it is applied to the chosen values only
+                    parts = [v[np.searchsorted(v, 0.0, side="right") :] for v in parts]
+                parts = [v for v in parts if v.size]
+                self._percentiles[log_y] = sorted_percentiles(parts, OUTLIER_PERCENTILES, transform)
+            else:
+                floor = 0.0 if log_y else -math.inf
+                self._percentiles[log_y] = window_percentiles(
+                    [v for v, _ in found], OUTLIER_PERCENTILES, floor, transform
+                )
         return self._percentiles[log_y]
 
 
@@ -179,15 +188,15 @@ def bucket_lines(
     The direct way: every point is scanned again. `bucket_lines_cached` draws the same from caches.
     """
     buckets = max(width, 1) * BUCKETS_PER_CELL
-    lines, window_sorted = [], []
+    lines, window_values = [], []
     for request in requests:
         x = x_column(request.series, options.x_axis)
         raw = request.series.values
         smooth = smoother(request, options.smoothing) if options.smoothing > 0 and len(raw) else None
         line, inside = _direct_line(request, x, raw, smooth, options.window, buckets)
         lines.append(line)
-        window_sorted.append(partial(_sorted_finite, inside))
-    return _bucketed(requests, options, lines, window_sorted, partial(full_x_range, requests))
+        window_values.append(partial(_sorted_finite, inside))
+    return _bucketed(requests, options, lines, window_values, partial(full_x_range, requests))
 
 
 def _direct_line(request: SeriesRequest, x: np.ndarray, raw: np.ndarray, smooth: np.ndarray | None,
@@ -201,15 +210,15 @@ def _direct_line(request: SeriesRequest, x: np.ndarray, raw: np.ndarray, smooth:
     return ChartLine(request.run, request.slot, minmax_downsample(x, raw, buckets), smoothed), raw
 
 
-def _bucketed(requests, options, lines, window_sorted, full_range: Callable[[str], tuple[float, float] | None]):
+def _bucketed(requests, options, lines, window_values, full_range: Callable[[str], tuple[float, float] | None]):
     onsets = [onset for request in requests for onset in _onsets(request, options)]
     x_range = options.window or full_range(options.x_axis)
     onsets = [o for o in onsets if x_range is None or x_range[0] <= o.x <= x_range[1]]
-    return BucketedLines(tuple(lines), tuple(onsets), x_range, tuple(window_sorted))
+    return BucketedLines(tuple(lines), tuple(onsets), x_range, tuple(window_values))
 
 
-def _sorted_finite(values: np.ndarray) -> np.ndarray:
-    return np.sort(values[np.isfinite(values)])
+def _sorted_finite(values: np.ndarray) -> tuple[np.ndarray, bool]:
+    return np.sort(values[np.isfinite(values)]), True
 
 
 def sorted_percentiles(
@@ -218,14 +227,86 @@ def sorted_percentiles(
     """`np.percentile(transform(np.concatenate(parts)), percentiles)` (linear method) for non-empty ascending
     `parts` and an increasing `transform`, read from the two order statistics each percentile needs instead of
     transforming and partitioning every value."""
-    order = (lambda k: transform(_kth(parts, k))) if transform is not None else (lambda k: _kth(parts, k))
     count = sum(int(v.size) for v in parts)
     if not count:
         return None
-    q = np.asarray(percentiles, dtype=np.float64) / 100
-    virtual = (count - 1) * q  # numpy's virtual index for the linear method
+    ks = _order_statistics(count, percentiles)
+    return _interpolated({k: _kth(parts, k) for k in ks}, count, percentiles, transform)
+
+
+def window_percentiles(
+    windows: Sequence[np.ndarray],
+    percentiles: Sequence[float],
+    floor: float = -math.inf,
+    transform: Callable[[np.float64], float] | None = None,
+) -> tuple[float, float] | None:
+    """`sorted_percentiles` of the finite values above `floor` in `windows`, which are in no order: each order
+    statistic is bracketed from a sample of the windows, the values below the bracket are counted and the few inside
+    it partitioned, so a window of millions of points is read a few times instead of filtered and sorted."""
+    valid = [(w > floor) & (w < math.inf) for w in windows]
+    count = sum(int(np.count_nonzero(m)) for m in valid)
+    if not count:
+        return None
+    ks = _order_statistics(count, percentiles)
+    sample = np.sort(np.concatenate([w[:: max(w.size // WINDOW_SAMPLE, 1)] for w in windows]))
+    sample = sample[(sample > floor) & (sample < math.inf)]
+    found: dict[int, np.float64] = {}
+    for k in ks:
+        if k in found:
+            continue
+        wanted = [j for j in ks if k <= j <= k + 1]  # the two neighbours a percentile interpolates between
+        q = min(max((k + 0.5) / count, 0.0), 1.0)
+        spread = 4.0 * math.sqrt(sample.size * q * (1 - q)) + 16.0  # sample ranks either side: 4 standard errors
+        while True:
+            at = (k + 0.5) / count * sample.size
+            low = int(at - spread)
+            high = int(at + spread) + 1
+            low_value = sample[low] if 0 <= low < sample.size else None
+            high_value = sample[high] if 0 <= high < sample.size else None
+            below, inside = 0, []
+            for w, m in zip(windows, valid):
+                if low_value is not None:
+                    below += int(np.count_nonzero(m & (w < low_value)))
+                    m = m & (w >= low_value)
+                if high_value is not None:
+                    m = m & (w <= high_value)
+                inside.append(w[m])
+            bracket = np.concatenate(inside)
+            if below <= min(wanted) and max(wanted) < below + bracket.size:
+                chosen = np.partition(bracket, [j - below for j in wanted])
+                found.update({j: chosen[j - below] for j in wanted})
+                break
+            spread *= 8  # the sample misled (a window much unlike its sample): widen, at worst to every value
+    return _interpolated(found, count, percentiles, transform)
+
+
+#: Points sampled from each window to bracket an order statistic.
+WINDOW_SAMPLE = 4096
+
+
+def _order_statistics(count: int, percentiles: Sequence[float]) -> list[int]:
+    """The ranks (from 0) `_interpolated` reads for `percentiles` of `count` values."""
+    ks = []
+    for at in _virtual(count, percentiles):
+        if at >= count - 1 or at < 0:
+            ks.append(count - 1 if at >= 0 else 0)
+        else:
+            ks += [int(np.floor(at)), int(np.floor(at)) + 1]
+    return sorted(set(ks))
+
+
+def _virtual(count: int, percentiles: Sequence[float]) -> np.ndarray:
+    """numpy's virtual index of each percentile among `count` values (the linear method)."""
+    return (count - 1) * (np.asarray(percentiles, dtype=np.float64) / 100)
+
+
+def _interpolated(
+    kth: dict[int, np.float64], count: int, percentiles: Sequence[float], transform: Callable | None
+) -> tuple[float, float]:
+    """numpy's linear-method percentiles from the order statistics `kth` (rank -> value) of `count` values."""
+    order = (lambda k: transform(kth[k])) if transform is not None else (lambda k: kth[k])
     found = []
-    for at in virtual:
+    for at in _virtual(count, percentiles):
         if at >= count - 1 or at < 0:
             found.append(float(order(count - 1 if at >= 0 else 0)))
             continue
@@ -282,7 +363,7 @@ class SeriesCache:
         self._columns: dict[str, tuple[np.ndarray, np.ndarray | None, bool]] = {}
         self._curves: dict[float, np.ndarray] = {}
         self._pyramids: dict[tuple[float, str | None], tuple[np.ndarray, Pyramid]] = {}
-        self._ranked: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}
+        self._ranked: dict[None, np.ndarray] = {}
 
     def _remember(self, store: dict, key, make):
         found = store.get(key)
@@ -328,29 +409,21 @@ class SeriesCache:
 
         return self._remember(self._pyramids, (weight, self._order_key(axis)), make)
 
-    def ranked(self, axis: str) -> tuple[np.ndarray, np.ndarray]:
-        """The finite raw values in ascending order, and each one's position in `axis` order."""
+    def ranked(self) -> np.ndarray:
+        """The finite raw values in ascending order (the outlier range of the whole series)."""
 
         def make():
-            y = self.pyramid(0.0, axis)[0]
-            finite = np.flatnonzero(np.isfinite(y))
-            order = np.argsort(y[finite])  # any order among equal values: only the values' ranks matter
-            positions = finite[order].astype(np.int32 if y.size < 2**31 else np.int64)
-            return y[positions], positions
+            y = self.series.values
+            return np.sort(y[np.isfinite(y)])
 
-        return self._remember(self._ranked, self._order_key(axis), make)
+        return self._remember(self._ranked, None, make)
 
-    def window_sorted(self, axis: str, lo: int, hi: int) -> np.ndarray:
-        """The finite raw values at positions [lo, hi) of `axis` order, ascending."""
-        if (hi - lo) * 16 < len(self.series):  # a narrow window: sorting it costs less than a pass over all
-            window = self.pyramid(0.0, axis)[0][lo:hi]
-            return np.sort(window[np.isfinite(window)])
-        values, positions = self.ranked(axis)
+    def window_values(self, axis: str, lo: int, hi: int) -> tuple[np.ndarray, bool]:
+        """The raw values at positions [lo, hi) of `axis` order: every finite one in ascending order (True) when that
+        is all of them (the ranking), else the window as it is (False: `window_percentiles` reads it unsorted)."""
         if lo <= 0 and hi >= len(self.series):
-            return values
-        # lo <= position < hi in two passes: below lo wraps around to a huge unsigned offset.
-        offset = (positions - positions.dtype.type(lo)).view(np.uint32 if positions.dtype == np.int32 else np.uint64)
-        return values[offset < hi - lo]
+            return self.ranked(), True
+        return self.pyramid(0.0, axis)[0][lo:hi], False
 
     def x_range(self, axis: str) -> tuple[float, float] | None:
         if not len(self.series):
@@ -363,7 +436,7 @@ class SeriesCache:
         the other axes' columns, then the outlier ranking (a sort of every value). Stops when `cancelled()`."""
         steps: list[Callable[[], object]] = [partial(self.pyramid, w, axis) for w in SMOOTHING_WEIGHTS if w > 0]
         steps += [partial(self.column, other) for other in X_AXES]
-        steps.append(partial(self.ranked, axis))
+        steps.append(self.ranked)
         for step in steps:
             if self.grown or cancelled() or not self.column(axis)[2]:
                 return
@@ -422,7 +495,7 @@ def bucket_lines_cached(
 ) -> BucketedLines:
     """`bucket_lines`, the same lines, from per-series caches: pyramids instead of scanning every point."""
     buckets = max(width, 1) * BUCKETS_PER_CELL
-    lines, window_sorted = [], []
+    lines, window_values = [], []
     for request in requests:
         cache = caches(request.series)
         x, _, finite = cache.column(options.x_axis)
@@ -432,7 +505,7 @@ def bucket_lines_cached(
             curve = cache.curve(weight) if weight else None
             line, inside = _direct_line(request, x, request.series.values, curve, options.window, buckets)
             lines.append(line)
-            window_sorted.append(partial(_sorted_finite, inside))
+            window_values.append(partial(_sorted_finite, inside))
             continue
         lo, hi = 0, len(x)
         if options.window is not None:
@@ -443,8 +516,8 @@ def bucket_lines_cached(
             minmax_downsample_sorted(x, *cache.pyramid(weight, options.x_axis), lo, hi, buckets) if weight else None
         )
         lines.append(ChartLine(request.run, request.slot, raw, smooth))
-        window_sorted.append(partial(cache.window_sorted, options.x_axis, lo, hi))
-    return _bucketed(requests, options, lines, window_sorted, partial(caches.full_x_range, requests))
+        window_values.append(partial(cache.window_values, options.x_axis, lo, hi))
+    return _bucketed(requests, options, lines, window_values, partial(caches.full_x_range, requests))
 
 
 def finish_chart(bucketed: BucketedLines, options: ChartOptions) -> PreparedChart:
@@ -479,6 +552,81 @@ def prepare_chart(
 ) -> PreparedChart:
     """Everything a chart `width` cells wide draws for `requests` under `options`."""
     return finish_chart(bucket_lines(requests, options, width, smoother), options)
+
+
+Box = tuple[float, float, float, float]  # x_lo, x_hi, y_lo, y_hi
+
+
+def drawing_box(chart: PreparedChart, columns: int, rows: int) -> Box | None:
+    """What of `chart` can show on a plot whose canvas is at least `columns` x `rows` cells: its x and y ranges,
+    each widened by one cell on both sides (plotext puts a point up to half a dot beyond a limit on the edge dot,
+    and a dot is at most a cell). None when there is no y range."""
+    if chart.y_range is None:
+        return None
+    y_lo, y_hi = chart.y_range
+    y_pad = (y_hi - y_lo) / max(rows, 1)
+    if chart.x_range is None or not chart.x_range[1] > chart.x_range[0]:
+        return (-math.inf, math.inf, y_lo - y_pad, y_hi + y_pad)
+    x_lo, x_hi = chart.x_range
+    x_pad = (x_hi - x_lo) / max(columns, 1)
+    return (x_lo - x_pad, x_hi + x_pad, y_lo - y_pad, y_hi + y_pad)
+
+
+def inside(x: np.ndarray, y: np.ndarray, box: Box) -> np.ndarray:
+    """Which points lie in `box` (edges included)."""
+    return (x >= box[0]) & (x <= box[1]) & (y >= box[2]) & (y <= box[3])
+
+
+def clip_polyline(x: np.ndarray, y: np.ndarray, box: Box) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the line through (`x`, `y`) that lie in `box` (a NaN point breaks the line), for a plotter that
+    draws every segment dot by dot however far it runs outside the plot (plotext): each segment is cut where it
+    crosses the box (Liang–Barsky, over all segments at once), points outside are dropped, and the pieces that
+    remain are separated by a NaN point, which plotext does not join across. Points kept are the originals, bit for
+    bit; a line wholly inside comes back as it is."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    kept = inside(x, y, box)
+    if kept.all():
+        return x, y
+    if x.size < 2:
+        return x[kept], y[kept]
+    x0, y0, dx, dy = x[:-1], y[:-1], np.diff(x), np.diff(y)
+    t0, t1 = np.zeros(dx.size), np.ones(dx.size)
+    visible = np.isfinite(dx) & np.isfinite(dy)  # a NaN point already separates pieces
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for p, q in ((-dx, x0 - box[0]), (dx, box[1] - x0), (-dy, y0 - box[2]), (dy, box[3] - y0)):
+            visible &= (p != 0) | (q >= 0)  # parallel to this edge and outside it: nothing shows
+            ratio = q / p
+            t0 = np.where(p < 0, np.maximum(t0, ratio), t0)
+            t1 = np.where(p > 0, np.minimum(t1, ratio), t1)
+    visible &= t0 <= t1
+    # A vertex in the box ends one visible segment and starts the next: exact there, whatever the division gave.
+    t0[kept[:-1]], t1[kept[1:]] = 0.0, 1.0
+    segments = np.flatnonzero(visible)
+    # A point in the box between two NaN points has no segment: plotext draws it as a dot, so it is a piece alone.
+    alone = np.flatnonzero(kept & ~np.r_[False, visible] & ~np.r_[visible, False])
+    ax = np.where(t0 == 0, x0, x0 + t0 * dx)[segments]
+    ay = np.where(t0 == 0, y0, y0 + t0 * dy)[segments]
+    bx = np.where(t1 == 1, x[1:], x0 + t1 * dx)[segments]
+    by = np.where(t1 == 1, y[1:], y0 + t1 * dy)[segments]
+    if alone.size:  # in line order: segment i sits between point i and point i + 1
+        order = np.argsort(np.r_[2 * segments + 1, 2 * alone], kind="stable")
+        ax, ay = np.r_[ax, x[alone]][order], np.r_[ay, y[alone]][order]
+        bx, by = np.r_[bx, x[alone]][order], np.r_[by, y[alone]][order]
+        segments = np.r_[segments, -2 - alone][order]  # a lone point never continues a piece, nor is continued
+    if not segments.size:
+        return x[:0], y[:0]
+    follows = (segments[1:] == segments[:-1] + 1) & (segments[1:] >= 0)
+    starts_piece = np.r_[True, ~follows | ~kept[np.maximum(segments[1:], 0)]]
+    # Per visible segment: [NaN, start] when it starts a piece (no NaN before the first), then its end.
+    emitted = 1 + starts_piece * 2
+    emitted[0] -= 1
+    end_at = np.cumsum(emitted) - 1
+    out_x, out_y = np.full(int(end_at[-1]) + 1, np.nan), np.full(int(end_at[-1]) + 1, np.nan)
+    out_x[end_at], out_y[end_at] = bx, by
+    start_at = end_at[starts_piece] - 1
+    out_x[start_at], out_y[start_at] = ax[starts_piece], ay[starts_piece]
+    return out_x, out_y
 
 
 #: Values beyond ±this are drawn at it. A hostile or corrupt file can hold values up to DBL_MAX, whose range,

@@ -16,18 +16,24 @@ import numpy as np
 from rich.text import Text
 from textual.app import RenderResult
 from textual.color import Color
+from textual.geometry import Size
 from textual.message import Message
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
+from tbtriage.analysis.downsample import Downsampled
 from tbtriage.tui.chart_data import (
+    Box,
     BucketedLines,
     ChartCaches,
     ChartOptions,
     PreparedChart,
     SeriesRequest,
     bucket_lines_cached,
+    clip_polyline,
+    drawing_box,
     finish_chart,
+    inside,
 )
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.widgets.series_style import series_style
@@ -196,58 +202,85 @@ class TagChart(PlotextPlot):
         return super().render()
 
     def _draw(self, chart: PreparedChart) -> None:
-        plt = self.plt
-        variables = self.app.theme_variables
-        plt.clear_figure()
-        if self.ascii_only:
-            plt.frame(False)
-        for line in chart.lines:
-            style = series_style(line.slot, variables, self.ascii_only)
-            label = plain(line.run) if self.legend else None
-            if line.smooth is not None:
-                # Raw points as a faint cloud (each cell's min and max) under the smoothed line: joining
-                # them costs plotext ~3x the time of the smoothed line itself, and the envelope reads the same.
-                if len(line.raw):
-                    plt.scatter(line.raw.x.tolist(), line.raw.y.tolist(), color=style.faint, marker=style.marker)
-                _plot(plt, line.smooth, style.colour, style.marker, label)
-            else:
-                _plot(plt, line.raw, style.colour, style.marker, label)
-        if chart.y_range is not None:
-            self._draw_markers(chart, chart.y_range, variables)
-            plt.ylim(*chart.y_range)
-        if chart.x_range is not None and chart.x_range[1] > chart.x_range[0]:
-            plt.xlim(*chart.x_range)
-        if chart.y_ticks is not None:
-            plt.yticks(list(chart.y_ticks[0]), list(chart.y_ticks[1]))
-        if chart.x_ticks is not None:
-            plt.xticks(list(chart.x_ticks[0]), list(chart.x_ticks[1]))
-        plt.xlabel(plain(chart.x_label))
-
-    def _draw_markers(self, chart: PreparedChart, y_range: tuple[float, float], variables: dict[str, str]) -> None:
-        """NaN and +Inf at the top edge, -Inf at the bottom, finding onsets as vertical lines."""
-        plt = self.plt
-        lo, hi = y_range
-        error = _rgb(variables, "error")
-        marker = ASCII_NAN_MARKER if self.ascii_only else NAN_MARKER
-        for line in chart.lines:
-            top = np.concatenate([line.raw.nan_x, line.raw.posinf_x])
-            if top.size:
-                plt.scatter(top.tolist(), [hi] * top.size, marker=marker, color=error)
-            if line.raw.neginf_x.size:
-                plt.scatter(line.raw.neginf_x.tolist(), [lo] * line.raw.neginf_x.size, marker=marker, color=error)
-        rows = max(self.size.height, 2)
-        for onset in chart.onsets:
-            colour = _rgb(variables, SEVERITY_COLOURS.get(onset.severity, "primary"))
-            if self.ascii_only:  # plotext's vline is drawn with a box glyph
-                ys = np.linspace(lo, hi, rows).tolist()
-                plt.scatter([onset.x] * len(ys), ys, marker="|", color=colour)
-            else:
-                plt.vline(onset.x, color=colour)
+        draw_chart(self.plt, chart, self.app.theme_variables, self.size, ascii_only=self.ascii_only, legend=self.legend)
 
 
-def _plot(plt, d, colour, marker, label: str | None = None) -> None:
-    if len(d):
-        plt.plot(d.x.tolist(), d.y.tolist(), color=colour, marker=marker, label=label)
+def draw_chart(
+    plt, chart: PreparedChart, variables: dict[str, str], size: Size, *, ascii_only: bool, legend: bool,
+    clip: bool = True,
+) -> None:  # fmt: skip
+    """Turn `chart` into plotext calls for a plot of `size` cells. With `clip`, lines are cut to what the plot can show
+    first: plotext draws a segment dot by dot however far it runs outside, so a narrow y range (the outlier range,
+    a zoom) would otherwise cost it most of its time on dots it then throws away; the canvas is the same."""
+    plt.clear_figure()
+    if ascii_only:
+        plt.frame(False)
+    # plotext's canvas is the plot less the frame, x ticks and x label rows, and the y tick labels' columns.
+    box = drawing_box(chart, size.width - 2 * Y_LABEL_CELLS, size.height - 4) if clip else None
+    for line in chart.lines:
+        style = series_style(line.slot, variables, ascii_only)
+        label = plain(line.run) if legend else None
+        if line.smooth is not None:
+            # Raw points as a faint cloud (each cell's min and max) under the smoothed line: joining
+            # them costs plotext ~3x the time of the smoothed line itself, and the envelope reads the same.
+            x, y = line.raw.x, line.raw.y
+            if box is not None:
+                shown = inside(x, y, box)
+                x, y = x[shown], y[shown]
+            if len(x):
+                plt.scatter(x.tolist(), y.tolist(), color=style.faint, marker=style.marker)
+            _plot(plt, chart, line.smooth, box, style.colour, style.marker, label)
+        else:
+            _plot(plt, chart, line.raw, box, style.colour, style.marker, label)
+    if chart.y_range is not None:
+        _draw_markers(plt, chart, chart.y_range, variables, ascii_only, size.height)
+        plt.ylim(*chart.y_range)
+    if chart.x_range is not None and chart.x_range[1] > chart.x_range[0]:
+        plt.xlim(*chart.x_range)
+    if chart.y_ticks is not None:
+        plt.yticks(list(chart.y_ticks[0]), list(chart.y_ticks[1]))
+    if chart.x_ticks is not None:
+        plt.xticks(list(chart.x_ticks[0]), list(chart.x_ticks[1]))
+    plt.xlabel(plain(chart.x_label))
+
+
+def _draw_markers(
+    plt, chart: PreparedChart, y_range: tuple[float, float], variables: dict[str, str], ascii_only: bool, height: int
+) -> None:
+    """NaN and +Inf at the top edge, -Inf at the bottom, finding onsets as vertical lines."""
+    lo, hi = y_range
+    error = _rgb(variables, "error")
+    marker = ASCII_NAN_MARKER if ascii_only else NAN_MARKER
+    for line in chart.lines:
+        top = np.concatenate([line.raw.nan_x, line.raw.posinf_x])
+        if top.size:
+            plt.scatter(top.tolist(), [hi] * top.size, marker=marker, color=error)
+        if line.raw.neginf_x.size:
+            plt.scatter(line.raw.neginf_x.tolist(), [lo] * line.raw.neginf_x.size, marker=marker, color=error)
+    rows = max(height, 2)
+    for onset in chart.onsets:
+        colour = _rgb(variables, SEVERITY_COLOURS.get(onset.severity, "primary"))
+        if ascii_only:  # plotext's vline is drawn with a box glyph
+            ys = np.linspace(lo, hi, rows).tolist()
+            plt.scatter([onset.x] * len(ys), ys, marker="|", color=colour)
+        else:
+            plt.vline(onset.x, color=colour)
+
+
+def _plot(plt, chart: PreparedChart, d: Downsampled, box: Box | None, colour, marker, label: str | None) -> None:
+    x, y = (d.x, d.y) if box is None else clip_polyline(d.x, d.y, box)
+    if label is not None and not _shows(chart, x, y):
+        label = None  # plotext's legend fails on a labelled line with no dot on the canvas
+    if len(x):
+        plt.plot(x.tolist(), y.tolist(), color=colour, marker=marker, label=label)
+
+
+def _shows(chart: PreparedChart, x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether some part of the line runs inside the chart's ranges (where plotext puts its dots)."""
+    if chart.y_range is None or not len(x):
+        return bool(len(x))
+    x_lo, x_hi = chart.x_range if chart.x_range is not None else (-np.inf, np.inf)
+    return bool(len(clip_polyline(x, y, (x_lo, x_hi, *chart.y_range))[0]))
 
 
 def _rgb(variables: dict[str, str], name: str) -> tuple[int, int, int]:
