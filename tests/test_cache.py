@@ -357,6 +357,21 @@ def test_the_cache_keeps_under_its_cap_dropping_the_least_recently_used(tmp_path
     assert open_run("b") == "miss"
 
 
+def test_a_full_cache_evicts_down_to_below_its_cap_so_the_next_writes_evict_nothing(tmp_path, monkeypatch):
+    """An eviction stats every entry: done on every write of a full cache it made a 2,000-run read 6x slower.
+    Over the cap, the cache goes down to `LOW_WATER` of it, leaving room for the next entries."""
+    for name in "abcde":
+        write_pytorch_run(tmp_path / "logdir" / name, n=200)
+    for name in "ab":
+        tbtriage.load(tmp_path / "logdir", runs=f"^{name}$")
+    size = max(p.stat().st_size for p in entries())
+    monkeypatch.setenv("TBTRIAGE_CACHE_MAX", str(int(size * 4.2)))
+    for name in "cde":  # the fifth entry is over the cap: down to 0.9 x 4.2 = 3.78 entries' worth, not to 4.2
+        tbtriage.load(tmp_path / "logdir", runs=f"^{name}$")
+    assert len(entries()) == 3
+    assert sum(p.stat().st_size for p in entries()) <= size * 4.2 * cache.LOW_WATER
+
+
 def test_the_cache_cap_reads_sizes_with_units(monkeypatch):
     for text, expected in (("", cache.DEFAULT_MAX_BYTES), ("1000", 1000), ("512M", 512 << 20), ("2GB", 2 << 30)):
         monkeypatch.setenv("TBTRIAGE_CACHE_MAX", text)
