@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import _kernel as pure_kernel
 from . import verdict_cache
 from .cache import map_file, release
 from .config import Config
@@ -267,8 +268,9 @@ class ReadTask:
     runs: tuple[tuple[str, Path | str], ...]  # (name, directory) of each run to judge, in order
     related: tuple[tuple[str, Path | str], ...]  # siblings the batch's runs look at, read but not judged
     only_file: str | None = None
-    kernel: str | None = None  # the caller's preference ("pure", "jit"), else chosen from the batch's bytes
+    kernel: str | None = None  # the user's preference ("pure", "jit"; part of a run's column-cache key)
     spill: str | None = None  # the file the worker writes the verdicts' series to (None: they are pickled)
+    read_with: str | None = None  # the kernel chosen for the whole pool's bytes (`_kernel_for`), else the batch's
 
 
 def _readers(task: ReadTask) -> dict[str, RunReader]:
@@ -292,7 +294,7 @@ def judge_one(
 def _read_and_judge(task: ReadTask) -> list[Judged]:
     """A worker's verdicts on the runs of `task`, read here (through the decoded-column cache when it is on)."""
     readers = _readers(task)
-    kernel = choose_kernel(sum(reader.pending_bytes() for reader in readers.values()), task.kernel)
+    kernel = choose_kernel(sum(reader.pending_bytes(resume=False) for reader in readers.values()), task.read_with or task.kernel)
     read: set[str] = set()
     names = {name: path for name, path in (*task.runs, *task.related)}
 
@@ -378,8 +380,10 @@ def read_and_judge(
     `analyze_runs` would judge it in the logdir's context. Raises what `_pooled` lets its caller fall back on
     (OSError, ValueError, BrokenProcessPool) when the pool cannot do it."""
     names = list(found)
+    logdir.find()  # each run's reader, reading nothing: what the verdict cache stats and the kernel is sized on
     entries = _cached_entries(logdir, names, config)
     todo = [name for name in names if name not in entries]
+    kernel = _kernel_for(logdir, todo)
     spill = tempfile.mkdtemp(prefix="tbtriage-pool-")  # never in the logdir: it is read only
     tasks: list[ReadTask] = []
     for i in range(0, len(todo), CHUNK_RUNS):
@@ -395,6 +399,7 @@ def read_and_judge(
                 only_file,
                 logdir.kernel,
                 os.path.join(spill, f"{len(tasks)}.cols"),
+                kernel,
             )
         )
     judged: dict[str, Judged] = {}
@@ -431,12 +436,22 @@ def read_and_judge(
     return {r.name: r.run for r in reports}, reports
 
 
+def _kernel_for(logdir: Logdir, names: Sequence[str]) -> str:
+    """The kernel every worker reads with, chosen once for all the bytes the pool reads (as `Logdir.refresh`
+    chooses for a whole refresh): sized on one task's 16 runs, a 1.5 GB logdir was read by the pure-Python kernel
+    (~0.2 s a run, 30x the compiled one)."""
+    readers = [reader for name in names if (reader := logdir._readers.get(name)) is not None]
+    # Not resumed from the column cache here: the workers cache these runs, and this process's readers then
+    # map what they cached (`_cache_verdict`) instead of decoding the runs a second time.
+    nbytes = sum(reader.pending_bytes(resume=False) for reader in readers)
+    return "pure" if choose_kernel(nbytes, logdir.kernel) is pure_kernel else "jit"
+
+
 def _cached_entries(logdir: Logdir, names: Sequence[str], config: Config | None) -> dict[str, verdict_cache.Entry]:
     """The runs of `names` whose cached verdict still holds as far as their own files tell (`verdict_cache`):
     the workers need not read them; the logdir's context is checked once every span is known."""
     if not verdict_cache.enabled():
         return {}
-    logdir.find()  # each run's reader, reading nothing: what a verdict's checks stat and hash
     entries = {}
     for name in names:
         entry = verdict_cache.candidate(logdir, name, config)

@@ -248,8 +248,11 @@ class RunReader:
 
             self.cache_state = cache.restore(self)
 
-    def pending_bytes(self) -> int:
-        self._resume_from_cache()
+    def pending_bytes(self, resume: bool = True) -> int:
+        """Bytes of the run's files not read yet; `resume=False` leaves the column cache alone (all of a file
+        not read in this process counts), for a caller whose runs another process reads and caches first."""
+        if resume:
+            self._resume_from_cache()
         total = 0
         for fname in self._list_files():
             st = self._files.get(fname)

@@ -109,6 +109,14 @@ def test_the_report_whose_workers_read_the_runs_reuses_and_keeps_verdicts(logdir
     assert stalled and stalled[0]["severity"] == "warning"
 
 
+def test_the_report_process_maps_the_columns_its_workers_cached_rather_than_decoding_them_again(logdir):
+    """To cache a verdict its worker judged, the report's process reads the run's columns: from the entry the worker
+    just wrote (it had looked in the cache before the worker wrote it, then decoded every run a second time)."""
+    report = diagnose(logdir, now=NOW, workers=2, slim=True)
+    states = {name: reader.cache_state for name, reader in report.logdir._readers.items()}
+    assert states == dict.fromkeys(EVERY_RUN, "hit")
+
+
 def test_report_and_diagnose_on_the_command_line_say_the_same_warm_and_cold(logdir, tmp_path, capsys):
     def report(*extra: str) -> dict:
         out = tmp_path / "report.json"
