@@ -146,9 +146,25 @@ _worker_context: LogdirContext = LogdirContext()
 _worker_config: Config | None = None
 
 
-def _start_worker(context: LogdirContext, config: Config | None, niceness: int = 0) -> None:
+#: What says where and whether to cache and how to read. A fork server's workers carry the environment the server
+#: started with (another caller's, in a process that starts pools for several), so each pool hands them the caller's.
+CALLER_ENV = ("HOME", "XDG_CACHE_HOME", "TBTRIAGE_NO_CACHE", "TBTRIAGE_CACHE_MAX", "TBTRIAGE_KERNEL")
+
+
+def _caller_env() -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in CALLER_ENV}
+
+
+def _start_worker(
+    context: LogdirContext, config: Config | None, niceness: int = 0, env: dict[str, str | None] | None = None
+) -> None:
     global _worker_context, _worker_config
     _worker_context, _worker_config = context, config
+    for name, value in (env or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     if niceness and hasattr(os, "nice"):
         try:
             os.nice(niceness)
@@ -217,7 +233,10 @@ def _pooled(
     shared = replace(context, runs=None) if isinstance(context, AnalysisContext) else context
     batches = [list(runs[i : i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)]
     pool = ProcessPoolExecutor(
-        workers, mp_context=_pool_context(), initializer=_start_worker, initargs=(shared, config, niceness)
+        workers,
+        mp_context=_pool_context(),
+        initializer=_start_worker,
+        initargs=(shared, config, niceness, _caller_env()),
     )
     try:
         futures: list[Future[list[RunReport]]] = []
@@ -294,7 +313,9 @@ def judge_one(
 def _read_and_judge(task: ReadTask) -> list[Judged]:
     """A worker's verdicts on the runs of `task`, read here (through the decoded-column cache when it is on)."""
     readers = _readers(task)
-    kernel = choose_kernel(sum(reader.pending_bytes(resume=False) for reader in readers.values()), task.read_with or task.kernel)
+    kernel = choose_kernel(
+        sum(reader.pending_bytes(resume=False) for reader in readers.values()), task.read_with or task.kernel
+    )
     read: set[str] = set()
     names = {name: path for name, path in (*task.runs, *task.related)}
 
@@ -360,10 +381,12 @@ def _unspill(judged: list[Judged], path: str) -> list[Judged]:
 _worker_now: float | None = None
 
 
-def _start_reader(config: Config | None, now: float | None, niceness: int = 0) -> None:
+def _start_reader(
+    config: Config | None, now: float | None, niceness: int = 0, env: dict[str, str | None] | None = None
+) -> None:
     global _worker_now
     _worker_now = now
-    _start_worker(LogdirContext(), config, niceness)
+    _start_worker(LogdirContext(), config, niceness, env)
 
 
 def read_and_judge(
@@ -406,7 +429,10 @@ def read_and_judge(
     try:
         if tasks:
             pool = ProcessPoolExecutor(
-                workers, mp_context=_pool_context(), initializer=_start_reader, initargs=(config, now, niceness)
+                workers,
+                mp_context=_pool_context(),
+                initializer=_start_reader,
+                initargs=(config, now, niceness, _caller_env()),
             )
             try:
                 for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:

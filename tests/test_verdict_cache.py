@@ -117,6 +117,24 @@ def test_the_report_process_maps_the_columns_its_workers_cached_rather_than_deco
     assert states == dict.fromkeys(EVERY_RUN, "hit")
 
 
+def test_a_fork_servers_workers_cache_where_the_caller_says_not_where_the_server_started(logdir, tmp_path, monkeypatch):
+    """With another thread alive (the app's), pools start from a fork server, whose workers would carry the
+    environment the server started with: each pool hands them the caller's cache settings."""
+    stop = threading.Event()
+    alive = threading.Thread(target=stop.wait)
+    alive.start()
+    try:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "first"))
+        diagnose(logdir, now=NOW, workers=2, slim=True)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "second"))
+        report = diagnose(logdir, now=NOW, workers=2, slim=True)
+    finally:
+        stop.set()
+        alive.join()
+    states = {name: reader.cache_state for name, reader in report.logdir._readers.items()}
+    assert states == dict.fromkeys(EVERY_RUN, "hit")  # the workers cached under "second", where this process looks
+
+
 def test_report_and_diagnose_on_the_command_line_say_the_same_warm_and_cold(logdir, tmp_path, capsys):
     def report(*extra: str) -> dict:
         out = tmp_path / "report.json"
