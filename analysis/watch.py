@@ -167,7 +167,8 @@ class Watcher:
     def twinned(self) -> list[RunReport]:
         """Derive the reports as shown (`shown`: each verdict with its healthy twin's evidence, `twins.with_twins`,
         over every run judged so far) from the engine's verdicts (`reports`); the shown reports that changed
-        since the last call. Cheap enough to call after each batch of verdicts (the app does)."""
+        since the last call. It compares sick runs with healthy ones over the whole logdir: once per pass (the app
+        calls it when a pass has judged every run), not per batch of verdicts."""
         reports = [self.reports[name] for name in self.reports if name in self.logdir.runs]
         for report in reports:  # each run's settings read once per verdict, not once per batch
             known = self._settings.get(report.name)

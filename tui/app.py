@@ -237,9 +237,11 @@ class TriageApp(App[int]):
             batch.append(report)
             if done == total or throttle.ready():
                 assert self.watcher is not None
-                # Twins over every run judged so far, as `report` attaches them: the batch's runs, and any run
-                # whose twin evidence the batch changed.
-                self.post_message(RunsAnalyzed(self.watcher.twinned(), done, total))
+                # Twins, as `report` attaches them, once the pass has judged every run (the runs whose twin
+                # evidence changed): a twin is read off the whole logdir, and attaching them over every run after
+                # each batch made a 2,000-run logdir take minutes to show its health.
+                shown = self.watcher.twinned() if done == total else list(batch)
+                self.post_message(RunsAnalyzed(shown, done, total))
                 batch.clear()
 
         first = self.watcher.polls == 0
