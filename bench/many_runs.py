@@ -242,11 +242,21 @@ def child_main(argv: list[str]) -> int:
     return 0
 
 
+#: Each round reads the logdir cold unless `--with-cache`: with the cache on, every round after the first would
+#: map the columns and take the verdicts the first one cached, and the rounds would not compare.
+CHILD_ENV = {"TBTRIAGE_NO_CACHE": "1"}
+
+
 def run_child(*args: str) -> tuple[dict, float]:
     """(the child's result, its wall time from the shell: interpreter start and imports included)."""
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=False, cwd=ROOT
+        [sys.executable, __file__, "--child", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, **CHILD_ENV},
     )
     wall = time.perf_counter() - start
     for line in proc.stdout.splitlines():
@@ -336,7 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-app", action="store_true")
     parser.add_argument("--skip-report", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the generated logdirs and print where")
+    parser.add_argument(
+        "--with-cache", action="store_true", help="let the rounds use the cache (later rounds then read it warm)"
+    )
     args = parser.parse_args(argv)
+    if args.with_cache:
+        CHILD_ENV.clear()
     print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.logdir:
         measure(args.logdir, args, str(args.logdir))
