@@ -222,7 +222,11 @@ def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None)
     hparams = run_hparams(run)[0]
     # Causes read the series on the detectors' axes; the finding is then stated on the run's axes.
     findings = [restate(replace(f, causes=rank_causes(f, data, hparams)), data.axes) for f in run_detectors(data)]
-    recovered = {tag for tag, series in data.run.scalars.items() if series is not run.scalars.get(tag)}
+    recovered = (
+        {tag for tag, series in data.run.scalars.items() if series is not run.scalars.get(tag)}
+        if data.run is not run  # `keras_batch_means` recovered a tag
+        else set()
+    )
     if recovered:  # its numbers are not the curve the chart shows: say so where a person reads them
         findings = [
             replace(f, evidence={**f.evidence, "values_from": KERAS_STRETCH_NOTE}) if recovered & set(f.tags) else f

@@ -155,6 +155,14 @@ def _caller_env() -> dict[str, str | None]:
     return {name: os.environ.get(name) for name in CALLER_ENV}
 
 
+def _new_pool(workers: int, initializer: Callable[..., None], *initargs: object) -> ProcessPoolExecutor:
+    """A pool of `workers` processes started as `_pool_context` chooses, each running `initializer(*initargs, env)`
+    first, `env` being this caller's `CALLER_ENV`: the one place a pool is made."""
+    return ProcessPoolExecutor(
+        workers, mp_context=_pool_context(), initializer=initializer, initargs=(*initargs, _caller_env())
+    )
+
+
 def _start_worker(
     context: LogdirContext, config: Config | None, niceness: int = 0, env: dict[str, str | None] | None = None
 ) -> None:
@@ -232,12 +240,7 @@ def _pooled(
     everything = getattr(context, "runs", None) or {}
     shared = replace(context, runs=None) if isinstance(context, AnalysisContext) else context
     batches = [list(runs[i : i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)]
-    pool = ProcessPoolExecutor(
-        workers,
-        mp_context=_pool_context(),
-        initializer=_start_worker,
-        initargs=(shared, config, niceness, _caller_env()),
-    )
+    pool = _new_pool(workers, _start_worker, shared, config, niceness)
     try:
         futures: list[Future[list[RunReport]]] = []
         for batch in batches:
@@ -428,12 +431,7 @@ def read_and_judge(
     judged: dict[str, Judged] = {}
     try:
         if tasks:
-            pool = ProcessPoolExecutor(
-                workers,
-                mp_context=_pool_context(),
-                initializer=_start_reader,
-                initargs=(config, now, niceness, _caller_env()),
-            )
+            pool = _new_pool(workers, _start_reader, config, now, niceness)
             try:
                 for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:
                     for j in _unspill(result.result(), task.spill) if task.spill else result.result():
