@@ -41,8 +41,10 @@ from .twins import attach_twins
 if TYPE_CHECKING:  # pragma: no cover
     from .logdir import Logdir
 
-#: Run-name endings Keras (and similar callbacks) use for the two halves of one training run.
-_TRAIN_SIBLING = re.compile(r"(^|/)(train|training)$")
+#: Run-name endings Keras (and similar callbacks) use for the two halves of one training run; fairseq writes its
+#: per-update training stats to `train_inner/` beside `valid/`.
+_TRAIN_SIBLINGS = ("train", "training", "train_inner")
+_TRAIN_SIBLING = re.compile(r"(^|/)(" + "|".join(_TRAIN_SIBLINGS) + ")$")
 _VAL_SIBLINGS = ("validation", "val", "eval", "evaluation", "test", "valid")
 _T = TypeVar("_T")  # a run, or what stands for one (its directory, before it is read)
 
@@ -111,7 +113,7 @@ def _train_sibling_names(name: str) -> list[str]:
         return []
     stem = parts[0] if len(parts) == 2 else ""
     # Keras: `X/train` beside it; TF Estimator: the model directory `X` (or the logdir itself) above it.
-    return [(f"{stem}/{t}" if stem else t) for t in ("train", "training")] + [stem or "."]
+    return [(f"{stem}/{t}" if stem else t) for t in _TRAIN_SIBLINGS] + [stem or "."]
 
 
 def related_runs(name: str, runs: Mapping[str, _T]) -> dict[str, _T]:

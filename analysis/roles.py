@@ -283,6 +283,8 @@ def _timing_role(t: _Tag) -> str | None:
         return "step_time"  # mmengine and detectron2 log the iteration time as plain `time`
     if re.fullmatch(r"(step|iter|iteration|batch)_(s|sec|ms)", "_".join(t.components[-1])):
         return "step_time"  # a unit suffix: `perf/iter_s` is seconds per iteration (`it/s` is a throughput)
+    if re.fullmatch(r"(data|fetch|load|loader|dataloader|input)(_wait)?_(s|sec|ms)", "_".join(t.components[-1])):
+        return "data_time"  # the same for the time spent waiting on data: `timing/fetch_s`
     if re.search(
         r"samples?_?(per_?s(ec(ond)?)?|/s)|(imgs?|images?|tokens?|toks?|seqs?|sequences?|examples?|items?)"
         r"_?(/|per_?)_?s(ec(ond)?)?\b|throughput|it/s|its?_?per_?sec|iters?_?per_?sec|steps?_?per_?s(ec(ond)?)?\b",
@@ -296,7 +298,8 @@ def _timing_role(t: _Tag) -> str | None:
 
 def _optimizer_role(t: _Tag) -> str | None:
     text = t.text
-    if re.search(r"loss_?scale|grad_?scaler|scaler/scale|amp/scale|amp_scale|lossscale", text):
+    # GradScaler's scale is logged as its own name too (`amp/grad_scale`, `grad_scale`): a scale, not a norm.
+    if re.search(r"loss_?scale|grad_?scaler?(?![a-z])|scaler/scale|amp/scale|amp_scale|lossscale", text):
         return "loss_scale"
     if re.search(r"momentum|beta1|beta_1", text) and "loss" not in text:
         return "momentum"

@@ -231,3 +231,27 @@ def test_a_really_trained_network_with_a_bad_setting_gets_the_right_diagnosis(se
 
     report = analyze_run(train_mlp(0, **settings))
     assert kind in [f.kind for f in report.findings if f.severity != "info"]
+
+
+def test_fairseqs_valid_run_is_judged_beside_its_train_inner_sibling(tmp_path):
+    """fairseq writes per-update training stats to `train_inner/` and evaluations to `valid/`, both under plain
+    names (`loss`, `gnorm`, `accuracy`): a validation loss that climbs after its best while the training loss keeps
+    falling is overfitting on the training run, not a divergence of a run judged alone."""
+    from tensorboardX import SummaryWriter
+
+    rng = np.random.default_rng(3)
+    train = SummaryWriter(str(tmp_path / "train_inner"))
+    for step in range(10, 900, 10):
+        train.add_scalar("loss", 2.0 * np.exp(-step / 150) + 0.05 + 0.01 * rng.standard_normal(), step)
+        train.add_scalar("lr", 3e-3, step)
+        train.add_scalar("gnorm", 1.0 + 0.1 * rng.standard_normal(), step)
+    train.close()
+    valid = SummaryWriter(str(tmp_path / "valid"))
+    for step in range(16, 900, 16):
+        valid.add_scalar("loss", 1.3 + 0.8 * max(0.0, step - 200) / 700 * (step / 400), step)
+        valid.add_scalar("accuracy", 60.0 - 10 * max(0.0, step - 200) / 700, step)
+    valid.close()
+    report = diagnose(tmp_path)
+    kinds = {r.name: [f.kind for f in r.findings if f.severity != "info"] for r in report.runs}
+    assert kinds["train_inner"] == ["overfitting"]
+    assert "divergence" not in kinds["valid"]

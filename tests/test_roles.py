@@ -70,6 +70,18 @@ CONVENTIONS = {
     "weight_norm/fc": ("weight_norm", 0),
     "act/relu1_zero_frac": ("activation_zero_frac", 0),
     "grad_scaler/scale": ("loss_scale", 0),
+    "amp/grad_scale": ("loss_scale", 0),  # GradScaler's scale under its own name: a scale, not a layer's norm
+    "timing/fetch_s": ("data_time", -1),  # a unit suffix on the time spent waiting for data
+    "sys/dataloader_wait_ms": ("data_time", -1),
+    # names no framework prescribes (the held-out runs of issue 9)
+    "Loss/train_step": ("train_loss", -1),
+    "Loss/valid_epoch": ("val_loss", -1),
+    "metrics/val_top1": ("metric", 1),
+    "opt/lr_group0": ("lr", 0),
+    "grads/total_norm": ("grad_norm", 0),
+    "objective/holdout": ("val_loss", -1),
+    "score/holdout_acc": ("metric", 1),
+    "gradient/global_norm": ("grad_norm", 0),
     "perf/step_time": ("step_time", -1),
     "perf/data_time": ("data_time", -1),
     "gpu/util": ("gpu_util", 1),
