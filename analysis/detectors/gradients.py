@@ -27,7 +27,9 @@ steps) while the loss keeps falling is not one, and neither is any norm below EX
 Sustained growth, non-finite norms or a ratio beyond CRITICAL_RATIO are critical; recovered spikes warn.
 One bad batch (a corrupt sample, an outlier) makes the loss spike and the norm jump on the same step, and both
 come back at once: a norm whose only excursion is such a spike (below CRITICAL_RATIO) over the steps of a loss
-spike that `spikes` reports is that loss spike's evidence, not an exploding gradient (`_bad_batch`).
+spike that `spikes` reports is that loss spike's evidence, not an exploding gradient (`_bad_batch`). So are jumps
+that recur where the loss's epoch pattern does (a bad shard read at the same place every epoch): they are the
+`periodic_spikes` finding's evidence (`spikes.recurring_batches`).
 A total norm and its layers exploding together is one finding (the layers are listed in evidence).
 
 vanishing_gradients:
@@ -46,7 +48,7 @@ import numpy as np
 from ..smoothing import diff_noise
 from .base import RunData, clip_advice, confident, finding, fmt, sentence, smoothed_level
 from .histograms import from_histograms
-from .spikes import loss_spike_over
+from .spikes import loss_spike_over, recurring_batches
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("exploding_gradients", "vanishing_gradients")
@@ -311,12 +313,12 @@ def _bad_batch(data: RunData, events: list[dict]) -> bool:
 def _exploding(data: RunData) -> list:
     per_tag: dict[str, list[dict]] = {}
     for tag in data.tags("grad_norm", "grad_norm_layer"):
-        events = _spike_events(data, tag)
+        spikes = _spike_events(data, tag)
         growth = _growth_event(data, tag)
-        if growth:
-            events = [e for e in events if e["step"] < growth["step"]] + [growth]
+        events = [e for e in spikes if e["step"] < growth["step"]] + [growth] if growth else spikes
         events = [e for e in events if _hurts(data, tag, e)]
-        if events and not _bad_batch(data, events):
+        excursions = [s.peak_step for s in data.features[tag].extra.get("spikes", ())]
+        if events and not _bad_batch(data, events) and not recurring_batches(data, events, excursions):
             per_tag[tag] = events
     if not per_tag:
         return []

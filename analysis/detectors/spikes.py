@@ -244,12 +244,7 @@ def detect(data: RunData) -> list:
         in_pattern: set[int] = set()
         if profile:
             findings.append(_profile_finding(data, tag, profile))
-            grid = profile["period"]
-            in_pattern = {
-                s.peak_step
-                for s in spikes
-                if abs(((s.peak_step - profile["onset"]) % grid + grid / 2) % grid - grid / 2) <= profile["width"] + 1
-            }
+            in_pattern = {s.peak_step for s in spikes if on_pattern(profile, s.peak_step)}
         elif period:
             in_pattern = _pattern_members(periodic, period)
             periods = (max(in_pattern) - min(in_pattern)) / period + 1 if in_pattern else 0
@@ -270,6 +265,37 @@ def detect(data: RunData) -> list:
         if big:
             findings.append(_spike_finding(data, tag, big, scale))
     return _one_per_event(findings)
+
+
+def epoch_pattern(data: RunData) -> dict | None:
+    """The epoch profile this rule reports on the main training loss (`_epoch_profile`: its period, onset and the
+    width of its offset bins), or None: other rules read their own excursions against it."""
+    tag = data.primary.train_loss
+    if tag is None or data.epoch_length is None or "scale" not in data.features[tag].extra:
+        return None
+    return _epoch_profile(data, tag)
+
+
+def on_pattern(pattern: dict, step: int) -> bool:
+    """`step` falls where an epoch pattern's bump recurs: at its onset's offset within the period, to within an
+    offset bin."""
+    grid = pattern["period"]
+    return abs(((step - pattern["onset"]) % grid + grid / 2) % grid - grid / 2) <= pattern["width"] + 1
+
+
+def recurring_batches(data: RunData, events: list[dict], recurrences: list[int] | None = None) -> bool:
+    """Excursions of another signal (dicts with a `peak_step`) that are the epoch pattern's bad batches: each one
+    came back (not sustained, not non-finite) and sits on the pattern's grid, where the signal's excursions
+    (`recurrences`: their peak steps, default the events') recur at least twice. A shard read at the same place
+    every epoch makes the gradient norm jump with the loss each time, and an early rise of the loss is its first
+    occurrence: one event, told in the `periodic_spikes` finding (as one bad batch is told in `loss_spike`'s)."""
+    if not events or any(e.get("sustained") or e.get("nonfinite") for e in events):
+        return False
+    pattern = epoch_pattern(data)
+    if pattern is None or not all(on_pattern(pattern, e["peak_step"]) for e in events):
+        return False
+    steps = [e["peak_step"] for e in events] if recurrences is None else recurrences
+    return sum(on_pattern(pattern, step) for step in steps) >= 2
 
 
 def loss_spike_over(data: RunData, first: int, last: int) -> Spike | None:
@@ -489,6 +515,20 @@ def _profile_finding(data: RunData, tag: str, profile: dict):
         "per_epoch": True,
         "f_statistic": profile["f"],
     }
+    grad = data.primary.grad_norm
+    jumps = [
+        g
+        for g in (data.features[grad].extra.get("spikes", ()) if grad else ())
+        if g.before > 0 and g.peak >= CORROBORATE_RATIO * g.before and on_pattern(profile, g.peak_step)
+    ]
+    if grad and len(jumps) >= 2:  # the bad batches show in the gradient norm too (`recurring_batches`)
+        largest = max(g.peak / g.before for g in jumps)
+        evidence["grad_norm_spikes"] = {
+            "tag": grad,
+            "steps": sorted(g.peak_step for g in jumps)[:20],
+            "largest_ratio": round(largest, 1),
+        }
+        evidence["summary"] += f"; {grad} jumps with it ({len(jumps)} times, up to ×{largest:.0f})"
     message = (
         f"{tag} repeats the same bump every epoch ({period} steps), {into} steps into each epoch, from step {onset}"
     )

@@ -11,7 +11,8 @@ a peak lr applied to random weights do, and what a linear warmup prevents. The l
 applies: add a warmup (lr starts at its peak) or lengthen it (lr was still ramping).
 
 A rise that never comes back (the loss ends at INIT_RATIO × or more of the level it rose from) is a
-divergence, reported by `divergence`, not an unstable start.
+divergence, reported by `divergence`, not an unstable start. An early rise (and norm jump) where the loss's epoch
+pattern recurs is the first of a bad shard's bumps, reported by `spikes` as `periodic_spikes`.
 
 Collapse: the first updates at the full lr can also knock a classifier onto a constant guess, where it then
 sits: its loss goes above the loss of a uniform guess over K classes (ln K, the untrained model's loss) in
@@ -30,6 +31,7 @@ from ..smoothing import median, running_median, scale_noise
 from .base import RunData, adversarial, clip_advice, confident, finding, fmt, sentence
 from .divergence import INIT_RATIO
 from .learning import LOSS_ALONE_MAX_CLASSES, chance_classes
+from .spikes import recurring_batches
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("warmup_instability",)
@@ -245,6 +247,8 @@ def detect(data: RunData) -> list:
     end_step = first + EARLY_FRAC * data.span
     loss_event = _early_loss_rise(data, tag, end_step) if tag and not adversarial(tag) else None
     grad_event = _early_grad_spike(data, end_step)
+    if (loss_event or grad_event) and recurring_batches(data, [e for e in (loss_event, grad_event) if e]):
+        return []  # the first occurrence of bad batches read at the same place every epoch (`periodic_spikes`)
     if loss_event is None and grad_event is None:
         collapse = (
             _collapse(data, tag, end_step) if tag and not adversarial(tag) and _no_warmup(data, end_step) else None
