@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tbtriage
 from tests._engine_data import (
     analyze_scenario,
     analyze_tags,
@@ -395,3 +396,30 @@ def test_a_per_batch_loss_scattering_like_healthy_minibatch_noise_is_no_oscillat
 def test_the_same_scatter_under_an_lr_decaying_to_zero_is_no_oscillation_note():
     tags = _scattering(np.random.default_rng(37), 0.6, lambda steps: lr_warmup_cosine(steps, 0.3, 0, 640))
     assert "oscillation" not in kinds(analyze_tags(tags))
+
+
+def _write_slow_climb(path, climb: float, seed: int = 21) -> None:
+    """600 per-step points (one per level bucket) of a noisy loss (±20 % a batch) that falls to ~0.45 by step 200,
+    then, as an uncapped warmup keeps raising the lr, climbs `climb`-fold to the end; tensorboardX, new names."""
+    from tensorboardX import SummaryWriter
+
+    rng = np.random.default_rng(seed)
+    w = SummaryWriter(str(path))
+    for step in range(600):
+        level = 0.45 + 0.95 * np.exp(-step / 50)
+        level *= 1 + (climb - 1) * max(0.0, step - 220) / 380
+        w.add_scalar("Loss/train_step", level * np.exp(0.2 * rng.standard_normal()), step)
+        w.add_scalar("opt/lr_group0", 0.02 * (step + 1) / 30, step)
+    w.close()
+
+
+def test_a_sparse_noisy_loss_climbing_back_to_its_untrained_level_diverged(tmp_path):
+    """The rise is judged against the noise of the levels it compares (a best of a 5-bucket running median, a
+    median of the last points), not of single points: a run logging fewer points than the level has buckets
+    needed a rise twice as large as a denser run with the same noise."""
+    _write_slow_climb(tmp_path / "climb", climb=2.6)
+    _write_slow_climb(tmp_path / "steady", climb=1.0)
+    report = {r.name: r for r in tbtriage.diagnose(tmp_path).runs}
+    finding = _one(report["climb"], "divergence")
+    assert finding.severity == "critical" and 200 <= finding.step <= 420
+    assert not kinds(report["steady"])

@@ -6,8 +6,9 @@ Two signatures, both judged on the series' own history:
   warning.
 - blow-up: the level at the end (median of the last points) sits far above the best level the curve had
   reached: by at least BLOWUP_FRACTION of the progress it had made from its start (or of its scale when it
-  never made progress), by more than BLOWUP_NOISE_K noise sigmas of its bucket medians, and the whole final
-  stretch stays up (it "never recovers"). Metrics are judged the same way, turned so that worse is up.
+  never made progress), by more than BLOWUP_NOISE_K noise sigmas of the levels compared (a 5-bucket running
+  median's, whatever the number of points a bucket holds), and the whole final stretch stays up (it "never
+  recovers"). A curve that never did better than its first point is judged from there (below). Metrics are judged the same way, turned so that worse is up.
   A rise that starts right where the lr schedule jumps up (a warm restart) is the schedule, not divergence.
 - blow-up from the start: a training loss that ends at INIT_RATIO × or more of its first logged value (the
   loss of the untrained model, logged within the first INIT_FRAC of the run) and never comes back under
@@ -53,6 +54,8 @@ BLOWUP_SCALE_FRACTION = 0.5
 NO_PROGRESS = 0.1
 #: ...and exceed this many noise sigmas of the bucket medians (a rise must be far outside the wiggle).
 BLOWUP_NOISE_K = 6.0
+#: The noise of the median of 5 independent values, in units of one value's (Gaussian: sqrt(0.287)).
+MEDIAN5_NOISE = 0.536
 #: The final stretch that must stay up: the last 3 % of the run's points (at least 3).
 SUSTAIN_FRAC = 0.03
 #: The onset is where the level first crosses best + ONSET_FRACTION × rise after the best point.
@@ -188,8 +191,17 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     if rise <= needed:  # before the noise (two noise estimates cost more than the rest): the same verdict
         return _from_start(data, tag, steps, values, tail)
     level_noise = max(scale_noise(level.medians), scale_noise(smooth)) if smooth.size > 3 else 0.0
-    if rise <= BLOWUP_NOISE_K * level_noise:
+    # The rise is measured between levels, not points: the best of the 5-bucket running median (whose noise is
+    # MEDIAN5_NOISE of a bucket's) and the median of the final stretch. Against single points' noise, a run
+    # logging under LEVEL_BUCKETS points (one a bucket) needed a rise ~2x larger than a denser run of the same
+    # noise to count.
+    bar_noise = MEDIAN5_NOISE * scale_noise(level.medians) if level.medians.size >= 5 else level_noise
+    if rise <= BLOWUP_NOISE_K * bar_noise:
         return _from_start(data, tag, steps, values, tail)
+    if values.min() >= (1 - NO_PROGRESS) * values[0]:  # never better than the untrained model: judged from there
+        from_start = _from_start(data, tag, steps, values, tail)
+        if from_start:
+            return from_start
     # "Never recovers": every point of the final stretch stays in the upper part of the rise.
     if percentile(tail, 10) < best_level + 0.5 * rise:
         return None
