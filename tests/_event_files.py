@@ -136,18 +136,21 @@ def write_keras_pair(
     seed: int = 0,
     running_means: bool = False,
     bad_batches: tuple[int, ...] = (),
+    step_loss: np.ndarray | None = None,
 ) -> Path:
     """A Keras `TensorBoard` callback's `train/` and `validation/` runs as TF2 writes them (tensor scalars through
     tensorboard's own writer): `epoch_loss`, `epoch_accuracy` and `epoch_learning_rate` at step = epoch index and,
     with `update_freq=N`, `batch_loss`/`batch_accuracy` every N global steps in train/ and the validation run's
     `evaluation_*_vs_iterations` at the global step of each epoch's end. The losses are NaN from `nan_from_epoch`;
-    the batches at the global indices `bad_batches` have 8 times the loss.
+    the batches at the global indices `bad_batches` have 8 times the loss. `step_loss`: every batch's own loss
+    (epochs × steps_per_epoch values) instead of the default decaying curve.
 
     `running_means`: `batch_loss` is what TF >= 2.2 and Keras 3 write, the running mean of the epoch so far, at
     step = the number of batches trained (from 1); otherwise the batch's own loss at its 0-based index."""
     rng = np.random.default_rng(seed)
     total = epochs * steps_per_epoch
-    step_loss = 1.4 * np.exp(-np.arange(total) / (total / 3)) + 0.2 + 0.03 * rng.standard_normal(total)
+    noise = 0.03 * rng.standard_normal(total)
+    step_loss = 1.4 * np.exp(-np.arange(total) / (total / 3)) + 0.2 + noise if step_loss is None else step_loss.copy()
     step_loss[list(bad_batches)] *= 8.0
     if nan_from_epoch is not None:
         step_loss[nan_from_epoch * steps_per_epoch :] = np.nan

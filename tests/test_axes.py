@@ -185,3 +185,36 @@ def test_one_bad_batch_diluted_in_a_keras_running_mean_is_still_a_loss_spike_at_
     assert spikes and spikes[0].step == 410 and spikes[0].tags[0] == "batch_loss"
     # Its numbers are the stretch's mean, not the point the chart shows there: the evidence says so.
     assert "recovered from Keras's running epoch mean" in spikes[0].evidence["values_from"]
+
+
+def _shard_losses(seed: int, first_epoch: int = 0, epochs: int = 20) -> np.ndarray:
+    """Per-batch losses of a net trained without shuffling on data holding a raw shard at batches 10-14 of each
+    epoch from `first_epoch`: a slow start, then the run's fastest fall (~10 % per 10 batches), while the shard's
+    loss barely falls (5 % above the clean batches at first, x3 by the end)."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(epochs * SPE)
+    clean = 0.45 + 0.95 / (1 + np.exp((steps - 40) / 12))
+    loss = clean * np.exp(0.02 * rng.standard_normal(steps.size))
+    shard = (steps % SPE >= 10) & (steps % SPE < 15) & (steps // SPE >= first_epoch)
+    loss[shard] = np.maximum(1.05 * clean[shard], 1.4) * np.exp(0.02 * rng.standard_normal(int(shard.sum())))
+    return loss
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_bad_shard_hidden_in_the_first_epochs_fall_is_dated_from_the_first_epoch(tmp_path: Path, seed: int):
+    # Keras running means every 10 batches, undone into stretch means: epoch 0's stretches fall ever faster
+    # (seed 0: 1.35, 1.33, 1.19, then 1.02 in epoch 1) and the one holding the shard sits ~5 % above the line
+    # through its neighbours, so a 3-point running median passes through all of them. The epoch still follows
+    # the pattern every later epoch shows.
+    write_keras_pair(tmp_path, steps_per_epoch=SPE, update_freq=10, running_means=True, step_loss=_shard_losses(seed))
+    run = next(r for r in tbtriage.diagnose(tmp_path).runs if r.name == "train")
+    pattern = next(f for f in run.findings if f.kind == "periodic_spikes")
+    assert pattern.evidence["epoch"] == 0 and pattern.step < SPE
+
+
+def test_a_bad_shard_that_appears_mid_run_is_not_dated_before_it(tmp_path: Path):
+    losses = _shard_losses(1, first_epoch=8)
+    write_keras_pair(tmp_path, steps_per_epoch=SPE, update_freq=10, running_means=True, step_loss=losses)
+    run = next(r for r in tbtriage.diagnose(tmp_path).runs if r.name == "train")
+    pattern = next(f for f in run.findings if f.kind == "periodic_spikes")
+    assert pattern.evidence["epoch"] >= 8

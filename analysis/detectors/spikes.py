@@ -22,7 +22,9 @@ When the run says how long an epoch is and its logged points land on enough diff
 epoch, the epoch profile is read as well (`_epoch_profile`): with the same data order every epoch (no
 shuffling, a bad shard, data sorted by class) the loss is high at the same offsets of every epoch, from the
 first epoch on, even where each bump is too small to be a spike; shuffled batches make every offset alike.
-That is one `periodic_spikes` finding too. A loss logged more coarsely than the epoch's structure still
+That is one `periodic_spikes` finding too, dated from the first epoch from which the epochs follow the profile
+(the sign of each epoch's agreement with it; an epoch the trend passes through point for point, as a 3-point
+running median does on a monotone fall, is read against the line through its low-offset points). A loss logged more coarsely than the epoch's structure still
 shows it when its logging interval does not divide the epoch: every 10 steps over 32-step epochs visits 16
 offsets, each once every 5 epochs, so the profile is read on the offsets the logging actually samples.
 """
@@ -201,8 +203,18 @@ def _epoch_profile(data: RunData, tag: str) -> dict | None:
     firsts = np.flatnonzero(np.r_[True, np.diff(epoch_of) > 0])
     bounds = np.r_[firsts, steps.size]
     covariances, starts = [], []
+    above_line = None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         shape, seen = resid[lo:hi], profile[lo:hi]
+        if not shape.any():
+            # The trend passed through every point of this epoch: a running median of 3 points follows a
+            # monotone stretch exactly (the fast fall of a run's first epochs, logged a few points an epoch),
+            # which hides a bump smaller than the fall. Read the epoch against the line through the points at
+            # the profile's low offsets instead: the excursion above the local trend the pattern is made of.
+            if above_line is None:
+                y_all = resid + np.interp(steps, level.steps, running)
+                above_line = _above_low_line(steps, y_all, profile, float(np.median(means[count > 0])))
+            shape = above_line[lo:hi]
         if np.ptp(seen) > 0:
             covariances.append(float(((shape - shape.mean()) * (seen - seen.mean())).sum()))
             starts.append(int(steps[lo + int(np.argmax(seen))]))
@@ -218,6 +230,16 @@ def _epoch_profile(data: RunData, tag: str) -> dict | None:
     into = int(offsets[np.argmax([resid[at_peak][exact == o].mean() for o in offsets])])
     ratio = float(np.exp(excess)) if values.min() > 0 else None
     return {"period": period, "f": f_value, "into": into, "width": width, "onset": onset, "ratio": ratio}
+
+
+def _above_low_line(steps: np.ndarray, y: np.ndarray, profile: np.ndarray, typical: float) -> np.ndarray:
+    """`y` less the line through its points at the profile's low offsets (`profile` at most the bins' `typical`
+    mean): how far each point sits above the local trend its epoch's unaffected batches draw (zeros where
+    fewer than two points draw it)."""
+    low = profile <= typical
+    if np.count_nonzero(low) < 2:
+        return np.zeros(y.size)
+    return y - np.interp(steps, steps[low], y[low])
 
 
 def _series(data: RunData) -> list[str]:
