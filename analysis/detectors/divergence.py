@@ -8,7 +8,8 @@ Two signatures, both judged on the series' own history:
   reached: by at least BLOWUP_FRACTION of the progress it had made from its start (or of its scale when it
   never made progress), by more than BLOWUP_NOISE_K noise sigmas of the levels compared (a 5-bucket running
   median's, whatever the number of points a bucket holds), and the whole final stretch stays up (it "never
-  recovers"). A curve that never did better than its first point is judged from there (below). Metrics are judged the same way, turned so that worse is up.
+  recovers"). A curve that never did better than its first point is judged from there (below). Metrics are
+  judged the same way, turned so that worse is up.
   A rise that starts right where the lr schedule jumps up (a warm restart) is the schedule, not divergence.
 - blow-up from the start: a training loss that ends at INIT_RATIO × or more of its first logged value (the
   loss of the untrained model, logged within the first INIT_FRAC of the run) and never comes back under

@@ -24,9 +24,12 @@ shuffling, a bad shard, data sorted by class) the loss is high at the same offse
 first epoch on, even where each bump is too small to be a spike; shuffled batches make every offset alike.
 That is one `periodic_spikes` finding too, dated from the first epoch from which the epochs follow the profile
 (the sign of each epoch's agreement with it; an epoch the trend passes through point for point, as a 3-point
-running median does on a monotone fall, is read against the line through its low-offset points). A loss logged more coarsely than the epoch's structure still
-shows it when its logging interval does not divide the epoch: every 10 steps over 32-step epochs visits 16
-offsets, each once every 5 epochs, so the profile is read on the offsets the logging actually samples.
+running median does on a monotone fall, is read against the line through its low-offset points). A loss logged
+more coarsely than the epoch's structure still shows it when its logging interval does not divide the epoch:
+every 10 steps over 32-step epochs visits 16 offsets, each once every 5 epochs, so the profile is read on the
+offsets the logging actually samples. The gradient norm's jumps on the pattern's steps, and an early rise that
+is its first bump, are this finding's evidence, not `exploding_gradients` or `warmup_instability`
+(`recurring_batches`).
 """
 
 from __future__ import annotations
