@@ -471,6 +471,96 @@ def write_rl_tbx(trace: Trace, sinks, folder: str) -> None:
     _emit(sinks, trace, "policy/entropy", trace.get("entropy"))
 
 
+# ---- held-out conventions (`heldout.py` only: names no corpus case is logged with) ------------------------
+
+
+def write_handwritten(trace: Trace, sinks, folder: str) -> None:
+    """A hand-rolled PyTorch loop with names of its own: `Loss/train_step` every step, `Loss/valid_epoch`,
+    `metrics/val_top1` in percent, `opt/lr_group0`, `grads/total_norm`, `grads/<layer>_l2`, `sparsity/<layer>`
+    (zero fractions), `amp/grad_scale`, times in milliseconds."""
+    _emit(sinks, trace, "Loss/train_step", trace.get("loss"))
+    if trace.has("val_loss"):
+        _emit(sinks, trace, "Loss/valid_epoch", trace.get("val_loss"))
+    if trace.has("val_acc"):
+        _emit(sinks, trace, "metrics/val_top1", trace.get("val_acc"), scale=100.0)
+    if trace.has("acc"):
+        _emit(sinks, trace, "metrics/train_top1", every(trace, "acc", 10), scale=100.0)
+    _emit(sinks, trace, "opt/lr_group0", every(trace, "lr", 10))
+    _emit(sinks, trace, "grads/total_norm", trace.get("grad_norm"))
+    _common_extras(
+        trace,
+        sinks,
+        {"grad_norm": "grads/{}_l2", "zero_frac": "sparsity/{}", "loss_scale": "amp/grad_scale"},
+        5,
+    )
+    if trace.has("data_time"):
+        _emit(sinks, trace, "sys/dataloader_wait_ms", every(trace, "data_time", 5), scale=1000.0)
+        _emit(sinks, trace, "sys/step_ms", every(trace, "step_time", 5), scale=1000.0)
+    for name in trace.names("task/"):
+        _emit(sinks, trace, f"Loss/train_step_{_layer_name(name)}", trace.get(name))
+    for name in trace.names("val_task/"):
+        _emit(sinks, trace, f"Loss/valid_epoch_{_layer_name(name)}", trace.get(name))
+
+
+def write_handwritten_tbx(trace: Trace, sinks, folder: str) -> None:
+    """tensorboardX every 4 steps: `objective/train`, `objective/holdout`, `score/holdout_acc`,
+    `schedule/learning_rate`, `gradient/global_norm`, `gradient/<layer>`, `fp16/loss_scale`, `timing/*_s`."""
+    n = 4
+    _emit(sinks, trace, "objective/train", every(trace, "loss", n))
+    if trace.has("val_loss"):
+        _emit(sinks, trace, "objective/holdout", trace.get("val_loss"))
+    if trace.has("val_acc"):
+        _emit(sinks, trace, "score/holdout_acc", trace.get("val_acc"))
+    _emit(sinks, trace, "schedule/learning_rate", every(trace, "lr", n))
+    _emit(sinks, trace, "gradient/global_norm", every(trace, "grad_norm", n))
+    _common_extras(
+        trace,
+        sinks,
+        {
+            "grad_norm": "gradient/{}",
+            "loss_scale": "fp16/loss_scale",
+            "data_time": "timing/fetch_s",
+            "step_time": "timing/compute_s",
+            "task": "objective/train_{}",
+            "val_task": "objective/holdout_{}",
+        },
+        n,
+    )
+
+
+def write_fairseq(trace: Trace, sinks, folder: str) -> None:
+    """fairseq's tensorboard logger: one folder per stat group (`train_inner/`, `valid/`), plain names, the loss
+    in bits (base 2), every 10 updates (counted from 1): `loss`, `lr`, `gnorm`, `loss_scale`, `ups`; `valid/`
+    `loss` and `accuracy` (percent)."""
+    n = 10
+    if folder == "train_inner":
+        s, v, w = window_mean(trace, "loss", n)
+        _emit(sinks, trace, "loss", (s + 1, v / np.log(2), w))
+        s, v, w = every(trace, "lr", n, n - 1)
+        _emit(sinks, trace, "lr", (s + 1, v, w))
+        s, v, w = window_mean(trace, "grad_norm", n)
+        _emit(sinks, trace, "gnorm", (s + 1, v, w))
+        if trace.has("loss_scale"):
+            s, v, w = every(trace, "loss_scale", n, n - 1)
+            _emit(sinks, trace, "loss_scale", (s + 1, v, w))
+        if trace.has("step_time"):
+            s, v, w = window_mean(trace, "step_time", n)
+            _emit(sinks, trace, "ups", (s + 1, 1.0 / v, w))
+        for name in trace.names("task/"):
+            s, v, w = window_mean(trace, name, n)
+            _emit(sinks, trace, f"{_layer_name(name)}_loss", (s + 1, v / np.log(2), w))
+        return
+    if trace.has("val_loss"):
+        s, v, w = trace.get("val_loss")
+        _emit(sinks, trace, "loss", (s + 1, v / np.log(2), w))
+    if trace.has("val_acc"):
+        s, v, w = trace.get("val_acc")
+        _emit(sinks, trace, "accuracy", (s + 1, 100 * v, w))
+    for name in trace.names("val_task/"):
+        s, v, w = trace.get(name)
+        _emit(sinks, trace, f"{_layer_name(name)}_loss", (s + 1, v / np.log(2), w))
+
+
 CONVENTIONS: dict[str, Convention] = {
     c.name: c
     for c in (
@@ -485,6 +575,10 @@ CONVENTIONS: dict[str, Convention] = {
         Convention("ultralytics", "torch", "epoch", write_ultralytics),
         Convention("sb3", "torch", "step", write_sb3, rl=True),
         Convention("rl_tensorboardx", "tbx", "step", write_rl_tbx, rl=True),
+        # held out: only `heldout.py` writes these
+        Convention("handwritten", "torch", "step", write_handwritten),
+        Convention("handwritten_tbx", "tbx", "step", write_handwritten_tbx, interval=4),
+        Convention("fairseq", "torch", "step", write_fairseq, folders=("train_inner", "valid"), interval=10),
     )
 }
 

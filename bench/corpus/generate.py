@@ -122,10 +122,13 @@ def _tear_last_record(folder: Path) -> None:
     last.write_bytes(data[:-TORN_BYTES])
 
 
-def generate(out: Path, only: str | None = None, quick: bool = False, missing: bool = False) -> list[Path]:
+def generate(
+    out: Path, only: str | None = None, quick: bool = False, missing: bool = False, chosen: list[Case] | None = None
+) -> list[Path]:
+    """Train and write every case of `chosen` (default: the corpus's `cases()`) whose name matches `only`."""
     pattern = re.compile(only) if only else None
     written = []
-    for case in cases():
+    for case in cases() if chosen is None else chosen:
         if pattern and not pattern.search(case.name):
             continue
         seeds = seeds_of(case)[:1] if quick else seeds_of(case)

@@ -47,7 +47,7 @@ class Setup:
     poison_batches: tuple[int, ...] = ()  # epochs: these batch indices of every epoch are a corrupted shard
     poison_scale: float = 40.0
     # model
-    model: str = "mlp"  # mlp | transformer | rnn | twohead
+    model: str = "mlp"  # mlp | transformer | rnn | twohead; held-out only (heldout.py): gru | gru_reg | conv1d
     depth: int = 2
     hidden: int = 64
     act: str = "relu"
@@ -226,6 +226,51 @@ class TinyRNN(nn.Module):
         return self.head(out[:, -1]).squeeze(-1)
 
 
+class GRUClassifier(nn.Module):
+    """Token sequences -> embedding -> GRU -> last state -> classes (held-out set)."""
+
+    def __init__(self, setup: Setup, vocab: int = 12, width: int = 32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.gru = nn.GRU(width, setup.hidden, batch_first=True)
+        self.head = nn.Linear(setup.hidden, setup.classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(self.embed(x))
+        return self.head(out[:, -1])
+
+
+class GRURegressor(nn.Module):
+    """The adding problem with a GRU instead of a vanilla RNN (held-out set)."""
+
+    def __init__(self, setup: Setup):
+        super().__init__()
+        self.gru = nn.GRU(2, setup.hidden, batch_first=True)
+        self.head = nn.Linear(setup.hidden, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(x)
+        return self.head(out[:, -1]).squeeze(-1)
+
+
+class Conv1d(nn.Module):
+    """The readings as a 1-channel signal: `depth` conv layers of 16 channels, flattened, a linear head
+    (held-out set)."""
+
+    def __init__(self, setup: Setup):
+        super().__init__()
+        chans = [1] + [16] * setup.depth
+        layers: list[nn.Module] = []
+        for a, b in zip(chans[:-1], chans[1:]):
+            layers += [nn.Conv1d(a, b, 3, padding=1, bias=setup.bias), _ACTS[setup.act]()]
+        self.body = nn.Sequential(*layers)
+        self.drop = nn.Dropout(setup.dropout)
+        self.head = nn.Linear(chans[-1] * setup.dim, setup.classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.drop(self.body(x.unsqueeze(1)).flatten(1)))
+
+
 def _build(setup: Setup) -> nn.Module:
     if setup.model == "mlp":
         model: nn.Module = MLP(setup, setup.classes)
@@ -235,6 +280,12 @@ def _build(setup: Setup) -> nn.Module:
         model = TinyTransformer(setup)
     elif setup.model == "rnn":
         model = TinyRNN(setup)
+    elif setup.model == "gru":
+        model = GRUClassifier(setup)
+    elif setup.model == "gru_reg":
+        model = GRURegressor(setup)
+    elif setup.model == "conv1d":
+        model = Conv1d(setup)
     else:
         raise ValueError(setup.model)
     with torch.no_grad():
