@@ -247,8 +247,11 @@ def detect(data: RunData) -> list:
     end_step = first + EARLY_FRAC * data.span
     loss_event = _early_loss_rise(data, tag, end_step) if tag and not adversarial(tag) else None
     grad_event = _early_grad_spike(data, end_step)
-    if (loss_event or grad_event) and recurring_batches(data, [e for e in (loss_event, grad_event) if e]):
-        return []  # the first occurrence of bad batches read at the same place every epoch (`periodic_spikes`)
+    if loss_event or grad_event:
+        events = [e for e in (loss_event, grad_event) if e]
+        seen = [s.peak_step for e in events for s in data.features[e["tag"]].extra.get("spikes", ())]
+        if recurring_batches(data, events, seen):
+            return []  # the first of bad batches read at the same place every epoch (`periodic_spikes`)
     if loss_event is None and grad_event is None:
         collapse = (
             _collapse(data, tag, end_step) if tag and not adversarial(tag) and _no_warmup(data, end_step) else None
