@@ -128,6 +128,25 @@ def test_a_loss_scale_falling_from_2_12_to_below_1_from_2000_is_a_critical_amp_o
     assert "bf16" in finding.suggestion
 
 
+def test_a_loss_scale_that_never_stops_halving_from_its_first_point_collapsed_from_the_start(tmp_path):
+    # fairseq logs `loss_scale` every 10 updates: a sentinel value in 1 batch of 3 overflows fp16 from the first
+    # updates, so the scale halves from 2^13 at update 10 to 1e-45 and never holds. No calibration ends in
+    # that descent: the collapse is the whole of it (it was dated where the scale finally stopped, at update 190).
+    from tensorboardX import SummaryWriter
+
+    import tbtriage
+
+    w = SummaryWriter(str(tmp_path / "train_inner"))
+    octave = 13.0
+    for update in range(10, 410, 10):
+        w.add_scalar("loss", 2.0 - update / 1000, update)
+        w.add_scalar("loss_scale", 2.0**octave, update)
+        octave = max(octave - 3.5, -149.0)
+    w.close()
+    finding = _one(tbtriage.diagnose(tmp_path).runs[0], "amp_overflow")
+    assert finding.severity == "critical" and finding.step <= 20
+
+
 def test_a_grad_scaler_that_calibrates_then_hovers_is_healthy():
     steps = steps_every(20000, 10)
     octave = np.maximum(16 - 3 * np.arange(steps.size), 13) + (steps // 2000) % 2

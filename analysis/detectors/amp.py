@@ -6,7 +6,8 @@ its first steps and then hovers: about one halving per growth interval. Signatur
 - collapse: after the scaler's calibration (its opening descent from 2^16 to the first clean step, and at
   least the first STARTUP_FRAC of the run), the scale ends at least COLLAPSE_OCTAVES (÷256) below its
   later maximum and never climbs back, or it ends below MIN_SCALE (1.0: gradients overflow even unscaled,
-  i.e. real Inf/NaN). The onset is where the final descent begins.
+  i.e. real Inf/NaN). The onset is where the final descent begins. An opening descent that goes below
+  MIN_SCALE without ever holding calibrates nothing: it is the collapse, under way from the first point.
 - overflow skips: the global grad norm is Inf/NaN at OVERFLOW_WARN of its logged points or more (HF Trainer
   and most loops log the pre-clip norm, which is Inf on an overflow step) while the loss stayed finite.
   When the run logs its loss scale and the scale holds (it ends within HOLD_OCTAVES of the highest level it
@@ -44,7 +45,13 @@ def _collapse(data: RunData, tag: str) -> dict | None:
     # descent (everything up to the first point it stops falling) says nothing about the run.
     holding = np.flatnonzero(np.diff(octaves) >= 0)
     settled = int(holding[0]) if holding.size else values.size - 1
-    start = max(settled, int(STARTUP_FRAC * values.size))
+    unscaled = np.flatnonzero(values < MIN_SCALE)
+    if unscaled.size and unscaled[0] <= settled:
+        # The opening descent went below 1.0 without ever holding: no calibration ends there (gradients that
+        # overflow unscaled are Inf/NaN), so the collapse is that whole descent, under way from the first point.
+        start = 0
+    else:
+        start = max(settled, int(STARTUP_FRAC * values.size))
     after = octaves[start:]
     if after.size < 3:
         after, start = octaves[-1:], values.size - 1
