@@ -271,23 +271,22 @@ class Conv1d(nn.Module):
         return self.head(self.drop(self.body(x.unsqueeze(1)).flatten(1)))
 
 
+#: Every `Setup.model`, by name.
+_MODELS = {
+    "mlp": lambda setup: MLP(setup, setup.classes),
+    "twohead": TwoHead,
+    "transformer": TinyTransformer,
+    "rnn": TinyRNN,
+    "gru": GRUClassifier,
+    "gru_reg": GRURegressor,
+    "conv1d": Conv1d,
+}
+
+
 def _build(setup: Setup) -> nn.Module:
-    if setup.model == "mlp":
-        model: nn.Module = MLP(setup, setup.classes)
-    elif setup.model == "twohead":
-        model = TwoHead(setup)
-    elif setup.model == "transformer":
-        model = TinyTransformer(setup)
-    elif setup.model == "rnn":
-        model = TinyRNN(setup)
-    elif setup.model == "gru":
-        model = GRUClassifier(setup)
-    elif setup.model == "gru_reg":
-        model = GRURegressor(setup)
-    elif setup.model == "conv1d":
-        model = Conv1d(setup)
-    else:
+    if setup.model not in _MODELS:
         raise ValueError(setup.model)
+    model: nn.Module = _MODELS[setup.model](setup)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() >= 2:
