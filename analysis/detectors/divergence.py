@@ -191,12 +191,13 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     needed = BLOWUP_FRACTION * progress if progress > NO_PROGRESS * scale else BLOWUP_SCALE_FRACTION * scale
     if rise <= needed:  # before the noise (two noise estimates cost more than the rest): the same verdict
         return _from_start(data, tag, steps, values, tail)
-    level_noise = max(scale_noise(level.medians), scale_noise(smooth)) if smooth.size > 3 else 0.0
+    bucket_noise = scale_noise(level.medians)
+    level_noise = max(bucket_noise, scale_noise(smooth)) if smooth.size > 3 else 0.0
     # The rise is measured between levels, not points: the best of the 5-bucket running median (whose noise is
     # MEDIAN5_NOISE of a bucket's) and the median of the final stretch. Against single points' noise, a run
     # logging under LEVEL_BUCKETS points (one a bucket) needed a rise ~2x larger than a denser run of the same
     # noise to count.
-    bar_noise = MEDIAN5_NOISE * scale_noise(level.medians) if level.medians.size >= 5 else level_noise
+    bar_noise = MEDIAN5_NOISE * bucket_noise if level.medians.size >= 5 else level_noise
     if rise <= BLOWUP_NOISE_K * bar_noise:
         return _from_start(data, tag, steps, values, tail)
     if values.min() >= (1 - NO_PROGRESS) * values[0]:  # never better than the untrained model: judged from there
