@@ -270,6 +270,9 @@ def _pooled(
 # only leave `stalled` out: once every span is known, the caller judges again, here, the few runs for which
 # `stalled.stall` says it fires. A Keras `X/train` run is read with its `X/validation` sibling
 # (`engine.related_runs`, found from the names), so every run is judged as the serial path judges it.
+# With the cache on, each worker caches the verdicts it judged (`verdict_cache.store`, as not stalled: the entry
+# holds in every context where `stalled` says nothing), so caching costs the report's process nothing; it caches
+# only the few runs it judged again.
 
 
 @dataclass(frozen=True)
@@ -293,6 +296,18 @@ class ReadTask:
     kernel: str | None = None  # the user's preference ("pure", "jit"; part of a run's column-cache key)
     spill: str | None = None  # the file the worker writes the verdicts' series to (None: they are pickled)
     read_with: str | None = None  # the kernel chosen for the whole pool's bytes (`_kernel_for`), else the batch's
+
+
+@dataclass(frozen=True)
+class _TaskRuns:
+    """A worker's runs (its task's and their siblings) as `verdict_cache` looks runs up in a logdir: by name, each
+    with the reader that read it."""
+
+    _readers: Mapping[str, RunReader]
+
+    @property
+    def runs(self) -> Mapping[str, RunReader]:
+        return self._readers
 
 
 def _readers(task: ReadTask) -> dict[str, RunReader]:
@@ -331,6 +346,13 @@ def _read_and_judge(task: ReadTask) -> list[Judged]:
     out = []
     for name, _ in task.runs:
         out.append(judge_one(name, run_of, list(related_runs(name, names)), _worker_config, _worker_now))
+    if verdict_cache.enabled():
+        held = _TaskRuns(readers)
+        for j in out:
+            # Judged without the logdir's context: the verdict holds in every context where `stalled` says nothing
+            # (cached as such: the entry's `stall` is None, checked on reuse). The caller judges again, and caches,
+            # the runs that `stalled` speaks of once it knows every span.
+            verdict_cache.store(held, j.report, LogdirContext(), _worker_config)
     if task.spill is not None:
         out = _spill(out, task.spill)
     for name in read:
@@ -452,10 +474,10 @@ def read_and_judge(
         if report is None:
             verdict = judged.get(name)
             if verdict is not None and stall(verdict.facts, context) is None:
-                report = verdict.report
+                report = verdict.report  # cached by its worker (`_read_and_judge`): this process never reads the run
             else:  # `stalled` speaks of it in this context (or its cached verdict no longer holds)
                 report = _judge_here(logdir, found, only_file, name, config, context)
-            _cache_verdict(logdir, report, context, config)
+                _cache_verdict(logdir, report, context, config)
         reports.append(report)
     return {r.name: r.run for r in reports}, reports
 
@@ -496,8 +518,8 @@ def _from_cache(logdir: Logdir, name: str, entry: verdict_cache.Entry, context: 
 
 
 def _cache_verdict(logdir: Logdir, report: RunReport, context: AnalysisContext, config: Config | None) -> None:
-    """Keep a verdict judged by a worker (or here) for the next reopen: the run's reader here vouches for its files
-    (it maps the columns the worker just cached, decoding nothing)."""
+    """Keep a verdict judged here (a run `stalled` speaks of, whose worker cached it as not stalled) for the next
+    reopen: the run's reader here vouches for its files (it maps the columns the worker cached, decoding nothing)."""
     reader = logdir._readers.get(report.name) if verdict_cache.enabled() else None
     if reader is None:
         return
