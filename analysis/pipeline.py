@@ -43,7 +43,7 @@ from .datamodel import Run, RunReport, Series
 from .decode import JIT_COLD_MIN_BYTES, JIT_MIN_BYTES, choose_kernel
 from .detectors.stalled import StallFacts, stall, stall_facts
 from .engine import AnalysisContext, LogdirContext, analyze_run, judge_run, related_runs, scalar_span
-from .fleet import slim_run
+from .fleet import slim, slim_run
 from .reader import RunReader
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -279,7 +279,7 @@ def _pooled(
 class Judged:
     """One run's verdict from a worker, and what the caller needs of the run to finish the logdir's steps."""
 
-    report: RunReport  # its run cut to the series read after analysis (`fleet.slim_run`)
+    report: RunReport  # its run cut to the series read after analysis, no curves (`fleet.slim`)
     span: tuple[float, float] | None  # first and last plausible wall time (`engine.scalar_span`)
     facts: StallFacts | None  # what `stalled` needs of the run, judged against the logdir's spans by the caller
     spilled: tuple[tuple[str, int], ...] = ()  # (tag, points) of the series written to the task's spill file
@@ -325,7 +325,7 @@ def judge_one(
     run = run_of(name)
     context = AnalysisContext(now=now, runs={name: run, **{n: run_of(n) for n in related}})
     report, data = judge_run(run, config, context)
-    return Judged(slim_run(report), scalar_span(run), stall_facts(run, data.primary.lr))
+    return Judged(slim(report), scalar_span(run), stall_facts(run, data.primary.lr))
 
 
 def _read_and_judge(task: ReadTask) -> list[Judged]:
@@ -352,7 +352,7 @@ def _read_and_judge(task: ReadTask) -> list[Judged]:
             # Judged without the logdir's context: the verdict holds in every context where `stalled` says nothing
             # (cached as such: the entry's `stall` is None, checked on reuse). The caller judges again, and caches,
             # the runs that `stalled` speaks of once it knows every span.
-            verdict_cache.store(held, j.report, LogdirContext(), _worker_config)
+            verdict_cache.store(held, j.report, LogdirContext(), _worker_config, j.facts)
     if task.spill is not None:
         out = _spill(out, task.spill)
     for name in read:
@@ -552,4 +552,4 @@ def _judge_here(
     report = analyze_run(readers[name].run, config, replace(context, runs={n: r.run for n, r in readers.items()}))
     for reader in readers.values():
         release(reader.run)
-    return slim_run(report)
+    return slim(report)
