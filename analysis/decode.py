@@ -355,14 +355,27 @@ def scan_file(
             scratch.give_back()
 
 
-def _scan(path, offset, kernel, tags, result, verify, end, cancel, open_file, scratch) -> Iterator[Batch]:
+def _scan(
+    path: str | Path,
+    offset: int,
+    kernel,
+    tags: TagTable,
+    result: ScanResult,
+    verify: bool,
+    end: int | None,
+    cancel: Callable[[], bool] | None,
+    open_file: Callable[[Any], Any] | None,
+    scratch: _Scratch | None,
+) -> Iterator[Batch]:
     """`scan_file`'s work, with `scratch` (the compiled kernel's) or fresh columns (the pure kernel's lists)."""
     jit = scratch is not None
     table = _CRC_TABLE if jit else _CRC_LIST
     rec = result.records
     with open(path, "rb") if open_file is None else open_file(path) as f:
         size = os.fstat(f.fileno()).st_size if end is None else end
-        out = scratch.out if scratch is not None else _Outputs(jit, max(size - offset, 0) // MIN_POINT_BYTES + 1)
+        out: _Outputs = (
+            scratch.out if scratch is not None else _Outputs(jit, max(size - offset, 0) // MIN_POINT_BYTES + 1)
+        )
         base = offset
         want = CHUNK_BYTES
         while base < size:
