@@ -348,10 +348,11 @@ def diagnose(
             try:
                 logdir.runs, reports = read_and_judge(logdir, found, only, config, now, count)
             except (OSError, ValueError, BrokenProcessPool):
-                logdir.warnings.clear()  # no pool here, or a worker died: read and judge below, as for few runs
+                pass  # no pool here, or a worker died: read and judge below, as for few runs
             else:
                 attach_twins(reports)
                 return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)
+        logdir.warnings.clear()  # the refresh lists the logdir again, and notes each warning again
         logdir.refresh()
     else:
         logdir = logdir_or_path

@@ -103,10 +103,11 @@ class Logdir:
                     on_run(name, self.runs[name])
         return changed
 
-    def find(self) -> dict[str, Any]:
+    def find(self, listed: tuple[dict[str, Any], str | None] | None = None) -> dict[str, Any]:
         """Discover the runs (the run filter applied) and give each new one its reader, reading nothing; run name
-        -> run directory. A run gone since the last look is dropped (noted in `removed`)."""
-        found, only = self.discover()
+        -> run directory. A run gone since the last look is dropped (noted in `removed`). `listed`: what the
+        caller's `discover` just gave (the logdir is not walked, nor its warnings noted, a second time)."""
+        found, only = self.discover() if listed is None else listed
         if self.run_filter:
             pattern = re.compile(self.run_filter)
             found = {k: v for k, v in found.items() if pattern.search(k)}

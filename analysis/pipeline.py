@@ -40,10 +40,10 @@ from . import verdict_cache
 from .cache import map_file, release
 from .config import Config
 from .datamodel import Run, RunReport, Series
-from .decode import choose_kernel
+from .decode import JIT_COLD_MIN_BYTES, JIT_MIN_BYTES, choose_kernel
 from .detectors.stalled import StallFacts, stall, stall_facts
 from .engine import AnalysisContext, LogdirContext, analyze_run, judge_run, related_runs, scalar_span
-from .fleet import slim_run
+from .fleet import slim, slim_run
 from .reader import RunReader
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -270,13 +270,16 @@ def _pooled(
 # only leave `stalled` out: once every span is known, the caller judges again, here, the few runs for which
 # `stalled.stall` says it fires. A Keras `X/train` run is read with its `X/validation` sibling
 # (`engine.related_runs`, found from the names), so every run is judged as the serial path judges it.
+# With the cache on, each worker caches the verdicts it judged (`verdict_cache.store`, as not stalled: the entry
+# holds in every context where `stalled` says nothing), so caching costs the report's process nothing; it caches
+# only the few runs it judged again.
 
 
 @dataclass(frozen=True)
 class Judged:
     """One run's verdict from a worker, and what the caller needs of the run to finish the logdir's steps."""
 
-    report: RunReport  # its run cut to the series read after analysis (`fleet.slim_run`)
+    report: RunReport  # its run cut to the series read after analysis, no curves (`fleet.slim`)
     span: tuple[float, float] | None  # first and last plausible wall time (`engine.scalar_span`)
     facts: StallFacts | None  # what `stalled` needs of the run, judged against the logdir's spans by the caller
     spilled: tuple[tuple[str, int], ...] = ()  # (tag, points) of the series written to the task's spill file
@@ -295,6 +298,18 @@ class ReadTask:
     read_with: str | None = None  # the kernel chosen for the whole pool's bytes (`_kernel_for`), else the batch's
 
 
+@dataclass(frozen=True)
+class _TaskRuns:
+    """A worker's runs (its task's and their siblings) as `verdict_cache` looks runs up in a logdir: by name, each
+    with the reader that read it."""
+
+    _readers: Mapping[str, RunReader]
+
+    @property
+    def runs(self) -> Mapping[str, RunReader]:
+        return self._readers
+
+
 def _readers(task: ReadTask) -> dict[str, RunReader]:
     return {
         name: RunReader(task.root, path, name, kernel=task.kernel, only_file=task.only_file)
@@ -310,7 +325,7 @@ def judge_one(
     run = run_of(name)
     context = AnalysisContext(now=now, runs={name: run, **{n: run_of(n) for n in related}})
     report, data = judge_run(run, config, context)
-    return Judged(slim_run(report), scalar_span(run), stall_facts(run, data.primary.lr))
+    return Judged(slim(report), scalar_span(run), stall_facts(run, data.primary.lr))
 
 
 def _read_and_judge(task: ReadTask) -> list[Judged]:
@@ -331,6 +346,13 @@ def _read_and_judge(task: ReadTask) -> list[Judged]:
     out = []
     for name, _ in task.runs:
         out.append(judge_one(name, run_of, list(related_runs(name, names)), _worker_config, _worker_now))
+    if verdict_cache.enabled():
+        held = _TaskRuns(readers)
+        for j in out:
+            # Judged without the logdir's context: the verdict holds in every context where `stalled` says nothing
+            # (cached as such: the entry's `stall` is None, checked on reuse). The caller judges again, and caches,
+            # the runs that `stalled` speaks of once it knows every span.
+            verdict_cache.store(held, j.report, LogdirContext(), _worker_config, j.facts)
     if task.spill is not None:
         out = _spill(out, task.spill)
     for name in read:
@@ -406,7 +428,8 @@ def read_and_judge(
     `analyze_runs` would judge it in the logdir's context. Raises what `_pooled` lets its caller fall back on
     (OSError, ValueError, BrokenProcessPool) when the pool cannot do it."""
     names = list(found)
-    logdir.find()  # each run's reader, reading nothing: what the verdict cache stats and the kernel is sized on
+    logdir.find((dict(found), only_file))  # each run's reader, reading nothing: what the verdict cache stats and
+    # the kernel is sized on (from the caller's listing: 2,000 directories are not walked twice)
     entries = _cached_entries(logdir, names, config)
     todo = [name for name in names if name not in entries]
     kernel = _kernel_for(logdir, todo)
@@ -452,10 +475,10 @@ def read_and_judge(
         if report is None:
             verdict = judged.get(name)
             if verdict is not None and stall(verdict.facts, context) is None:
-                report = verdict.report
+                report = verdict.report  # cached by its worker (`_read_and_judge`): this process never reads the run
             else:  # `stalled` speaks of it in this context (or its cached verdict no longer holds)
                 report = _judge_here(logdir, found, only_file, name, config, context)
-            _cache_verdict(logdir, report, context, config)
+                _cache_verdict(logdir, report, context, config)
         reports.append(report)
     return {r.name: r.run for r in reports}, reports
 
@@ -464,10 +487,15 @@ def _kernel_for(logdir: Logdir, names: Sequence[str]) -> str:
     """The kernel every worker reads with, chosen once for all the bytes the pool reads (as `Logdir.refresh`
     chooses for a whole refresh): sized on one task's 16 runs, a 1.5 GB logdir was read by the pure-Python kernel
     (~0.2 s a run, 30x the compiled one)."""
-    readers = [reader for name in names if (reader := logdir._readers.get(name)) is not None]
     # Not resumed from the column cache here: the workers cache these runs, and this process's readers then
-    # map what they cached (`_cache_verdict`) instead of decoding the runs a second time.
-    nbytes = sum(reader.pending_bytes(resume=False) for reader in readers)
+    # map what they cached (`_cache_verdict`) instead of decoding the runs a second time. Counted only up to the
+    # size from which the compiled kernel pays (statting every file of 2,000 runs took 0.16 s before the pool).
+    enough = max(JIT_MIN_BYTES, JIT_COLD_MIN_BYTES)
+    nbytes = 0
+    for name in names:
+        reader = logdir._readers.get(name)
+        if reader is not None and nbytes < enough:
+            nbytes += reader.pending_bytes(resume=False)
     return "pure" if choose_kernel(nbytes, logdir.kernel) is pure_kernel else "jit"
 
 
@@ -496,8 +524,8 @@ def _from_cache(logdir: Logdir, name: str, entry: verdict_cache.Entry, context: 
 
 
 def _cache_verdict(logdir: Logdir, report: RunReport, context: AnalysisContext, config: Config | None) -> None:
-    """Keep a verdict judged by a worker (or here) for the next reopen: the run's reader here vouches for its files
-    (it maps the columns the worker just cached, decoding nothing)."""
+    """Keep a verdict judged here (a run `stalled` speaks of, whose worker cached it as not stalled) for the next
+    reopen: the run's reader here vouches for its files (it maps the columns the worker cached, decoding nothing)."""
     reader = logdir._readers.get(report.name) if verdict_cache.enabled() else None
     if reader is None:
         return
@@ -524,4 +552,4 @@ def _judge_here(
     report = analyze_run(readers[name].run, config, replace(context, runs={n: r.run for n, r in readers.items()}))
     for reader in readers.values():
         release(reader.run)
-    return slim_run(report)
+    return slim(report)

@@ -16,7 +16,7 @@ from typing import Any
 from .compare import Parting, hparams_table, parting_step, series_best, tag_direction
 from .datamodel import RunReport
 from .findings import severity_rank
-from .twins import apply_twin, find_twin, name_differences, run_settings
+from .twins import TwinFinder, apply_twin, find_twin, name_differences, run_settings
 
 #: Most report pairs (a sick run and its healthy twin) the report's comparison section lists.
 MAX_REPORT_PAIRS = 20
@@ -232,12 +232,12 @@ def twin_pairs(reports: Sequence[RunReport]) -> tuple[SideBySide, ...]:
     """Each sick run beside its healthy twin (the natural pairs of a sweep), worst run first, at most
     MAX_REPORT_PAIRS."""
     by_name = {r.name: r for r in reports}
-    settings = run_settings(reports)
+    finder = TwinFinder(reports, run_settings(reports))
     pairs = []
     for report in reports:
         if not any(f.severity in ("critical", "warning") for f in report.findings):
             continue
-        twin = find_twin(report, reports, settings)
+        twin = finder.find(report)
         if twin is not None:
             pairs.append(side_by_side([report, by_name[twin.run]]))
         if len(pairs) >= MAX_REPORT_PAIRS:

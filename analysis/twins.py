@@ -141,45 +141,65 @@ def find_twin(
 ) -> Twin | None:
     """The healthy sibling closest to `report` (fewest differing settings), or None.
 
-    `settings` (run name -> its settings) saves reading every run's config files again for each sick run.
+    `settings` (run name -> its settings) saves reading every run's config files again for each sick run;
+    `TwinFinder` saves sorting and indexing `reports` again for each.
     """
+    return TwinFinder(reports, settings).find(report)
 
-    def settings_of(r: RunReport) -> dict[str, Any]:
-        return settings[r.name] if settings is not None else _settings(run_hparams(r.run)[0])
 
-    mine = settings_of(report)
-    best: tuple[int, str, Twin] | None = None
-    # In name order, the first twin differing in one setting is the answer (no twin differs in fewer, and a
-    # later one loses the tie on its name): a sweep's sick run stops at it instead of comparing with every
-    # healthy run. (A stable sort: equal names keep their order, as the full scan's first-wins did.)
-    for other in sorted(reports, key=lambda r: r.name):
-        if other is report or other.name == report.name or not _healthy(other):
-            continue
-        theirs = settings_of(other)
-        if mine and theirs:
-            differs = _hparam_differences(mine, theirs)
-            source = "hparams"
-            if not 0 < len(differs) <= MAX_DIFFERENCES:
+class TwinFinder:
+    """`find_twin` over the same `reports` for many sick runs: the healthy runs sorted and indexed once."""
+
+    def __init__(self, reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]] | None = None):
+        self.settings = settings
+        self.by_name: dict[str, RunReport] = {}
+        for r in reports:
+            self.by_name.setdefault(r.name, r)
+        # In name order (a stable sort: equal names keep their order). Without settings of its own, a run is
+        # compared by name only, and a name has a twin only among names of as many tokens (`name_differences`).
+        self.healthy = sorted((r for r in reports if _healthy(r)), key=lambda r: r.name)
+        self.by_tokens: dict[int, list[RunReport]] = {}
+        for r in self.healthy:
+            self.by_tokens.setdefault(len(_tokens(r.name)), []).append(r)
+
+    def settings_of(self, r: RunReport) -> dict[str, Any]:
+        return self.settings[r.name] if self.settings is not None else _settings(run_hparams(r.run)[0])
+
+    def find(self, report: RunReport) -> Twin | None:
+        mine = self.settings_of(report)
+        best: tuple[int, str, Twin] | None = None
+        # In name order, the first twin differing in one setting is the answer (no twin differs in fewer, and a
+        # later one loses the tie on its name): a sweep's sick run stops at it instead of comparing with every
+        # healthy run.
+        tokens = len(_tokens(report.name))
+        for other in self.healthy if mine else self.by_tokens.get(tokens, ()) if tokens >= 2 else ():
+            if other is report or other.name == report.name:
                 continue
-        else:
-            found = name_differences(report.name, other.name)
-            if found is None:
-                continue
-            differs, source = found, "name"
-        candidate = Twin(other.name, differs, source)
-        key = (len(differs), other.name)
-        if best is None or key < best[:2]:
-            best = (*key, candidate)
-        if best[0] == 1:
-            break
-    if best is None:
-        return None
-    twin = best[2]
-    tag = _loss_tag(report)
-    other = next(r for r in reports if r.name == twin.run)
-    if tag is not None and tag in other.run.scalars:
-        return replace(twin, tag=tag, parted_at=parted_at(report, other, tag))
-    return twin
+            theirs = self.settings_of(other) if mine else None
+            if mine and theirs:
+                differs = _hparam_differences(mine, theirs)
+                source = "hparams"
+                if not 0 < len(differs) <= MAX_DIFFERENCES:
+                    continue
+            else:
+                found = name_differences(report.name, other.name)
+                if found is None:
+                    continue
+                differs, source = found, "name"
+            candidate = Twin(other.name, differs, source)
+            key = (len(differs), other.name)
+            if best is None or key < best[:2]:
+                best = (*key, candidate)
+            if best[0] == 1:
+                break
+        if best is None:
+            return None
+        twin = best[2]
+        tag = _loss_tag(report)
+        other = self.by_name[twin.run]
+        if tag is not None and tag in other.run.scalars:
+            return replace(twin, tag=tag, parted_at=parted_at(report, other, tag))
+        return twin
 
 
 def _setting_kind(key: str) -> str | None:
@@ -290,10 +310,11 @@ def attach_twins(reports: Sequence[RunReport], settings: Mapping[str, dict[str, 
         settings = run_settings(reports)
     # Only a healthy run can be a twin: judged once here, not once per sick run (a sweep of 2,000 runs with
     # 800 sick ones made that 1.6 M health checks and name comparisons).
-    healthy = sorted((r for r in reports if _healthy(r)), key=lambda r: r.name)
+    finder = TwinFinder(reports, settings)
+    healthy = finder.healthy
     sick = [r for r in reports if _sick(r)]
     for report in sick:
-        twin = find_twin(report, healthy, settings)
+        twin = finder.find(report)
         if twin is None:
             continue
         report.findings = [replace(f, causes=apply_twin(f.causes, twin)) if f.causes else f for f in report.findings]
@@ -375,8 +396,9 @@ def twin_candidates(reports: Sequence[RunReport], complete: bool = True) -> set[
     settings = run_settings(reports)
     if not complete:
         return {r.name for r in reports if _sick(r) or _lr_place(r, settings[r.name]) is not None}
-    healthy = sorted((r for r in reports if _healthy(r)), key=lambda r: r.name)
-    names = {r.name for r in reports if _sick(r) and find_twin(r, healthy, settings) is not None}
+    finder = TwinFinder(reports, settings)
+    healthy = finder.healthy
+    names = {r.name for r in reports if _sick(r) and finder.find(r) is not None}
     return names | {r.name for _, r, _ in _lr_candidates(reports, settings, {h.name for h in healthy})}
 
 

@@ -316,9 +316,12 @@ def lookup(logdir, name: str, context: LogdirContext, config: Config | None) -> 
     return None if entry is None else entry.report(context, logdir.runs.get(name))
 
 
-def store(logdir, report: RunReport, context: LogdirContext, config: Config | None) -> bool:
+def store(
+    logdir, report: RunReport, context: LogdirContext, config: Config | None, facts: StallFacts | None = None
+) -> bool:
     """Cache the engine's verdict on one run of `logdir`, judged with `config` in `context` (its columns still in
-    hand); False when it is not cached (cache off, a store's run, a file not read to its end or changed since)."""
+    hand); False when it is not cached (cache off, a store's run, a file not read to its end or changed since).
+    `facts`: the run's `stall_facts` when the caller has them (else worked out here, from its points)."""
     reader = _reader(logdir, report.name)
     if not enabled() or reader is None or not _local(reader) or cache._writes_into_logdir(reader):
         return False
@@ -329,7 +332,8 @@ def store(logdir, report: RunReport, context: LogdirContext, config: Config | No
     related = _siblings(logdir, report.name)
     if files is None or related is None:
         return False
-    facts = stall_facts(run, report.primary_tags.lr)
+    if facts is None:
+        facts = stall_facts(run, report.primary_tags.lr)
     checks = {
         "format": FORMAT,
         "key": _key(reader),

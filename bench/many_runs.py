@@ -6,6 +6,7 @@
     python bench/many_runs.py --runs 500 --points 300   # one smaller logdir
     python bench/many_runs.py --logdir runs/            # your own logdir
     python bench/many_runs.py --runs 300 --skip-app     # report only
+    python bench/many_runs.py --logdir DIR --cache-modes --repeat 2   # report --no-cache / cold / warm, its steps
 
 Logdirs are written into a temporary directory with the project's event writer (real event files, one
 per run, `bench/report_speed.py`'s curves, every fifth run with a planted problem). Every measurement
@@ -68,7 +69,48 @@ def _peak_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024  # KiB on Linux
 
 
-def child_report(logdir: str, workers: str) -> dict:
+#: The report process's own steps, timed apart by `--cache-modes` (module, function; each looked up by the command
+#: when it runs): what runs in it alone before and after the pool (listing, twins, comparisons, rendering) bounds
+#: what a second core can gain.
+STAGES = (
+    ("tbtriage.analysis.pipeline", "read_and_judge"),
+    ("tbtriage.analysis.engine", "attach_twins"),
+    ("tbtriage.analysis.engine", "rank"),
+    ("tbtriage.analysis.compare", "compare"),
+    ("tbtriage.analysis.side_by_side", "twin_pairs"),
+    ("tbtriage.cli.report", "report_dict"),
+    ("tbtriage.analysis.json_safe", "dumps"),
+)
+
+
+def _time_stages(start: float) -> dict[str, list[float]]:
+    """Wrap each of `STAGES` in place: stage -> [wall s, CPU s of this process, seconds from start to its end]."""
+    import functools
+    import importlib
+
+    times: dict[str, list[float]] = {}
+
+    def timed(name: str, f):
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                end = time.perf_counter()
+                times[name] = [end - wall, time.process_time() - cpu, end - start]
+
+        return wrapper
+
+    for module, name in STAGES:
+        mod = importlib.import_module(module)
+        setattr(mod, name, timed(name, getattr(mod, name)))
+    return times
+
+
+def child_report(logdir: str, workers: str, stages: bool = False) -> dict:
+    start = time.perf_counter()
+    times = _time_stages(start) if stages else {}
     from tbtriage.cli.main import main
 
     argv = ["report", logdir, "--format", "json", "--out", os.devnull]
@@ -79,10 +121,10 @@ def child_report(logdir: str, workers: str) -> dict:
         engine.diagnose = lambda *a, **k: whole(*a, **{**k, "slim": False})  # type: ignore[assignment]
     elif workers != "auto":
         argv += ["--workers", workers]
-    start = time.perf_counter()
     code = main(argv)
     return {
         "seconds": time.perf_counter() - start,
+        "stages": times,
         "code": code,
         "cpu_s": _cpu_s(resource.RUSAGE_SELF),
         "workers_cpu_s": _cpu_s(resource.RUSAGE_CHILDREN),
@@ -231,7 +273,7 @@ def child_app(logdir: str, key_every: float) -> dict:
 def child_main(argv: list[str]) -> int:
     kind, *rest = argv
     if kind == "report":
-        result = child_report(rest[0], rest[1])
+        result = child_report(rest[0], rest[1], stages=rest[2:] == ["stages"])
     elif kind == "calibrate":
         result = child_calibrate()
     elif kind == "accumulator":
@@ -247,7 +289,7 @@ def child_main(argv: list[str]) -> int:
 CHILD_ENV = {"TBTRIAGE_NO_CACHE": "1"}
 
 
-def run_child(*args: str) -> tuple[dict, float]:
+def run_child(*args: str, env: dict[str, str] | None = None) -> tuple[dict, float]:
     """(the child's result, its wall time from the shell: interpreter start and imports included)."""
     start = time.perf_counter()
     proc = subprocess.run(
@@ -256,7 +298,7 @@ def run_child(*args: str) -> tuple[dict, float]:
         text=True,
         check=False,
         cwd=ROOT,
-        env={**os.environ, **CHILD_ENV},
+        env={**os.environ, **CHILD_ENV} if env is None else env,
     )
     wall = time.perf_counter() - start
     for line in proc.stdout.splitlines():
@@ -277,10 +319,40 @@ def generate(root: Path, runs: int, tags: int, points: int) -> tuple[int, float]
     return written, time.perf_counter() - start
 
 
+def cache_modes(logdir: Path, repeat: int) -> None:
+    """`report` (pooled) without the cache, cold with it (an empty cache directory) and warm (the one the cold round
+    filled), in turn `repeat` times: wall and CPU of the whole command (its pool's workers included), peak RSS, and
+    the report process's own steps (`STAGES`). The compiled kernel's numba cache is the user's, so a cold round
+    compiles nothing."""
+    from tbtriage.analysis.decode import cache_dir
+
+    print("report, pooled: --no-cache, cold (an empty cache), warm; wall and CPU (this process + its pool workers)")
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="tbtriage-cache-") as home:
+            (Path(home) / "tbtriage").mkdir()
+            (Path(home) / "tbtriage" / "numba").symlink_to(cache_dir() / "numba", target_is_directory=True)
+            env = {k: v for k, v in os.environ.items() if k != "TBTRIAGE_NO_CACHE"}
+            env["XDG_CACHE_HOME"] = home
+            for mode in ("--no-cache", "cold", "warm"):
+                mode_env = {**env, "TBTRIAGE_NO_CACHE": "1"} if mode == "--no-cache" else env
+                result, wall = run_child("report", str(logdir), "auto", "stages", env=mode_env)
+                cpu = result["cpu_s"] + result["workers_cpu_s"]
+                steps = ", ".join(f"{name} {w:.2f} s (CPU {c:.2f}) ending at {end:.2f}"
+                                  for name, (w, c, end) in sorted(result["stages"].items(), key=lambda kv: kv[1][2]))  # fmt: skip
+                print(
+                    f"  {mode:10s} {wall:6.2f} s from the shell, CPU {cpu:5.1f} s ({result['cpu_s']:.1f} s in the "
+                    f"report process), peak RSS {result['rss_mb']:,.0f} MB (+ workers' largest "
+                    f"{result['workers_rss_mb']:,.0f} MB)\n             {steps}"
+                )
+
+
 def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
     runs = sum(1 for p in logdir.iterdir() if p.is_dir())
     print(f"\n== {label}: {runs:,} runs ==")
     report_s = None
+    if args.cache_modes:
+        cache_modes(logdir, args.repeat)
+        return
     if not args.skip_report:
         rows = []
         for workers in ("auto", PARENT_READS, "1") * args.repeat:
@@ -348,6 +420,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the generated logdirs and print where")
     parser.add_argument(
         "--with-cache", action="store_true", help="let the rounds use the cache (later rounds then read it warm)"
+    )
+    parser.add_argument(
+        "--cache-modes",
+        action="store_true",
+        help="only the report, pooled: --no-cache, cold and warm in turn, with the report process's steps timed",
     )
     args = parser.parse_args(argv)
     if args.with_cache:

@@ -280,8 +280,11 @@ def test_the_json_report_names_the_folders_it_skipped(tmp_path):
     event_file(tmp_path / "ld" / "r", good_points(0, 10))
     bad = tmp_path / "ld" / "r2\udcff".encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
     event_file(bad, good_points(0, 10))
-    data = json.loads(cli("report", str(tmp_path / "ld"), "--format", "json").stdout)
-    assert any("not valid UTF-8" in w for w in data["warnings"])
+    for workers in ("1", "2"):  # read here, or by the pool's workers: the logdir is listed once, each warning said once
+        data = json.loads(cli("report", str(tmp_path / "ld"), "--format", "json", "--workers", workers).stdout)
+        assert [w for w in data["warnings"] if "not valid UTF-8" in w] == [
+            "r2\\xff: the directory name is not valid UTF-8; its other bytes are shown as \\xNN"
+        ]
     for command in (["watch", "--once"], ["export"]):
         done = cli(command[0], str(tmp_path / "ld"), *command[1:])
         assert done.returncode == 0 and "warning: r2\\xff: the directory name is not valid UTF-8" in done.stderr

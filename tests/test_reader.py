@@ -383,3 +383,34 @@ def test_hparams_are_listed_in_the_same_order_in_every_process(tmp_path):
         for _ in range(3)
     }
     assert seen == {str(sorted(settings))}
+
+
+@needs_compiled_kernel
+def test_scans_that_interleave_each_keep_their_own_window_and_columns(tmp_path, monkeypatch):
+    """The compiled kernel's window and columns are kept from one file to the next (`decode._Scratch`): two scans
+    advanced in turn (two readers in one thread, or threads) must each decode their own file, every point as a
+    scan alone decodes it."""
+    from tbtriage.analysis import decode
+
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    monkeypatch.setattr(decode, "POINTS_PER_CALL", 64)  # many batches per file
+    write_pytorch_run(tmp_path / "a", n=300)
+    write_pytorch_run(tmp_path / "b", n=300, seed=1)
+    kernel = decode.jit_module()
+
+    def scan(run: str):
+        return decode.scan_file(event_files(tmp_path / run)[0], 0, kernel, decode.TagTable(True), decode.ScanResult())
+
+    def values(batches) -> list[float]:
+        return [v for b in batches for v in b.values.tolist()]
+
+    alone = {run: values(scan(run)) for run in ("a", "b")}
+    a, b = scan("a"), scan("b")
+    together: dict[str, list] = {"a": [], "b": []}
+    for pair in zip(a, b):  # one batch of each in turn
+        together["a"].append(pair[0])
+        together["b"].append(pair[1])
+    together["a"] += list(a)
+    together["b"] += list(b)
+    assert {run: values(batches) for run, batches in together.items()} == alone
+    assert alone["a"] != alone["b"]

@@ -109,12 +109,19 @@ def test_the_report_whose_workers_read_the_runs_reuses_and_keeps_verdicts(logdir
     assert stalled and stalled[0]["severity"] == "warning"
 
 
-def test_the_report_process_maps_the_columns_its_workers_cached_rather_than_decoding_them_again(logdir):
-    """To cache a verdict its worker judged, the report's process reads the run's columns: from the entry the worker
-    just wrote (it had looked in the cache before the worker wrote it, then decoded every run a second time)."""
+def test_the_workers_cache_their_verdicts_and_the_report_process_reads_only_the_stalled_run(logdir, monkeypatch):
+    """Each worker caches the verdicts it judged (it holds the run): the report's process reads no run but the one
+    `stalled` speaks of, which it judges again in the logdir's context, mapping the columns its worker cached
+    rather than decoding them a second time. A warm open then finds every verdict, the stalled one's context
+    included, and a clock at which seed1 is no longer live judges it again (its entry says what the context was)."""
+    cold = _cold(logdir, monkeypatch, workers=2, slim=True)
     report = diagnose(logdir, now=NOW, workers=2, slim=True)
     states = {name: reader.cache_state for name, reader in report.logdir._readers.items()}
-    assert states == dict.fromkeys(EVERY_RUN, "hit")
+    assert states == {"seed0": None, "seed1": "hit", "seed2": None}
+    assert len(_entries()) == 3
+    assert _hits(logdir) == EVERY_RUN
+    assert _json(diagnose(logdir, now=NOW, workers=2, slim=True)) == cold
+    assert _hits(logdir, now=NOW + 86400.0) == {"seed0", "seed2"}
 
 
 def test_a_fork_servers_workers_cache_where_the_caller_says_not_where_the_server_started(logdir, tmp_path, monkeypatch):
@@ -131,8 +138,9 @@ def test_a_fork_servers_workers_cache_where_the_caller_says_not_where_the_server
     finally:
         stop.set()
         alive.join()
-    states = {name: reader.cache_state for name, reader in report.logdir._readers.items()}
-    assert states == dict.fromkeys(EVERY_RUN, "hit")  # the workers cached under "second", where this process looks
+    # The workers cached under "second", where this process looks: the stalled run's columns, and every verdict.
+    assert report.logdir._readers["seed1"].cache_state == "hit"
+    assert len(list((tmp_path / "second" / "tbtriage" / "columns").glob("*" + verdict_cache.SUFFIX))) == 3
 
 
 def test_report_and_diagnose_on_the_command_line_say_the_same_warm_and_cold(logdir, tmp_path, capsys):
@@ -165,13 +173,18 @@ def test_report_and_diagnose_on_the_command_line_say_the_same_warm_and_cold(logd
         (lambda root: (root / "seed0" / "hparams.yaml").write_text("lr: 0.001\n"), {"seed0"}),
         # seed2 wrote on for 100 s: seed1's silence grew (stalled: judged again); seed0 is still not stalled.
         (lambda root: open(root / "seed2" / event_file_name(T0), "ab").write(_records(300, 310)), {"seed1", "seed2"}),
+        # seed2 wrote on for 3,000 s: now seed0 stalled too, its own files unchanged (cached as not stalled).
+        (lambda root: open(root / "seed2" / event_file_name(T0), "ab").write(_records(300, 600)), EVERY_RUN),
     ],
 )
-def test_a_verdict_is_judged_again_when_anything_it_read_changed(logdir, monkeypatch, change, judged_again):
-    diagnose(logdir, now=NOW)
+@pytest.mark.parametrize("how", [{}, {"workers": 2, "slim": True}], ids=["here", "workers-read"])
+def test_a_verdict_is_judged_again_when_anything_it_read_changed(logdir, monkeypatch, change, judged_again, how):
+    """Whoever cached the verdicts: this process (in the logdir's context), or the pool's workers that read the runs
+    (without it: as not stalled, the report's process caching the stalled run's verdict)."""
+    diagnose(logdir, now=NOW, **how)
     change(logdir)
     assert _hits(logdir) == EVERY_RUN - judged_again
-    assert _json(diagnose(logdir, now=NOW)) == _cold(logdir, monkeypatch)
+    assert _json(diagnose(logdir, now=NOW, **how)) == _cold(logdir, monkeypatch)
     assert _hits(logdir) == EVERY_RUN  # judged again and cached again
 
 
