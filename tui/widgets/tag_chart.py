@@ -59,6 +59,9 @@ NAN_MARKER, ASCII_NAN_MARKER = "×", "x"
 class TagChart(PlotextPlot):
     """Draws `requests` (one series per run) under `options`."""
 
+    #: Lines drawn by `chart_canvas` (numpy) rather than dot by dot by plotext: the same picture (a bench's baseline).
+    numpy_lines = True
+
     def __init__(
         self,
         *,
@@ -203,7 +206,8 @@ class TagChart(PlotextPlot):
         return super().render()
 
     def _draw(self, chart: PreparedChart) -> None:
-        draw_chart(self.plt, chart, self.app.theme_variables, self.size, ascii_only=self.ascii_only, legend=self.legend)
+        draw_chart(self.plt, chart, self.app.theme_variables, self.size, ascii_only=self.ascii_only, legend=self.legend,
+                   numpy_lines=self.numpy_lines)  # fmt: skip
 
 
 def draw_chart(
