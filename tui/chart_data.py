@@ -598,7 +598,8 @@ def bucket_lines_cached(
 ) -> BucketedLines:
     """`bucket_lines`, the same lines, from per-series caches: pyramids instead of scanning every point."""
     buckets = max(width, 1) * BUCKETS_PER_CELL
-    lines, window_values = [], []
+    lines: list[ChartLine] = []
+    window_values: list[Callable[[], tuple[np.ndarray | BlockedWindow, bool]]] = []
     for request in requests:
         cache = caches(request.series)
         x, _, finite = cache.column(options.x_axis)
