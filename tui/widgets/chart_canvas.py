@@ -129,8 +129,16 @@ class CanvasMatrix(matrix_class):
         self._inserted.add(marker)
         left, bottom = self.Cols_canvas.start, self.Rows_canvas.start
         columns, rows, glyphs = line.cells(len(self.Cols_canvas), len(self.Rows_canvas))
-        for c, r, glyph in zip(columns.tolist(), rows.tolist(), glyphs):
-            super().insert_element(left + c, bottom + r, glyph, fullground, style, background, check_canvas)
+        # `insert_element` for each cell, inlined: the cells lie on the canvas, so inside the matrix.
+        for c, r, glyph in zip((columns + left).tolist(), (rows + bottom).tolist(), glyphs):
+            if 0 <= c < self.cols and 0 <= r < self.rows:
+                self.marker[r][c] = glyph
+                if fullground is not None:
+                    self.fullground[r][c] = fullground
+                if background is not None:
+                    self.background[r][c] = background
+                if style is not None:
+                    self.style[r][c] = style
         return None
 
 
