@@ -548,8 +548,8 @@ class SeriesCache:
 
 #: Series whose caches a chart keeps (least recently used dropped first): a few selections' worth...
 SERIES_CACHE_SIZE = 32
-#: ...and at most this many points in all (a warmed cache holds ~70 bytes per point: EMAs, x columns, ranking, sorted blocks);
-#: the series asked for last is always kept, however long.
+#: ...and at most this many points in all (a warmed cache holds ~70 bytes per point: EMAs, x columns, ranking,
+#: sorted blocks); the series asked for last is always kept, however long.
 SERIES_CACHE_POINTS = 8_000_000
 
 
