@@ -1,4 +1,5 @@
-"""Lines drawn by numpy (`chart_canvas`) make the very chart plotext draws dot by dot: same characters, same colours."""
+"""Lines drawn by numpy (`chart_canvas`) make the very chart plotext draws dot by dot: same characters, same colours;
+and the Text made from plotext's matrix is the one Rich reads from its ANSI text."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.text import Text
 from textual.geometry import Size
 from textual_plotext import Plot
 
@@ -16,7 +18,7 @@ from tbtriage.analysis.datamodel import Series
 from tbtriage.analysis.smoothing import ema
 from tbtriage.themes import load_themes
 from tbtriage.tui.chart_data import ChartOptions, Onset, PreparedChart, SeriesRequest, full_x_range, prepare_chart
-from tbtriage.tui.widgets.chart_canvas import CanvasMatrix, draw_line
+from tbtriage.tui.widgets.chart_canvas import CanvasMatrix, built_text, draw_line
 from tbtriage.tui.widgets.tag_chart import Y_LABEL_CELLS, draw_chart
 
 SIZES = (Size(100, 24), Size(47, 13), Size(160, 42), Size(24, 8))
@@ -44,6 +46,11 @@ def _assert_same_chart(chart: PreparedChart, size: Size, **kwargs) -> bool:
     ours, plot = _build(chart, size, True, **kwargs)
     theirs, _ = _build(chart, size, False, **kwargs)
     assert ours == theirs
+    # The chart widget's Text, made from the matrix, is the one Rich reads from plotext's ANSI text: same spans.
+    again = Plot()
+    draw_chart(again, chart, VARIABLES, size, **kwargs)
+    again.plotsize(size.width, size.height)
+    assert built_text(again) == Text.from_ansi(ours)
     return isinstance(plot.monitor.matrix, CanvasMatrix) and bool(plot.monitor.matrix.lines)
 
 

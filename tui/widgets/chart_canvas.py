@@ -9,6 +9,9 @@ over what does not change. The cells come from the same arithmetic plotext does,
 the canvas size plotext has just laid out: the picture is the one plotext draws, cell for cell and colour for
 colour (tests/test_chart_canvas.py builds both and compares them).
 
+`matrix_text` turns plotext's built matrix into the Rich Text the chart widget shows, the Text that Rich's ANSI
+decoder reads from the text plotext would write, without writing and parsing it.
+
 It follows plotext 5.3.2 (pinned in pyproject.toml): `get_matrix_data`, `get_lines`/`get_line`, `hd_group`,
 `remove_outsiders` and the order `build_plot` inserts signals in.
 """
@@ -22,6 +25,9 @@ from functools import cache
 import numpy as np
 import plotext._utility as plotext_utility
 from plotext._matrix import matrix_class
+from rich.ansi import AnsiDecoder
+from rich.style import Style
+from rich.text import Text
 
 #: First of the private-use characters that stand for a line until plotext inserts it (one per line of a chart).
 PLACEHOLDER = 0xF0000
@@ -175,3 +181,42 @@ def draw_line(
         legend = plotext_utility.hd_symbols.get(checked, checked)
         xs, ys, markers = [math.nan] * 3 + xs, [math.nan] * 3 + ys, [legend] * 3 + markers
     plt.scatter(xs, ys, marker=markers, color=color, label=label)
+
+
+def built_text(plot) -> Text:
+    """`Text.from_ansi(plot.build())`: plotext's `build` (sizes, then the matrix), the Text made from the matrix."""
+    plot._set_sizes()
+    plot._build_matrix()
+    return matrix_text(plot.monitor.matrix)
+
+
+def matrix_text(matrix: matrix_class) -> Text:
+    """`Text.from_ansi(plot.build())` for a plot whose matrix is built, without writing and parsing the ANSI text:
+    the rows as plotext's `set_canvas` writes them (top first, a run of cells per colour, style and background), each
+    run's style the one Rich's decoder reads from plotext's escape codes for it."""
+    lines = []
+    for row in matrix.Rows[::-1]:
+        line = Text()
+        markers, colours = (
+            matrix.marker[row],
+            list(zip(matrix.fullground[row], matrix.style[row], matrix.background[row])),
+        )
+        start = 0
+        for col in range(1, matrix.cols + 1):
+            if col == matrix.cols or colours[col] != colours[start]:
+                line.append("".join(markers[start:col]), _run_style(colours[start]))
+                start = col
+        lines.append(line)
+    lines.append(Text())  # the text ends with a newline: the decoder reads an empty last line
+    return Text("\n", end="\n", tab_size=8, style="").join(lines)
+
+
+_STYLES: dict[tuple, Style | None] = {}
+
+
+def _run_style(colours: tuple) -> Style | None:
+    """The style Rich's ANSI decoder gives a run plotext writes in `colours` (foreground, style, background)."""
+    if colours not in _STYLES:
+        decoded = AnsiDecoder().decode_line(plotext_utility.colors_to_ansi(*colours) + "x")
+        _STYLES[colours] = decoded.spans[0].style if decoded.spans else None  # type: ignore[assignment]
+    return _STYLES[colours]

@@ -36,7 +36,7 @@ from tbtriage.tui.chart_data import (
     inside,
 )
 from tbtriage.tui.safe_text import plain
-from tbtriage.tui.widgets.chart_canvas import draw_line
+from tbtriage.tui.widgets.chart_canvas import built_text, draw_line
 from tbtriage.tui.widgets.series_style import series_style
 
 #: Width of the y tick labels plotext puts left of the canvas; the rest is the plot area.
@@ -203,7 +203,16 @@ class TagChart(PlotextPlot):
                 return Text("No positive values to draw on a log scale.", style="dim")
             return Text("No finite points in this range." if self.options.window else "No points yet.", style="dim")
         self._draw(chart)
-        return super().render()
+        return self._built()
+
+    def _built(self) -> Text:
+        """What `PlotextPlot.render` returns (the figure sized to the widget, in the app's theme, built), with the Text
+        made from plotext's matrix (`matrix_text`) rather than written as ANSI text and parsed back."""
+        plot = self.plt
+        plot.plotsize(self.size.width, self.size.height)
+        plot._set_size(self.size.width, self.size.height)  # as PlotextPlot.render: plotsize alone does not resize
+        plot.theme(self._get_plotext_theme_name(self.app.theme))
+        return built_text(plot)
 
     def _draw(self, chart: PreparedChart) -> None:
         draw_chart(self.plt, chart, self.app.theme_variables, self.size, ascii_only=self.ascii_only, legend=self.legend,
