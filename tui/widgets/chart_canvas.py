@@ -211,12 +211,13 @@ def matrix_text(matrix: matrix_class) -> Text:
     return Text("\n", end="\n", tab_size=8, style="").join(lines)
 
 
-_STYLES: dict[tuple, Style | None] = {}
+_STYLES: dict[str, Style | None] = {}
 
 
 def _run_style(colours: tuple) -> Style | None:
     """The style Rich's ANSI decoder gives a run plotext writes in `colours` (foreground, style, background)."""
-    if colours not in _STYLES:
+    key = repr(colours)  # a colour can be a list (plotext's themes), which no dict takes as a key
+    if key not in _STYLES:
         decoded = AnsiDecoder().decode_line(plotext_utility.colors_to_ansi(*colours) + "x")
-        _STYLES[colours] = decoded.spans[0].style if decoded.spans else None  # type: ignore[assignment]
-    return _STYLES[colours]
+        _STYLES[key] = decoded.spans[0].style if decoded.spans else None  # type: ignore[assignment]
+    return _STYLES[key]
