@@ -11,12 +11,15 @@ chart pane's first line is on the terminal; a bare Textual app drawing that line
 
 The app runs headless (Textual's `run_test`) at 160x48 with the real reader and engine. Redraw is
 timed from the key press to the end of the first `render()` that draws the chart prepared for the
-new view (preparation runs in a thread worker), with five runs overlaid, once with the chart's
-per-series caches (EMA per weight, bucket pyramids, the sorted outlier ranking; warmed in the worker
-after the first draw, timed) and once on the direct path that rescans every point on each key (the
-baseline, as the chart worked before the caches), in the same run. The first chart-drawing baseline
-is plotext drawing one raw series without min/max bucketing (what a naive chart does); the second is
-plotext drawing the overlaid chart at the outlier range without clipping its lines to the plot first.
+new view (preparation runs in a thread worker), with five runs overlaid, three times in the same run:
+with the chart's per-series caches (EMA per weight, bucket pyramids, the sorted outlier ranking; warmed
+in the worker after the first draw, timed) and its lines' cells computed with numpy (`chart_canvas`);
+the same with plotext drawing the lines dot by dot (the baseline for the numpy lines, as the chart drew
+before them); and on the direct path that rescans every point on each key and lets plotext draw the
+lines (the baseline for the caches, as the chart worked before either). The first chart-drawing
+baseline is plotext drawing one raw series without min/max bucketing (what a naive chart does); the
+others draw the overlaid chart at the outlier range with plotext's lines, clipped to the plot first
+and not.
 Prints figures; asserts nothing.
 """
 
@@ -89,6 +92,10 @@ def use_direct_path() -> None:
 
 
 async def measure(logdir: Path, direct: bool = False, rounds: int = 3) -> dict[str, object]:
+    """Loading milestones and key-press redraws in one app session. The chart's own path: `rounds` pairs of key
+    sequences with numpy lines, each followed by a pair drawn by plotext (in pairs: a sequence leaves the smoothing
+    two weights on, so a pair covers both states), figures["redraw"] and figures["plotext lines"]. The direct path
+    (plotext lines): `rounds` sequences, figures["redraw"]."""
     from tbtriage.analysis.config import Config
     from tbtriage.tui.app import make_app
     from tbtriage.tui.chart_data import ChartCaches
@@ -134,16 +141,21 @@ async def measure(logdir: Path, direct: bool = False, rounds: int = 3) -> dict[s
         while chart.preparing or chart._prepared is None or chart._prepared[0] != chart._key():
             await asyncio.sleep(0.005)
         await pilot.pause()
-        redraws: dict[str, list[float]] = {}
-        for key in KEYS * rounds:
-            pressed = time.perf_counter()
-            await pilot.press(key)
-            while not renders or renders[-1] < pressed:
-                await asyncio.sleep(0.001)
-            redraws.setdefault(key, []).append(renders[-1] - pressed)
-            while chart.preparing:
-                await asyncio.sleep(0.005)  # the next key waits for this one's work, caches included
-        figures["redraw"] = redraws
+        ways = [False] * rounds if direct else [True, True, False, False] * rounds
+        redraws: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+        for numpy_lines in ways:
+            TagChart.numpy_lines = numpy_lines
+            for key in KEYS:
+                pressed = time.perf_counter()
+                await pilot.press(key)
+                while not renders or renders[-1] < pressed:
+                    await asyncio.sleep(0.001)
+                redraws[numpy_lines].setdefault(key, []).append(renders[-1] - pressed)
+                while chart.preparing:
+                    await asyncio.sleep(0.005)  # the next key waits for this one's work, caches included
+        figures["redraw"], figures["plotext lines"] = (
+            (redraws[False], {}) if direct else (redraws[True], redraws[False])
+        )
         caches = ChartCaches()
         start = time.perf_counter()
         for request in chart.requests:
@@ -153,6 +165,7 @@ async def measure(logdir: Path, direct: bool = False, rounds: int = 3) -> dict[s
         figures["series"] = [(r.run, len(r.series)) for r in chart.requests]
         await pilot.press("q")
     TagChart.render = original
+    TagChart.numpy_lines = True
     return figures
 
 
@@ -266,10 +279,11 @@ def baseline(logdir: Path, width: int, height: int) -> tuple[float, float]:
     return naive, time.perf_counter() - start
 
 
-def clip_figures(logdir: Path, width: int, height: int, repeats: int = 5) -> list[tuple[str, float, float]]:
+def clip_figures(logdir: Path, width: int, height: int, repeats: int = 5) -> list[tuple[str, float, float, float]]:
     """Per view of the five overlaid series whose y range cuts lines off (the outlier range, raw or smoothed, zoomed):
-    seconds for plotext to draw the chart (our plotext calls and its build, median of `repeats`) with lines clipped
-    to the plot first, and without (plotext drawing every segment dot by dot, off the plot too: the baseline)."""
+    seconds to draw the chart (our plotext calls and its build, median of `repeats`) with lines clipped to the plot
+    and their cells computed with numpy (ours); clipped and drawn dot by dot by plotext; and not clipped (plotext
+    drawing every segment dot by dot, off the plot too: the first baseline)."""
     from textual.geometry import Size
     from textual_plotext import Plot
 
@@ -294,17 +308,18 @@ def clip_figures(logdir: Path, width: int, height: int, repeats: int = 5) -> lis
     found = []
     for name, options in views.items():
         chart = prepare_chart(requests, options, width - Y_LABEL_CELLS, lambda r, w: ema(r.series.values, w))
-        times = []
-        for clip in (True, False):
-            plot, runs_ = Plot(), []
-            for _ in range(repeats):
+        times: dict[tuple[bool, bool], list[float]] = {}
+        for _ in range(repeats):  # the three ways alternate, so a busy moment of the machine hits each alike
+            for clip, numpy_lines in ((True, True), (True, False), (False, False)):
+                plot = Plot()
                 start = time.perf_counter()
-                draw_chart(plot, chart, variables, Size(width, height), ascii_only=False, legend=False, clip=clip)
+                draw_chart(plot, chart, variables, Size(width, height), ascii_only=False, legend=False, clip=clip,
+                           numpy_lines=numpy_lines)  # fmt: skip
                 plot.plotsize(width, height)
                 plot.build()
-                runs_.append(time.perf_counter() - start)
-            times.append(statistics.median(runs_))
-        found.append((name, times[0], times[1]))
+                times.setdefault((clip, numpy_lines), []).append(time.perf_counter() - start)
+        ours, clipped, whole = (statistics.median(t) for t in times.values())
+        found.append((name, ours, clipped, whole))
     return found
 
 
@@ -365,7 +380,13 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--table-runs", type=int, default=2000, help="rows in the runs-table update figure (0: none)")
     parser.add_argument("--repeats", type=int, default=5, help="first-frame and --help timings per figure")
-    parser.add_argument("--rounds", type=int, default=3, help="times the key sequence is pressed, per path")
+    parser.add_argument(
+        "--rounds", type=int, default=3,
+        help="pairs of key sequences per way of drawing lines (and sequences on the direct path)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--keys-only", action="store_true", help="only the key-press figures (no first frame, drawing or naive figures)"
+    )
     parser.add_argument("--startup-only", action="store_true", help="only the first-frame and --help figures")
     args = parser.parse_args()
     if args.table_runs and not args.startup_only:
@@ -388,7 +409,8 @@ def main() -> None:
             print(
                 f"generated {args.runs} runs x {args.points:,} points ({size / 1e6:.0f} MB) in {time.perf_counter() - start:.1f} s"
             )
-        startup_figures(logdir, args.repeats)
+        if not args.keys_only:
+            startup_figures(logdir, args.repeats)
         if args.startup_only:
             return
         figures = asyncio.run(measure(logdir, rounds=args.rounds))
@@ -400,24 +422,38 @@ def main() -> None:
         print(
             f"keypress to chart redrawn ({len(figures['series'])} runs overlaid, "
             f"{sum(n for _, n in figures['series']):,} points, chart {width}x{height}; {' '.join(KEYS)} pressed "
-            f"{args.rounds} times per path)"
+            f"{2 * args.rounds} times with numpy lines and with plotext lines, alternating in pairs, then "
+            f"{args.rounds} times on the direct path)"
         )
         print(
             f"  the caches (EMA per weight, pyramids, x columns, outlier ranking) of these series take "
             f"{figures['warm'] * 1000:.0f} ms to compute, once, in the chart's worker after its first draw"
         )
-        print(f"  {'key':<22} {'cached median':>14} {'max':>8}   {'direct median':>14} {'max':>8}   ratio")
-        ours_all, direct_all = [], []
+        print(
+            "  cached: the caches and numpy lines; plotext lines: the caches, lines drawn by plotext dot by dot;"
+            " direct: neither (ratios: the baseline's median over ours)"
+        )
+        print(
+            f"  {'key':<22} {'cached median':>14} {'max':>8}   {'plotext lines':>14} {'max':>8}   ratio"
+            f"   {'direct median':>14} {'max':>8}   ratio"
+        )
+        columns: list[list[float]] = [[], [], []]
         for key, times in figures["redraw"].items():
-            base = direct["redraw"][key]
-            ours_all += times
-            direct_all += base
-            print(_row(key, times, base))
-        print(_row("all keys", ours_all, direct_all))
-        print(f"plotext drawing the chart ({width}x{height}), lines clipped to the plot first vs not (baseline):")
-        for name, clipped, whole in clip_figures(logdir, width, height):
+            found = (times, figures["plotext lines"][key], direct["redraw"][key])
+            for column, values in zip(columns, found):
+                column += values
+            print(_row(key, *found))
+        print(_row("all keys", *columns))
+        if args.keys_only:
+            return
+        print(
+            f"drawing the chart ({width}x{height}): lines clipped to the plot and their cells computed with numpy (ours),"
+            " clipped and drawn by plotext, not clipped (plotext):"
+        )
+        for name, ours, clipped, whole in clip_figures(logdir, width, height):
             print(
-                f"  {name:<28} clipped {clipped * 1000:6.1f} ms   whole {whole * 1000:6.1f} ms   {whole / clipped:4.1f}x"
+                f"  {name:<28} ours {ours * 1000:6.1f} ms   clipped {clipped * 1000:6.1f} ms {clipped / ours:5.1f}x"
+                f"   whole {whole * 1000:6.1f} ms {whole / ours:5.1f}x"
             )
         naive, ours = baseline(logdir, width, height)
         print(
@@ -426,12 +462,13 @@ def main() -> None:
         )
 
 
-def _row(key: str, ours: list[float], direct: list[float]) -> str:
-    mine, theirs = statistics.median(ours), statistics.median(direct)
-    return (
-        f"  {key:<22} {mine * 1000:11.1f} ms {max(ours) * 1000:5.0f} ms   {theirs * 1000:11.1f} ms "
-        f"{max(direct) * 1000:5.0f} ms   {theirs / mine:4.1f}x"
-    )
+def _row(key: str, ours: list[float], *baselines: list[float]) -> str:
+    mine = statistics.median(ours)
+    row = f"  {key:<22} {mine * 1000:11.1f} ms {max(ours) * 1000:5.0f} ms"
+    for times in baselines:
+        theirs = statistics.median(times)
+        row += f"   {theirs * 1000:11.1f} ms {max(times) * 1000:5.0f} ms   {theirs / mine:4.1f}x"
+    return row
 
 
 if __name__ == "__main__":

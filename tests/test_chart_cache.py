@@ -21,6 +21,7 @@ from tbtriage.tui.chart_data import (
     ChartOptions,
     PreparedChart,
     SeriesRequest,
+    SortedBlocks,
     bucket_lines,
     bucket_lines_cached,
     finish_chart,
@@ -130,13 +131,15 @@ def test_sorted_percentiles_of_nothing_is_none():
     nonfinite=st.floats(0.0, 0.9),
     log_y=st.booleans(),
     percentiles=st.sampled_from([OUTLIER_PERCENTILES, (0.0, 100.0), (49.9, 50.1), (1.0, 99.0)]),
+    block=st.sampled_from([None, 1, 7, 64, 4096]),
 )
 def test_window_percentiles_equal_numpy_percentile_of_the_finite_values(
-    sizes, seed, shape, nonfinite, log_y, percentiles
+    sizes, seed, shape, nonfinite, log_y, percentiles, block
 ):
-    """Unsorted windows of every shape a sample could misjudge: trends, plateaus, few values, rare huge spikes."""
+    """Unsorted windows of every shape a sample could misjudge: trends, plateaus, few values, rare huge spikes; read
+    as they are, or as windows of a block-sorted curve (`block` points a block), starting and ending anywhere."""
     rng = np.random.default_rng(seed)
-    windows = []
+    windows: list = []
     for n in sizes:
         values = {
             "noise": rng.standard_normal(n),
@@ -150,6 +153,10 @@ def test_window_percentiles_equal_numpy_percentile_of_the_finite_values(
         windows.append(values)
     floor = 0.0 if log_y else -np.inf
     chosen = np.concatenate([w[np.isfinite(w) & (w > floor)] for w in windows])
+    if block is not None:  # each window inside a longer curve, whose other values must not count
+        before, after = rng.integers(0, 3 * block, 2)
+        curves = [np.r_[rng.standard_normal(before) * 1e3, w, np.full(after, -7.0)] for w in windows]
+        windows = [SortedBlocks.of(c, block).window(before, before + w.size) for c, w in zip(curves, windows)]
     got = window_percentiles(windows, percentiles, floor, np.log10 if log_y else None)
     if not chosen.size:
         assert got is None

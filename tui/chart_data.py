@@ -157,8 +157,8 @@ class BucketedLines:
     onsets: tuple[Onset, ...]
     x_range: tuple[float, float] | None
     #: Per line, its raw values inside the window (computed when first asked): the finite ones in ascending order
-    #: (True), or all of them as they come (False).
-    window_values: tuple[Callable[[], tuple[np.ndarray, bool]], ...] = ()
+    #: (True), or all of them, as they come or block-sorted (False).
+    window_values: tuple[Callable[[], tuple[np.ndarray | BlockedWindow, bool]], ...] = ()
     _percentiles: dict[bool, tuple[float, float] | None] = field(default_factory=dict, repr=False)
 
     def percentile_range(self, log_y: bool) -> tuple[float, float] | None:
@@ -167,7 +167,7 @@ class BucketedLines:
             found = [values() for values in self.window_values]
             transform = np.log10 if log_y else None
             if all(ascending for _, ascending in found):
-                parts = [v for v, _ in found]
+                parts = [v for v, _ in found if isinstance(v, np.ndarray)]
                 if log_y:  # the positive tail; log10 keeps the order, so it is applied to the chosen values only
                     parts = [v[np.searchsorted(v, 0.0, side="right") :] for v in parts]
                 parts = [v for v in parts if v.size]
@@ -235,21 +235,24 @@ def sorted_percentiles(
 
 
 def window_percentiles(
-    windows: Sequence[np.ndarray],
+    windows: Sequence[np.ndarray | BlockedWindow],
     percentiles: Sequence[float],
     floor: float = -math.inf,
     transform: Callable[[np.float64], float] | None = None,
 ) -> tuple[float, float] | None:
-    """`sorted_percentiles` of the finite values above `floor` in `windows`, which are in no order: each order
-    statistic is bracketed from a sample of the windows, the values below the bracket are counted and the few inside
-    it partitioned, so a window of millions of points is read a few times instead of filtered and sorted."""
-    valid = [(w > floor) & (w < math.inf) for w in windows]
-    count = sum(int(np.count_nonzero(m)) for m in valid)
+    """`sorted_percentiles` of the finite values above `floor` in `windows`, arrays in no order or `BlockedWindow`s:
+    each order statistic is bracketed from a sample of the windows, the values below the bracket are counted and the
+    few inside it partitioned, so a window of millions of points is read a few times instead of filtered and sorted
+    (a blocked window is not read at all: it is counted and gathered by binary searches in its sorted blocks)."""
+    parts = [w if isinstance(w, BlockedWindow) else _ScannedWindow(w) for w in windows]
+    # Finite and above the floor, as a closed range: the values from `bottom` to `top`.
+    bottom, top = math.nextafter(floor, math.inf), math.nextafter(math.inf, 0.0)
+    count = sum(w.count_in(bottom, top) for w in parts)
     if not count:
         return None
     ks = _order_statistics(count, percentiles)
-    sample = np.sort(np.concatenate([w[:: max(w.size // WINDOW_SAMPLE, 1)] for w in windows]))
-    sample = sample[(sample > floor) & (sample < math.inf)]
+    sample = np.sort(np.concatenate([w.sample(max(w.size // WINDOW_SAMPLE, 1)) for w in parts]))
+    sample = sample[(sample >= bottom) & (sample <= top)]
     found: dict[int, np.float64] = {}
     for k in ks:
         if k in found:
@@ -261,23 +264,117 @@ def window_percentiles(
             at = (k + 0.5) / count * sample.size
             low = int(at - spread)
             high = int(at + spread) + 1
-            low_value = sample[low] if 0 <= low < sample.size else None
-            high_value = sample[high] if 0 <= high < sample.size else None
-            below, inside = 0, []
-            for w, m in zip(windows, valid):
-                if low_value is not None:
-                    below += int(np.count_nonzero(m & (w < low_value)))
-                    m = m & (w >= low_value)
-                if high_value is not None:
-                    m = m & (w <= high_value)
-                inside.append(w[m])
-            bracket = np.concatenate(inside)
+            low_value = float(sample[low]) if 0 <= low < sample.size else bottom
+            high_value = float(sample[high]) if 0 <= high < sample.size else top
+            below_bracket = math.nextafter(low_value, -math.inf)
+            counted = [w.count_and_gather((bottom, below_bracket), (low_value, high_value)) for w in parts]
+            below = sum(n for n, _ in counted)
+            bracket = np.concatenate([inside for _, inside in counted])
             if below <= min(wanted) and max(wanted) < below + bracket.size:
                 chosen = np.partition(bracket, [j - below for j in wanted])
                 found.update({j: chosen[j - below] for j in wanted})
                 break
             spread *= 8  # the sample misled (a window much unlike its sample): widen, at worst to every value
     return _interpolated(found, count, percentiles, transform)
+
+
+class _ScannedWindow:
+    """Values in no order, counted and gathered by reading them all."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+        self.size = values.size
+
+    def sample(self, step: int) -> np.ndarray:
+        return self.values[::step]
+
+    def count_in(self, low: float, high: float) -> int:
+        """How many values lie in [low, high] (NaN never does)."""
+        return int(np.count_nonzero((self.values >= low) & (self.values <= high)))
+
+    def count_and_gather(self, counted: tuple[float, float], gathered: tuple[float, float]) -> tuple[int, np.ndarray]:
+        """How many values lie in the range `counted`, and the values in the range `gathered` (in no order)."""
+        return self.count_in(*counted), self.values[(self.values >= gathered[0]) & (self.values <= gathered[1])]
+
+
+#: Points per block of a curve's block-sorted copy (`SortedBlocks`): a window reads its whole blocks by binary search
+#: (12 steps, all blocks at once) and scans the at most two partial blocks at its ends.
+SORTED_BLOCK = 4096
+
+
+@dataclass(frozen=True, eq=False)
+class SortedBlocks:
+    """A curve, and each aligned block of `block` points of it sorted (NaN last): built once per curve (a sort of
+    short rows), it answers how many of a window's values lie in a range, and which, without reading the window."""
+
+    values: np.ndarray
+    rows: np.ndarray  # (len(values) // block, block)
+    block: int
+
+    @classmethod
+    def of(cls, values: np.ndarray, block: int = SORTED_BLOCK) -> SortedBlocks:
+        whole = values.size // block
+        return cls(values, np.sort(values[: whole * block].reshape(whole, block), axis=1), block)
+
+    def window(self, lo: int, hi: int) -> BlockedWindow:
+        """The values at positions [lo, hi)."""
+        return BlockedWindow(self, lo, hi)
+
+
+class BlockedWindow:
+    """Positions [lo, hi) of a `SortedBlocks` curve: its whole blocks searched, its partial ends scanned."""
+
+    def __init__(self, blocks: SortedBlocks, lo: int, hi: int) -> None:
+        self.blocks = blocks
+        self.lo, self.hi = lo, hi
+        self.size = max(hi - lo, 0)
+        first, end = -(-lo // blocks.block), hi // blocks.block
+        if first >= end:  # no whole block: all scanned
+            first = end = 0
+            self._ends = [_ScannedWindow(blocks.values[lo:hi])]
+        else:
+            self._ends = [_ScannedWindow(blocks.values[lo : first * blocks.block]),
+                          _ScannedWindow(blocks.values[end * blocks.block : hi])]  # fmt: skip
+        self._rows = blocks.rows[first:end]
+
+    def sample(self, step: int) -> np.ndarray:
+        return self.blocks.values[self.lo : self.hi : step]
+
+    def count_in(self, low: float, high: float) -> int:
+        """How many values lie in [low, high] (NaN never does)."""
+        return self.count_and_gather((low, high), (1.0, 0.0))[0]
+
+    def count_and_gather(self, counted: tuple[float, float], gathered: tuple[float, float]) -> tuple[int, np.ndarray]:
+        """How many values lie in the range `counted`, and the values in the range `gathered` (in no order)."""
+        ends = [e.count_and_gather(counted, gathered) for e in self._ends]
+        count, inside = sum(n for n, _ in ends), [v for _, v in ends]
+        if not len(self._rows):
+            return count, np.concatenate(inside)
+        # Per row, where each range starts (the first entry not below it) and ends (the first above it).
+        starts, stops = _row_counts(self._rows, np.array([counted[0], gathered[0], counted[1], gathered[1]]), 2)
+        lengths = np.maximum(stops - starts, 0)  # an empty range (low > high) has none
+        count += int(lengths[:, 0].sum())
+        row = np.repeat(np.arange(len(self._rows)), lengths[:, 1])
+        offset = np.arange(row.size) - np.repeat(np.cumsum(lengths[:, 1]) - lengths[:, 1], lengths[:, 1])
+        return count, np.concatenate([self._rows[row, starts[row, 1] + offset], *inside])
+
+
+def _row_counts(rows: np.ndarray, values: np.ndarray, strict: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ascending `rows` (NaN last) and per value, how many entries are below it (the first `strict`
+    values) or at most it (the others): the branchless binary search, every row and value at once. Returns the two
+    groups' columns apart."""
+    width = rows.shape[1]
+    at = np.arange(len(rows))[:, None]
+    count = np.zeros((len(rows), values.size), np.int64)
+    strictly = np.arange(values.size) < strict
+    step = 1 << max(width - 1, 0).bit_length()
+    while step:
+        candidate = count + step
+        probe = rows[at, np.minimum(candidate, width) - 1]
+        below = np.where(strictly, probe < values, probe <= values)  # NaN compares False: never counted
+        count = np.where((candidate <= width) & below, candidate, count)
+        step >>= 1
+    return count[:, :strict], count[:, strict:]
 
 
 #: Points sampled from each window to bracket an order statistic.
@@ -364,6 +461,7 @@ class SeriesCache:
         self._curves: dict[float, np.ndarray] = {}
         self._pyramids: dict[tuple[float, str | None], tuple[np.ndarray, Pyramid]] = {}
         self._ranked: dict[None, np.ndarray] = {}
+        self._blocks: dict[str | None, SortedBlocks] = {}
 
     def _remember(self, store: dict, key, make):
         found = store.get(key)
@@ -418,12 +516,16 @@ class SeriesCache:
 
         return self._remember(self._ranked, None, make)
 
-    def window_values(self, axis: str, lo: int, hi: int) -> tuple[np.ndarray, bool]:
+    def sorted_blocks(self, axis: str) -> SortedBlocks:
+        """The raw values in `axis` order, block-sorted (the outlier range of a zoomed window)."""
+        return self._remember(self._blocks, self._order_key(axis), lambda: SortedBlocks.of(self.pyramid(0.0, axis)[0]))
+
+    def window_values(self, axis: str, lo: int, hi: int) -> tuple[np.ndarray | BlockedWindow, bool]:
         """The raw values at positions [lo, hi) of `axis` order: every finite one in ascending order (True) when that
-        is all of them (the ranking), else the window as it is (False: `window_percentiles` reads it unsorted)."""
+        is all of them (the ranking), else the window of the block-sorted values (False: for `window_percentiles`)."""
         if lo <= 0 and hi >= len(self.series):
             return self.ranked(), True
-        return self.pyramid(0.0, axis)[0][lo:hi], False
+        return self.sorted_blocks(axis).window(lo, hi), False
 
     def x_range(self, axis: str) -> tuple[float, float] | None:
         if not len(self.series):
@@ -433,10 +535,11 @@ class SeriesCache:
 
     def warm(self, axis: str, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Compute now what the keys will ask for, cheapest first: every smoothing weight's pyramid on `axis`,
-        the other axes' columns, then the outlier ranking (a sort of every value). Stops when `cancelled()`."""
+        the other axes' columns, then the outlier ranking (a sort of every value) and the block-sorted values (the
+        outlier range of a zoomed window). Stops when `cancelled()`."""
         steps: list[Callable[[], object]] = [partial(self.pyramid, w, axis) for w in SMOOTHING_WEIGHTS if w > 0]
         steps += [partial(self.column, other) for other in X_AXES]
-        steps.append(self.ranked)
+        steps += [self.ranked, partial(self.sorted_blocks, axis)]
         for step in steps:
             if self.grown or cancelled() or not self.column(axis)[2]:
                 return
@@ -445,8 +548,8 @@ class SeriesCache:
 
 #: Series whose caches a chart keeps (least recently used dropped first): a few selections' worth...
 SERIES_CACHE_SIZE = 32
-#: ...and at most this many points in all (a warmed cache holds ~60 bytes per point: EMAs, x columns, ranking);
-#: the series asked for last is always kept, however long.
+#: ...and at most this many points in all (a warmed cache holds ~70 bytes per point: EMAs, x columns, ranking,
+#: sorted blocks); the series asked for last is always kept, however long.
 SERIES_CACHE_POINTS = 8_000_000
 
 
@@ -495,7 +598,8 @@ def bucket_lines_cached(
 ) -> BucketedLines:
     """`bucket_lines`, the same lines, from per-series caches: pyramids instead of scanning every point."""
     buckets = max(width, 1) * BUCKETS_PER_CELL
-    lines, window_values = [], []
+    lines: list[ChartLine] = []
+    window_values: list[Callable[[], tuple[np.ndarray | BlockedWindow, bool]]] = []
     for request in requests:
         cache = caches(request.series)
         x, _, finite = cache.column(options.x_axis)

@@ -36,6 +36,7 @@ from tbtriage.tui.chart_data import (
     inside,
 )
 from tbtriage.tui.safe_text import plain
+from tbtriage.tui.widgets.chart_canvas import built_text, draw_line
 from tbtriage.tui.widgets.series_style import series_style
 
 #: Width of the y tick labels plotext puts left of the canvas; the rest is the plot area.
@@ -57,6 +58,9 @@ NAN_MARKER, ASCII_NAN_MARKER = "×", "x"
 
 class TagChart(PlotextPlot):
     """Draws `requests` (one series per run) under `options`."""
+
+    #: Lines drawn by `chart_canvas` (numpy) rather than dot by dot by plotext: the same picture (a bench's baseline).
+    numpy_lines = True
 
     def __init__(
         self,
@@ -199,24 +203,38 @@ class TagChart(PlotextPlot):
                 return Text("No positive values to draw on a log scale.", style="dim")
             return Text("No finite points in this range." if self.options.window else "No points yet.", style="dim")
         self._draw(chart)
-        return super().render()
+        return self._built()
+
+    def _built(self) -> Text:
+        """What `PlotextPlot.render` returns (the figure sized to the widget, in the app's theme, built), with the Text
+        made from plotext's matrix (`matrix_text`) rather than written as ANSI text and parsed back."""
+        plot = self.plt
+        plot.plotsize(self.size.width, self.size.height)
+        plot._set_size(self.size.width, self.size.height)  # as PlotextPlot.render: plotsize alone does not resize
+        plot.theme(self._get_plotext_theme_name(self.app.theme))
+        return built_text(plot)
 
     def _draw(self, chart: PreparedChart) -> None:
-        draw_chart(self.plt, chart, self.app.theme_variables, self.size, ascii_only=self.ascii_only, legend=self.legend)
+        draw_chart(self.plt, chart, self.app.theme_variables, self.size, ascii_only=self.ascii_only, legend=self.legend,
+                   numpy_lines=self.numpy_lines)  # fmt: skip
 
 
 def draw_chart(
     plt, chart: PreparedChart, variables: dict[str, str], size: Size, *, ascii_only: bool, legend: bool,
-    clip: bool = True,
+    clip: bool = True, numpy_lines: bool = True,
 ) -> None:  # fmt: skip
     """Turn `chart` into plotext calls for a plot of `size` cells. With `clip`, lines are cut to what the plot can show
     first: plotext draws a segment dot by dot however far it runs outside, so a narrow y range (the outlier range,
-    a zoom) would otherwise cost it most of its time on dots it then throws away; the canvas is the same."""
+    a zoom) would otherwise cost it most of its time on dots it then throws away; the canvas is the same. With
+    `numpy_lines` too, the lines' cells are computed with numpy (`chart_canvas`) instead of dot by dot in plotext:
+    the same picture, at a cost that does not grow with the dots a dense view draws."""
     plt.clear_figure()
     if ascii_only:
         plt.frame(False)
     # plotext's canvas is the plot less the frame, x ticks and x label rows, and the y tick labels' columns.
     box = drawing_box(chart, size.width - 2 * Y_LABEL_CELLS, size.height - 4) if clip else None
+    # The numpy path needs the limits plotext maps points with, and points near the canvas (clipped to the box).
+    limits = _limits(chart) if numpy_lines and box is not None else None
     for line in chart.lines:
         style = series_style(line.slot, variables, ascii_only)
         label = plain(line.run) if legend else None
@@ -228,10 +246,10 @@ def draw_chart(
                 shown = inside(x, y, box)
                 x, y = x[shown], y[shown]
             if len(x):
-                plt.scatter(x.tolist(), y.tolist(), color=style.faint, marker=style.marker)
-            _plot(plt, chart, line.smooth, box, style.colour, style.marker, label)
+                _draw(plt, x, y, limits, joined=False, color=style.faint, marker=style.marker, label=None)
+            _plot(plt, chart, line.smooth, box, limits, style.colour, style.marker, label)
         else:
-            _plot(plt, chart, line.raw, box, style.colour, style.marker, label)
+            _plot(plt, chart, line.raw, box, limits, style.colour, style.marker, label)
     if chart.y_range is not None:
         _draw_markers(plt, chart, chart.y_range, variables, ascii_only, size.height)
         plt.ylim(*chart.y_range)
@@ -267,12 +285,36 @@ def _draw_markers(
             plt.vline(onset.x, color=colour)
 
 
-def _plot(plt, chart: PreparedChart, d: Downsampled, box: Box | None, colour, marker, label: str | None) -> None:
+def _plot(plt, chart: PreparedChart, d: Downsampled, box: Box | None, limits: Limits | None, colour, marker,
+          label: str | None) -> None:  # fmt: skip
     x, y = (d.x, d.y) if box is None else clip_polyline(d.x, d.y, box)
     if label is not None and not _shows(chart, x, y):
         label = None  # plotext's legend fails on a labelled line with no dot on the canvas
     if len(x):
-        plt.plot(x.tolist(), y.tolist(), color=colour, marker=marker, label=label)
+        _draw(plt, x, y, limits, joined=True, color=colour, marker=marker, label=label)
+
+
+Limits = tuple[tuple[float, float], tuple[float, float]]
+
+
+def _limits(chart: PreparedChart) -> Limits | None:
+    """The x and y limits `draw_chart` gives plotext, when it gives both (else plotext takes them from the data)."""
+    if chart.x_range is None or not chart.x_range[1] > chart.x_range[0]:
+        return None
+    if chart.y_range is None or not chart.y_range[1] > chart.y_range[0]:
+        return None
+    return chart.x_range, chart.y_range
+
+
+def _draw(plt, x: np.ndarray, y: np.ndarray, limits: Limits | None, *, joined: bool, color, marker: str,
+          label: str | None) -> None:  # fmt: skip
+    """`plt.plot` (`joined`) or `plt.scatter` of the points; with `limits`, drawn by `chart_canvas`."""
+    if limits is not None:
+        draw_line(plt, x, y, joined=joined, marker=marker, color=color, label=label, x_lim=limits[0], y_lim=limits[1])
+    elif joined:
+        plt.plot(x.tolist(), y.tolist(), color=color, marker=marker, label=label)
+    else:
+        plt.scatter(x.tolist(), y.tolist(), color=color, marker=marker, label=label)
 
 
 def _shows(chart: PreparedChart, x: np.ndarray, y: np.ndarray) -> bool:
