@@ -79,32 +79,34 @@ def ema(values, weight: float = DEFAULT_WEIGHT) -> np.ndarray:
 
 
 #: From this many values `median` selects one order statistic and reads its neighbour and the NaN test off
-#: the two halves; below it, numpy's three-statistic selection (whose set-up costs less there) does both.
+#: the two halves; below it a sort (SIMD: cheaper there than numpy's selection of two order statistics, whose
+#: set-up alone costs more) gives them all.
 _ONE_SELECTION = 1024
 
 
-def median(values: np.ndarray) -> float:
+def median(values: np.ndarray, repeats: bool = False) -> float:
     """np.median's value (NaN when any value is NaN), by selection without np.median's set-up: 3-5× faster
-    on the short arrays the engine measures. (Both ways below give the same value: the order statistics do
-    not depend on how a selection arranges equal values, and the sum from +0.0, as np.median's mean starts
-    it, makes a median of zeros +0.0 whichever zero came first.)"""
+    on the short arrays the engine measures. (Every way below gives the same value: the order statistics do
+    not depend on how a selection or a sort arranges equal values, and the sum from +0.0, as np.median's mean
+    starts it, makes a median of zeros +0.0 whichever zero came first.)
+
+    `repeats`: the values take few distinct values (the gaps between a logger's wall-clock stamps): a sort,
+    which handles repeats in a fraction of the time numpy's selection spends on them (~15× on 3,600 gaps).
+    """
     x = np.asarray(values, dtype=np.float64).ravel()
     n = x.size
     if n == 0:
         return float("nan")
     k = n // 2
-    if n >= _ONE_SELECTION:
+    if n >= _ONE_SELECTION and not repeats:
         part = np.partition(x, k)
         if math.isnan(part[k:].max()):  # NaN sorts last
             return math.nan
         return (0.0 + float(part[k])) if n % 2 else (0.0 + float(part[:k].max()) + float(part[k])) / 2
-    if n % 2:
-        part = np.partition(x, (k, -1))
-        value = 0.0 + float(part[k])
-    else:
-        part = np.partition(x, (k - 1, k, -1))
-        value = (0.0 + float(part[k - 1]) + float(part[k])) / 2
-    return math.nan if math.isnan(part[-1]) else value
+    part = np.sort(x)
+    if math.isnan(part[-1]):  # NaN sorts last
+        return math.nan
+    return (0.0 + float(part[k])) if n % 2 else (0.0 + float(part[k - 1]) + float(part[k])) / 2
 
 
 def percentile(values: np.ndarray, q):

@@ -99,8 +99,9 @@ def test_median_and_percentile_are_numpys_value_for_value():
     for case in range(400):
         for n in (1, 2, 3, 10, 101, 1023, 1024, 1025, 3600):
             values = _awkward(rng, n, case)
-            got = median(values)
-            assert type(got) is float and _same(got, np.median(values)), (case, n)
+            for repeats in (False, True):
+                got = median(values, repeats=repeats)
+                assert type(got) is float and _same(got, np.median(values)), (case, n, repeats)
             for q in (95, 2.5, [5, 50, 95], [10, 90], [0, 100], 99.9):
                 expected = np.percentile(values, q)
                 got = percentile(values, q)

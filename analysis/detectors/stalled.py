@@ -40,7 +40,7 @@ def _median_interval(run: Run) -> float | None:
             if not np.all(walls[1:] > walls[:-1]):  # already its unique values when strictly increasing
                 walls = np.unique(walls)
             if walls.size > 2:
-                gaps.append(median(np.diff(walls)))
+                gaps.append(median(np.diff(walls), repeats=True))  # a logger's gaps repeat
     return min(gaps) if gaps else None
 
 
