@@ -93,20 +93,25 @@ def median(values: np.ndarray, repeats: bool = False) -> float:
     `repeats`: the values take few distinct values (the gaps between a logger's wall-clock stamps): a sort,
     which handles repeats in a fraction of the time numpy's selection spends on them (~15× on 3,600 gaps).
     """
-    x = np.asarray(values, dtype=np.float64).ravel()
+    return _median_in_place(np.array(values, dtype=np.float64).ravel(), repeats)
+
+
+def _median_in_place(x: np.ndarray, repeats: bool = False) -> float:
+    """`median` of a 1-D float64 array the caller owns and no longer needs in its order: selected in place
+    (the intermediate arrays of a noise estimate: a copy each saved)."""
     n = x.size
     if n == 0:
-        return float("nan")
+        return math.nan
     k = n // 2
     if n >= _ONE_SELECTION and not repeats:
-        part = np.partition(x, k)
-        if math.isnan(part[k:].max()):  # NaN sorts last
+        x.partition(k)
+        if math.isnan(x[k:].max()):  # NaN sorts last
             return math.nan
-        return (0.0 + float(part[k])) if n % 2 else (0.0 + float(part[:k].max()) + float(part[k])) / 2
-    part = np.sort(x)
-    if math.isnan(part[-1]):  # NaN sorts last
+        return (0.0 + float(x[k])) if n % 2 else (0.0 + float(x[:k].max()) + float(x[k])) / 2
+    x.sort()
+    if math.isnan(x[-1]):  # NaN sorts last
         return math.nan
-    return (0.0 + float(part[k])) if n % 2 else (0.0 + float(part[k - 1]) + float(part[k])) / 2
+    return (0.0 + float(x[k])) if n % 2 else (0.0 + float(x[k - 1]) + float(x[k])) / 2
 
 
 def percentile(values: np.ndarray, q):
@@ -231,9 +236,14 @@ def running_median(values: np.ndarray, width: int) -> np.ndarray:
     return row_medians(windows(padded, width))[: x.size] + 0.0
 
 
-def _deviations(x: np.ndarray) -> np.ndarray:
-    """|x - median(x)|: what a median absolute deviation is the median of."""
-    return np.abs(x - median(x))
+def _deviations(x: np.ndarray, own: bool = False) -> np.ndarray:
+    """|x - median(x)|: what a median absolute deviation is the median of (in no particular order).
+
+    `own`: `x` is a float64 temporary of the caller's, reordered and overwritten in place (no copies)."""
+    if not own:
+        x = np.array(x, dtype=np.float64)
+    np.subtract(x, _median_in_place(x), out=x)
+    return np.abs(x, out=x)
 
 
 def mad_sigma(values: np.ndarray) -> float:
@@ -241,7 +251,7 @@ def mad_sigma(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         return 0.0
-    return float(MAD_TO_SIGMA * median(_deviations(x)))
+    return float(MAD_TO_SIGMA * _median_in_place(_deviations(x)))
 
 
 #: Residuals a noise estimate looks at: beyond this many, an even sample of them (the MAD of 4096 residuals
@@ -256,7 +266,9 @@ def _second_differences(x: np.ndarray, lag: int) -> np.ndarray:
         return np.empty(0)
     stride = max(1, count // NOISE_SAMPLE)  # strided views: no copies of the whole series
     middle = x[lag : x.size - lag : stride]
-    return middle - 0.5 * (x[: x.size - 2 * lag : stride][: middle.size] + x[2 * lag :: stride][: middle.size])
+    out = np.add(x[: x.size - 2 * lag : stride][: middle.size], x[2 * lag :: stride][: middle.size])
+    out *= 0.5
+    return np.subtract(middle, out, out=out)  # middle - 0.5 * (before + after), in one array
 
 
 def _mad_noise(mad: float) -> float:
@@ -273,7 +285,7 @@ def diff_noise(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size < 3:
         return 0.0
-    return _mad_noise(median(_deviations(_second_differences(x, 1))))
+    return _mad_noise(_median_in_place(_deviations(_second_differences(x, 1), own=True)))
 
 
 #: Lags (in points) at which `scale_noise` measures the noise: up to 32, beyond the windows loggers average
@@ -293,17 +305,18 @@ def scale_noise(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size < 3:
         return 0.0
-    best_mad = median(_deviations(_second_differences(x, 1)))
+    # Each lag's differences and deviations are temporaries: selected and overwritten in place.
+    best_mad = _median_in_place(_deviations(_second_differences(x, 1), own=True))
     best = _mad_noise(best_mad)
     # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
     # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
     for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
-        deviation = _deviations(_second_differences(x, lag))
+        deviation = _deviations(_second_differences(x, lag), own=True)
         # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
         # cannot raise the estimate, which counting tells without a second selection.
         if np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
             continue
-        mad = median(deviation)
+        mad = _median_in_place(deviation)
         if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
             best, best_mad = _mad_noise(mad), mad
     return best
