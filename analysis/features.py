@@ -33,11 +33,11 @@ from .smoothing import (
     bucket_medians,
     local_baseline,
     median,
+    medians_around,
     percentile,
     row_medians,
     scale_noise,
     true_stretches,
-    window_medians,
     windows,
 )
 
@@ -170,8 +170,7 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     if starts.size == 0:
         return []
     window = max(MIN_POINTS_NOISE, block)
-    before = window_medians(y, starts, window, before=True)
-    after = window_medians(y, ends + 1, window, before=False)
+    before, after = medians_around(y, starts, ends + 1, window)
     padded = np.append(y, -np.inf)
     bounds = np.stack((starts, ends + 1), axis=1).ravel()
     peaks = np.maximum.reduceat(padded, bounds)[::2]

@@ -402,23 +402,31 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
     return Baseline(level, sigma, block)
 
 
-def window_medians(values: np.ndarray, ends: np.ndarray, width: int, before: bool = True) -> np.ndarray:
-    """Median of the `width` points before index `ends[k]` (exclusive) or from it (inclusive), per k.
+def medians_around(
+    values: np.ndarray, starts: np.ndarray, stops: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(median of the `width` points before index `starts[k]` (exclusive), median of the `width` points from index
+    `stops[k]` (inclusive)) per k: the levels before and after each of a few excursions, one sort for both sides.
 
     Windows are clipped at the array's edges (shorter windows near them); an empty window gives NaN.
-    Costs O(len(ends) · width), for the few candidate points a detector checks, not for every point.
+    Costs O(len(starts) · width), for the few candidate points a detector checks, not for every point.
     """
-    n = values.size
-    ends = np.asarray(ends, dtype=np.int64)
-    if ends.size == 0:
-        return np.empty(0)
+    starts, stops = np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64)
     offsets = np.arange(width)
-    index = (ends[:, None] - width + offsets[None, :]) if before else (ends[:, None] + offsets[None, :])
+    found = _indexed_medians(values, np.concatenate((starts[:, None] - width + offsets, stops[:, None] + offsets)))
+    return found[: starts.size], found[starts.size :]
+
+
+def _indexed_medians(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """The median of `values` at each row of indices `index`, leaving out indices outside the array (NaN for a
+    row with none inside)."""
+    n = values.size
+    width = index.shape[1]
     valid = (index >= 0) & (index < n)
     # NaN sorts last, so each row's median sits at the middle of its valid (leading) entries.
     gathered = np.sort(np.where(valid, values[np.minimum(np.maximum(index, 0), max(n - 1, 0))], np.nan), axis=1)
-    count = valid.sum(axis=1)
-    rows = np.arange(ends.size)
+    count = np.count_nonzero(valid, axis=1)
+    rows = np.arange(index.shape[0])
     low = gathered[rows, np.maximum(count - 1, 0) // 2]
     high = gathered[rows, np.minimum(count // 2, width - 1)]
     return np.where(count > 0, 0.5 * (low + high), np.nan)
