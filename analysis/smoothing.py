@@ -134,15 +134,18 @@ def percentile(values: np.ndarray, q):
         spots.append((virtual, below, below + 1 if below >= 0 else -1))
     # A sort (SIMD) is faster than numpy's selection of several order statistics and gives the same values;
     # only where a zero is read does numpy's own selection decide which of -0.0 and 0.0 comes out.
+    at = [i for _, lo, hi in spots for i in (lo, hi)]
     part = np.sort(x)
-    if any(part[i] == 0 for _, lo, hi in spots for i in (lo, hi)):
-        part = np.partition(x, sorted({0, -1, *(i for _, lo, hi in spots for i in (lo, hi))}))
+    read = part[at].tolist()
+    if 0.0 in read:  # == also finds -0.0
+        part = np.partition(x, sorted({0, -1, *at}))
+        read = part[at].tolist()
     if math.isnan(part[-1]):  # NaN sorts last
         out = [math.nan] * len(spots)
     else:
         out = []
-        for virtual, lo, hi in spots:
-            a, b = float(part[lo]), float(part[hi])
+        for j, (virtual, lo, _) in enumerate(spots):
+            a, b = read[2 * j], read[2 * j + 1]
             gamma = virtual - lo
             diff = b - a
             out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
