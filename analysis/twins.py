@@ -143,17 +143,33 @@ def find_twin(
 
     `settings` (run name -> its settings) saves reading every run's config files again for each sick run.
     """
+    # In name order (a stable sort: equal names keep their order, as the full scan's first-wins did).
+    return _twin(report, [r for r in sorted(reports, key=lambda r: r.name) if _healthy(r)], reports, settings)
+
+
+def _twin(
+    report: RunReport,
+    healthy: Sequence[RunReport],
+    reports: Sequence[RunReport],
+    settings: Mapping[str, dict[str, Any]] | None,
+) -> Twin | None:
+    """`find_twin` among `healthy`: the healthy runs of `reports`, in name order (`attach_twins` sorts them once
+    for all its sick runs)."""
 
     def settings_of(r: RunReport) -> dict[str, Any]:
         return settings[r.name] if settings is not None else _settings(run_hparams(r.run)[0])
 
     mine = settings_of(report)
+    # A name of fewer than two tokens (seeds left out) has no twin by name: `name_differences` is None for all.
+    by_name = len(_tokens(report.name)) >= 2
+    if not mine and not by_name:  # no settings to compare and no name to compare: no candidate can be a twin
+        return None
     best: tuple[int, str, Twin] | None = None
     # In name order, the first twin differing in one setting is the answer (no twin differs in fewer, and a
     # later one loses the tie on its name): a sweep's sick run stops at it instead of comparing with every
-    # healthy run. (A stable sort: equal names keep their order, as the full scan's first-wins did.)
-    for other in sorted(reports, key=lambda r: r.name):
-        if other is report or other.name == report.name or not _healthy(other):
+    # healthy run.
+    for other in healthy:
+        if other is report or other.name == report.name:
             continue
         theirs = settings_of(other)
         if mine and theirs:
@@ -162,7 +178,7 @@ def find_twin(
             if not 0 < len(differs) <= MAX_DIFFERENCES:
                 continue
         else:
-            found = name_differences(report.name, other.name)
+            found = name_differences(report.name, other.name) if by_name else None
             if found is None:
                 continue
             differs, source = found, "name"
@@ -293,7 +309,7 @@ def attach_twins(reports: Sequence[RunReport], settings: Mapping[str, dict[str, 
     healthy = sorted((r for r in reports if _healthy(r)), key=lambda r: r.name)
     sick = [r for r in reports if _sick(r)]
     for report in sick:
-        twin = find_twin(report, healthy, settings)
+        twin = _twin(report, healthy, healthy, settings)  # `healthy` is find_twin's list already
         if twin is None:
             continue
         report.findings = [replace(f, causes=apply_twin(f.causes, twin)) if f.causes else f for f in report.findings]
