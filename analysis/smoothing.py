@@ -351,8 +351,11 @@ def bucket_medians(steps: np.ndarray, values: np.ndarray, max_buckets: int) -> B
     if full * size < n:  # the short last bucket
         medians = np.append(medians, median(values[full * size :]))
     first = np.arange(0, n, size, dtype=np.int64)
-    last = np.minimum(first + size - 1, n - 1)
-    middle = 0.5 * (steps[first].astype(np.float64) + steps[last].astype(np.float64))
+    # Each bucket's first and last step, read as strided views (the last bucket may end early, at n - 1).
+    last = steps[size - 1 :: size]
+    if last.size < first.size:
+        last = np.append(last, steps[-1])
+    middle = 0.5 * (steps[::size].astype(np.float64) + last.astype(np.float64))
     return Buckets(middle, first, size, medians)
 
 

@@ -156,6 +156,8 @@ def test_bucket_medians_of_long_series_match_the_selection_per_bucket():
         expected = np.partition(rows, buckets.size // 2, axis=1)[:, buckets.size // 2]
         assert np.array_equal(buckets.medians[:full], expected)
         assert np.array_equal(buckets.first, np.arange(0, n, buckets.size))
+        last = np.minimum(buckets.first + buckets.size - 1, n - 1)  # the last bucket may end early
+        assert np.array_equal(buckets.steps, 0.5 * (steps[buckets.first] + steps[last]).astype(np.float64))
 
 
 def test_true_stretches_are_the_runs_of_true_values():
