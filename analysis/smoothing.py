@@ -96,16 +96,17 @@ def median(values: np.ndarray, repeats: bool = False) -> float:
     return _median_in_place(np.array(values, dtype=np.float64).ravel(), repeats)
 
 
-def _median_in_place(x: np.ndarray, repeats: bool = False) -> float:
+def _median_in_place(x: np.ndarray, repeats: bool = False, finite: bool = False) -> float:
     """`median` of a 1-D float64 array the caller owns and no longer needs in its order: selected in place
-    (the intermediate arrays of a noise estimate: a copy each saved)."""
+    (the intermediate arrays of a noise estimate: a copy each saved). `finite`: the caller knows `x` holds
+    no NaN, and the test for one is left out."""
     n = x.size
     if n == 0:
         return math.nan
     k = n // 2
     if n >= _ONE_SELECTION and not repeats:
         x.partition(k)
-        if math.isnan(x[k:].max()):  # NaN sorts last
+        if not finite and math.isnan(x[k:].max()):  # NaN sorts last
             return math.nan
         return (0.0 + float(x[k])) if n % 2 else (0.0 + float(x[:k].max()) + float(x[k])) / 2
     x.sort()
@@ -239,13 +240,14 @@ def running_median(values: np.ndarray, width: int) -> np.ndarray:
     return row_medians(windows(padded, width))[: x.size] + 0.0
 
 
-def _deviations(x: np.ndarray, own: bool = False) -> np.ndarray:
+def _deviations(x: np.ndarray, own: bool = False, finite: bool = False) -> np.ndarray:
     """|x - median(x)|: what a median absolute deviation is the median of (in no particular order).
 
-    `own`: `x` is a float64 temporary of the caller's, reordered and overwritten in place (no copies)."""
+    `own`: `x` is a float64 temporary of the caller's, reordered and overwritten in place (no copies).
+    `finite`: the caller knows `x` holds no NaN (see `_median_in_place`)."""
     if not own:
         x = np.array(x, dtype=np.float64)
-    np.subtract(x, _median_in_place(x), out=x)
+    np.subtract(x, _median_in_place(x, finite=finite), out=x)
     return np.abs(x, out=x)
 
 
@@ -308,18 +310,20 @@ def scale_noise(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size < 3:
         return 0.0
-    # Each lag's differences and deviations are temporaries: selected and overwritten in place.
-    best_mad = _median_in_place(_deviations(_second_differences(x, 1), own=True))
+    # Each lag's differences and deviations are temporaries: selected and overwritten in place. Values within
+    # ±1e300 make finite differences and deviations (each at most 4e300): their medians need no NaN test.
+    finite = bool(-1e300 < x.min() and x.max() < 1e300)  # False for a NaN or an inf
+    best_mad = _median_in_place(_deviations(_second_differences(x, 1), own=True, finite=finite), finite=finite)
     best = _mad_noise(best_mad)
     # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
     # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
     for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
-        deviation = _deviations(_second_differences(x, lag), own=True)
+        deviation = _deviations(_second_differences(x, lag), own=True, finite=finite)
         # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
         # cannot raise the estimate, which counting tells without a second selection.
         if np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
             continue
-        mad = _median_in_place(deviation)
+        mad = _median_in_place(deviation, finite=finite)
         if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
             best, best_mad = _mad_noise(mad), mad
     return best
