@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -388,6 +389,21 @@ def _block_medians(values: np.ndarray, block: int) -> np.ndarray:
     return medians
 
 
+#: Series lengths up to this many points keep their baseline grid (`_block_grid`) for the next series.
+_GRID_CACHED = 1 << 16
+
+
+@lru_cache(maxsize=16)
+def _block_grid(n: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """(every point's index, each block's centre), read-only float64: a run's curves, and the runs of a sweep,
+    share a few lengths, so the grid is built once for them."""
+    index = np.arange(n, dtype=np.float64)
+    starts = np.arange(0, n, block)
+    centres = 0.5 * (starts + np.minimum(starts + block - 1, n - 1))
+    index.flags.writeable = centres.flags.writeable = False
+    return index, centres
+
+
 def local_baseline(values: np.ndarray, block: int) -> Baseline:
     """Median level and MAD noise of blocks of `block` points, interpolated back to every point."""
     n = values.size
@@ -395,12 +411,11 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
         level = np.full(n, median(values)) if n else np.empty(0)
         sigma_value = max(diff_noise(values), 1e-12 * max(abs(float(level[0])) if n else 0.0, 1e-300))
         return Baseline(level, np.full(n, sigma_value), block)
-    index = np.arange(n, dtype=np.float64)
-    starts = np.arange(0, n, block)
-    centres = 0.5 * (starts + np.minimum(starts + block - 1, n - 1))
+    index, centres = _block_grid(n, block) if n <= _GRID_CACHED else _block_grid.__wrapped__(n, block)
     block_level = _block_medians(values, block)
     level = np.interp(index, centres, block_level)
-    block_sigma = MAD_TO_SIGMA * _block_medians(np.abs(values - level), block)
+    deviation = values - level
+    block_sigma = MAD_TO_SIGMA * _block_medians(np.abs(deviation, out=deviation), block)
     if block_sigma.size >= SIGMA_POOL_BLOCKS:
         half = SIGMA_POOL_BLOCKS // 2  # reflected ends (np.pad's "reflect": the edge value not repeated)
         padded = np.concatenate((block_sigma[half:0:-1], block_sigma, block_sigma[-2 : -half - 2 : -1]))
