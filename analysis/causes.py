@@ -350,7 +350,7 @@ def _median_gap(data: RunData) -> int:
     tag = data.primary.train_loss or next(iter(data.run.scalars), None)
     if tag is None or len(data.run.scalars[tag]) < 2:
         return 1
-    return max(1, int(median(np.diff(data.run.scalars[tag].steps))))
+    return max(1, int(median(np.diff(data.run.scalars[tag].steps), repeats=True)))  # a logger's step gaps repeat
 
 
 def hparam(hparams: Mapping[str, Any], name: str) -> tuple[str, Any] | None:

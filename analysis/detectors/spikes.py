@@ -137,7 +137,7 @@ def _offset_width(steps: np.ndarray, period: int) -> int | None:
         offsets = np.unique(folded)
     if offsets.size < PROFILE_RESOLUTION:
         return None
-    gap = int(median(np.diff(np.r_[offsets, offsets[0] + period])))
+    gap = int(median(np.diff(np.r_[offsets, offsets[0] + period]), repeats=True))
     return max(gap, int(np.ceil(period / PROFILE_BINS)))
 
 
