@@ -31,7 +31,7 @@ from .datamodel import Finding
 from .detectors.base import RunData, fmt, num
 from .detectors.gradients import LAYER_RATIO
 from .findings import KINDS
-from .smoothing import running_median
+from .smoothing import median, running_median
 
 # ---- the cause library ----------------------------------------------------------------------------------
 
@@ -305,14 +305,14 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
         smooth = running_median(np.where(np.isfinite(read), read, np.inf), width)
         read = np.where(np.isfinite(read), smooth, read)  # a non-finite point stays a departure
     base = read[before]
-    median = float(np.median(base))
-    sigma = 1.4826 * float(np.median(np.abs(base - median)))
-    half_width = max(RANGE_SIGMAS * sigma, math.log(RANGE_FACTOR) if log else (RANGE_FACTOR - 1) * abs(median))
+    centre = median(base)
+    sigma = 1.4826 * median(np.abs(base - centre))
+    half_width = max(RANGE_SIGMAS * sigma, math.log(RANGE_FACTOR) if log else (RANGE_FACTOR - 1) * abs(centre))
     inside = steps > onset - window
     if not inside.any():
         return None
     w_steps, read = steps[inside], read[inside]
-    out = ~np.isfinite(read) | (np.abs(read - median) > half_width)
+    out = ~np.isfinite(read) | (np.abs(read - centre) > half_width)
     hit = np.flatnonzero(out)
     return int(w_steps[hit[0]]) if hit.size else None
 
@@ -350,7 +350,7 @@ def _median_gap(data: RunData) -> int:
     tag = data.primary.train_loss or next(iter(data.run.scalars), None)
     if tag is None or len(data.run.scalars[tag]) < 2:
         return 1
-    return max(1, int(np.median(np.diff(data.run.scalars[tag].steps))))
+    return max(1, int(median(np.diff(data.run.scalars[tag].steps), repeats=True)))  # a logger's step gaps repeat
 
 
 def hparam(hparams: Mapping[str, Any], name: str) -> tuple[str, Any] | None:
@@ -472,7 +472,7 @@ def learned_before(data: RunData, finding: Finding) -> float | None:
         return None
     head = values[: max(MIN_BASELINE_POINTS, int(before.sum()) // 10)]
     tail = values[before][-MIN_BASELINE_POINTS:]
-    start, end = float(np.median(head)), float(np.median(tail))
+    start, end = median(head), median(tail)
     return 1 - end / start if start > 0 else None
 
 
@@ -659,7 +659,7 @@ def _score_signals(
         elif values.size and finding.kind == "no_learning":
             if lr is not None and not lr.zero and lr.peak_before > SMALL_LR:
                 add("labels_or_loss_bug", 1.5,
-                    f"{grad_tag} is nonzero (median {fmt(float(np.median(values)))}) and lr {fmt(lr.peak_before)} "
+                    f"{grad_tag} is nonzero (median {fmt(median(values))}) and lr {fmt(lr.peak_before)} "
                     "is ordinary, yet nothing is learned")  # fmt: skip
                 add("lr_zero_or_frozen", -1.0, "gradients flow and the lr is not zero")
     if finding.kind == "slow_convergence" and isinstance(pace := finding.evidence.get("end_pace"), (int, float)):
@@ -719,15 +719,11 @@ def _score_signals(
     if grad_tag is not None and "saturating_activations_or_init" in cases:
         _steps, values = data.finite(grad_tag)
         head = values[: max(3, values.size // 20)]
-        if (
-            head.size
-            and 0 < float(np.median(head)) <= TINY_GRAD
-            and float(np.max(values)) >= 100 * float(np.median(head))
-        ):
+        if head.size and 0 < median(head) <= TINY_GRAD and float(np.max(values)) >= 100 * median(head):
             add("saturating_activations_or_init", 2.0,
-                f"{grad_tag} starts at {fmt(float(np.median(head)))} and grows ×{fmt(float(np.max(values) / np.median(head)))}: "
+                f"{grad_tag} starts at {fmt(median(head))} and grows ×{fmt(float(np.max(values) / median(head)))}: "
                 "the init sits near a saddle, where gradients vanish",
-                grad_start=num(float(np.median(head))))  # fmt: skip
+                grad_start=num(median(head)))  # fmt: skip
             add("lr_too_low", -0.5, f"{grad_tag} itself is tiny at the start: a larger lr would not move it far")
     if finding.kind == "oscillation" and lr is not None and lr.at_onset >= AT_PEAK * lr.peak_before:
         add("lr_too_high", 0.5, "the bouncing is at the peak lr")
@@ -752,7 +748,7 @@ def grad_leap(data: RunData, tag: str, onset: int) -> float | None:
     if before.size < LEAP_MIN_BASELINE or not after.size:
         return None
     peak = float(np.max(np.where(np.isfinite(after), after, np.inf)))
-    return peak / float(np.median(before))
+    return peak / median(before)
 
 
 def _score_nan_from_start(cases: dict[str, _Case], finding: Finding, data: RunData) -> None:

@@ -85,7 +85,7 @@ def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
             gaps = np.diff(run.scalars[tag].steps)
             gaps = gaps[gaps > 0]
             if gaps.size:
-                eval_interval = int(median(gaps))
+                eval_interval = int(median(gaps, repeats=True))  # evaluations' step gaps repeat
                 break
     epoch_length = None
     epoch_tags = [t for t, (r, _) in roles.items() if r == "epoch" and len(run.scalars[t]) >= 2]

@@ -33,11 +33,11 @@ from .smoothing import (
     bucket_medians,
     local_baseline,
     median,
+    medians_around,
     percentile,
     row_medians,
     scale_noise,
     true_stretches,
-    window_medians,
     windows,
 )
 
@@ -170,17 +170,14 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     if starts.size == 0:
         return []
     window = max(MIN_POINTS_NOISE, block)
-    before = window_medians(y, starts, window, before=True)
-    after = window_medians(y, ends + 1, window, before=False)
-    padded = np.append(y, -np.inf)
-    bounds = np.stack((starts, ends + 1), axis=1).ravel()
-    peaks = np.maximum.reduceat(padded, bounds)[::2]
-    # Index of the peak inside each cluster: the first point reaching the cluster max (np.argmax over each
-    # cluster's points, all clusters at once: rows padded with -inf after their last point).
+    before, after = medians_around(y, starts, ends + 1, window)
+    # Each cluster's peak and its index, the first point reaching it (np.max and np.argmax over each cluster's
+    # points, all clusters at once: rows padded with -inf after their last point).
     offsets = np.arange(int((ends - starts).max()) + 1)
     index = starts[:, None] + offsets[None, :]
     inside = index <= ends[:, None]
     rows = np.where(inside, y[np.minimum(index, n - 1)], -np.inf)
+    peaks = rows.max(axis=1)
     peak_index = starts + np.argmax(rows, axis=1)
     excess = peaks - before
     zpeak = excess / base.sigma[peak_index]
@@ -348,7 +345,7 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
     """Describe one series (see the module docstring for what `extra` holds)."""
     values = series.values
     finite_mask = np.isfinite(values)
-    nonfinite = int(values.size - finite_mask.sum())
+    nonfinite = values.size - int(np.count_nonzero(finite_mask))
     steps, finite = (series.steps, values) if nonfinite == 0 else (series.steps[finite_mask], values[finite_mask])
     first_nonfinite = int(series.steps[np.argmin(finite_mask)]) if nonfinite else None
     extra: dict = {"nonfinite": nonfinite}

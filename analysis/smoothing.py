@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -79,32 +80,40 @@ def ema(values, weight: float = DEFAULT_WEIGHT) -> np.ndarray:
 
 
 #: From this many values `median` selects one order statistic and reads its neighbour and the NaN test off
-#: the two halves; below it, numpy's three-statistic selection (whose set-up costs less there) does both.
+#: the two halves; below it a sort (SIMD: cheaper there than numpy's selection of two order statistics, whose
+#: set-up alone costs more) gives them all.
 _ONE_SELECTION = 1024
 
 
-def median(values: np.ndarray) -> float:
+def median(values: np.ndarray, repeats: bool = False) -> float:
     """np.median's value (NaN when any value is NaN), by selection without np.median's set-up: 3-5× faster
-    on the short arrays the engine measures. (Both ways below give the same value: the order statistics do
-    not depend on how a selection arranges equal values, and the sum from +0.0, as np.median's mean starts
-    it, makes a median of zeros +0.0 whichever zero came first.)"""
-    x = np.asarray(values, dtype=np.float64).ravel()
+    on the short arrays the engine measures. (Every way below gives the same value: the order statistics do
+    not depend on how a selection or a sort arranges equal values, and the sum from +0.0, as np.median's mean
+    starts it, makes a median of zeros +0.0 whichever zero came first.)
+
+    `repeats`: the values take few distinct values (the gaps between a logger's wall-clock stamps): a sort,
+    which handles repeats in a fraction of the time numpy's selection spends on them (~15× on 3,600 gaps).
+    """
+    return _median_in_place(np.array(values, dtype=np.float64).ravel(), repeats)
+
+
+def _median_in_place(x: np.ndarray, repeats: bool = False, finite: bool = False) -> float:
+    """`median` of a 1-D float64 array the caller owns and no longer needs in its order: selected in place
+    (the intermediate arrays of a noise estimate: a copy each saved). `finite`: the caller knows `x` holds
+    no NaN, and the test for one is left out."""
     n = x.size
     if n == 0:
-        return float("nan")
+        return math.nan
     k = n // 2
-    if n >= _ONE_SELECTION:
-        part = np.partition(x, k)
-        if math.isnan(part[k:].max()):  # NaN sorts last
+    if n >= _ONE_SELECTION and not repeats:
+        x.partition(k)
+        if not finite and math.isnan(x[k:].max()):  # NaN sorts last
             return math.nan
-        return (0.0 + float(part[k])) if n % 2 else (0.0 + float(part[:k].max()) + float(part[k])) / 2
-    if n % 2:
-        part = np.partition(x, (k, -1))
-        value = 0.0 + float(part[k])
-    else:
-        part = np.partition(x, (k - 1, k, -1))
-        value = (0.0 + float(part[k - 1]) + float(part[k])) / 2
-    return math.nan if math.isnan(part[-1]) else value
+        return (0.0 + float(x[k])) if n % 2 else (0.0 + float(x[:k].max()) + float(x[k])) / 2
+    x.sort()
+    if math.isnan(x[-1]):  # NaN sorts last
+        return math.nan
+    return (0.0 + float(x[k])) if n % 2 else (0.0 + float(x[k - 1]) + float(x[k])) / 2
 
 
 def percentile(values: np.ndarray, q):
@@ -127,15 +136,18 @@ def percentile(values: np.ndarray, q):
         spots.append((virtual, below, below + 1 if below >= 0 else -1))
     # A sort (SIMD) is faster than numpy's selection of several order statistics and gives the same values;
     # only where a zero is read does numpy's own selection decide which of -0.0 and 0.0 comes out.
+    at = [i for _, lo, hi in spots for i in (lo, hi)]
     part = np.sort(x)
-    if any(part[i] == 0 for _, lo, hi in spots for i in (lo, hi)):
-        part = np.partition(x, sorted({0, -1, *(i for _, lo, hi in spots for i in (lo, hi))}))
+    read = part[at].tolist()
+    if 0.0 in read:  # == also finds -0.0
+        part = np.partition(x, sorted({0, -1, *at}))
+        read = part[at].tolist()
     if math.isnan(part[-1]):  # NaN sorts last
         out = [math.nan] * len(spots)
     else:
         out = []
-        for virtual, lo, hi in spots:
-            a, b = float(part[lo]), float(part[hi])
+        for j, (virtual, lo, _) in enumerate(spots):
+            a, b = read[2 * j], read[2 * j + 1]
             gamma = virtual - lo
             diff = b - a
             out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
@@ -229,9 +241,15 @@ def running_median(values: np.ndarray, width: int) -> np.ndarray:
     return row_medians(windows(padded, width))[: x.size] + 0.0
 
 
-def _deviations(x: np.ndarray) -> np.ndarray:
-    """|x - median(x)|: what a median absolute deviation is the median of."""
-    return np.abs(x - median(x))
+def _deviations(x: np.ndarray, own: bool = False, finite: bool = False) -> np.ndarray:
+    """|x - median(x)|: what a median absolute deviation is the median of (in no particular order).
+
+    `own`: `x` is a float64 temporary of the caller's, reordered and overwritten in place (no copies).
+    `finite`: the caller knows `x` holds no NaN (see `_median_in_place`)."""
+    if not own:
+        x = np.array(x, dtype=np.float64)
+    np.subtract(x, _median_in_place(x, finite=finite), out=x)
+    return np.abs(x, out=x)
 
 
 def mad_sigma(values: np.ndarray) -> float:
@@ -239,7 +257,7 @@ def mad_sigma(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         return 0.0
-    return float(MAD_TO_SIGMA * median(_deviations(x)))
+    return float(MAD_TO_SIGMA * _median_in_place(_deviations(x)))
 
 
 #: Residuals a noise estimate looks at: beyond this many, an even sample of them (the MAD of 4096 residuals
@@ -254,7 +272,9 @@ def _second_differences(x: np.ndarray, lag: int) -> np.ndarray:
         return np.empty(0)
     stride = max(1, count // NOISE_SAMPLE)  # strided views: no copies of the whole series
     middle = x[lag : x.size - lag : stride]
-    return middle - 0.5 * (x[: x.size - 2 * lag : stride][: middle.size] + x[2 * lag :: stride][: middle.size])
+    out = np.add(x[: x.size - 2 * lag : stride][: middle.size], x[2 * lag :: stride][: middle.size])
+    out *= 0.5
+    return np.subtract(middle, out, out=out)  # middle - 0.5 * (before + after), in one array
 
 
 def _mad_noise(mad: float) -> float:
@@ -271,7 +291,7 @@ def diff_noise(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size < 3:
         return 0.0
-    return _mad_noise(median(_deviations(_second_differences(x, 1))))
+    return _mad_noise(_median_in_place(_deviations(_second_differences(x, 1), own=True)))
 
 
 #: Lags (in points) at which `scale_noise` measures the noise: up to 32, beyond the windows loggers average
@@ -291,17 +311,20 @@ def scale_noise(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size < 3:
         return 0.0
-    best_mad = median(_deviations(_second_differences(x, 1)))
+    # Each lag's differences and deviations are temporaries: selected and overwritten in place. Values within
+    # ±1e300 make finite differences and deviations (each at most 4e300): their medians need no NaN test.
+    finite = bool(-1e300 < x.min() and x.max() < 1e300)  # False for a NaN or an inf
+    best_mad = _median_in_place(_deviations(_second_differences(x, 1), own=True, finite=finite), finite=finite)
     best = _mad_noise(best_mad)
     # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
     # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
     for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
-        deviation = _deviations(_second_differences(x, lag))
+        deviation = _deviations(_second_differences(x, lag), own=True, finite=finite)
         # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
         # cannot raise the estimate, which counting tells without a second selection.
         if np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
             continue
-        mad = median(deviation)
+        mad = _median_in_place(deviation, finite=finite)
         if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
             best, best_mad = _mad_noise(mad), mad
     return best
@@ -333,8 +356,11 @@ def bucket_medians(steps: np.ndarray, values: np.ndarray, max_buckets: int) -> B
     if full * size < n:  # the short last bucket
         medians = np.append(medians, median(values[full * size :]))
     first = np.arange(0, n, size, dtype=np.int64)
-    last = np.minimum(first + size - 1, n - 1)
-    middle = 0.5 * (steps[first].astype(np.float64) + steps[last].astype(np.float64))
+    # Each bucket's first and last step, read as strided views (the last bucket may end early, at n - 1).
+    last = steps[size - 1 :: size]
+    if last.size < first.size:
+        last = np.append(last, steps[-1])
+    middle = 0.5 * (steps[::size].astype(np.float64) + last.astype(np.float64))
     return Buckets(middle, first, size, medians)
 
 
@@ -363,6 +389,21 @@ def _block_medians(values: np.ndarray, block: int) -> np.ndarray:
     return medians
 
 
+#: Series lengths up to this many points keep their baseline grid (`_block_grid`) for the next series.
+_GRID_CACHED = 1 << 16
+
+
+@lru_cache(maxsize=16)
+def _block_grid(n: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """(every point's index, each block's centre), read-only float64: a run's curves, and the runs of a sweep,
+    share a few lengths, so the grid is built once for them."""
+    index = np.arange(n, dtype=np.float64)
+    starts = np.arange(0, n, block)
+    centres = 0.5 * (starts + np.minimum(starts + block - 1, n - 1))
+    index.flags.writeable = centres.flags.writeable = False
+    return index, centres
+
+
 def local_baseline(values: np.ndarray, block: int) -> Baseline:
     """Median level and MAD noise of blocks of `block` points, interpolated back to every point."""
     n = values.size
@@ -370,12 +411,11 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
         level = np.full(n, median(values)) if n else np.empty(0)
         sigma_value = max(diff_noise(values), 1e-12 * max(abs(float(level[0])) if n else 0.0, 1e-300))
         return Baseline(level, np.full(n, sigma_value), block)
-    index = np.arange(n, dtype=np.float64)
-    starts = np.arange(0, n, block)
-    centres = 0.5 * (starts + np.minimum(starts + block - 1, n - 1))
+    index, centres = _block_grid(n, block) if n <= _GRID_CACHED else _block_grid.__wrapped__(n, block)
     block_level = _block_medians(values, block)
     level = np.interp(index, centres, block_level)
-    block_sigma = MAD_TO_SIGMA * _block_medians(np.abs(values - level), block)
+    deviation = values - level
+    block_sigma = MAD_TO_SIGMA * _block_medians(np.abs(deviation, out=deviation), block)
     if block_sigma.size >= SIGMA_POOL_BLOCKS:
         half = SIGMA_POOL_BLOCKS // 2  # reflected ends (np.pad's "reflect": the edge value not repeated)
         padded = np.concatenate((block_sigma[half:0:-1], block_sigma, block_sigma[-2 : -half - 2 : -1]))
@@ -387,23 +427,31 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
     return Baseline(level, sigma, block)
 
 
-def window_medians(values: np.ndarray, ends: np.ndarray, width: int, before: bool = True) -> np.ndarray:
-    """Median of the `width` points before index `ends[k]` (exclusive) or from it (inclusive), per k.
+def medians_around(
+    values: np.ndarray, starts: np.ndarray, stops: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(median of the `width` points before index `starts[k]` (exclusive), median of the `width` points from index
+    `stops[k]` (inclusive)) per k: the levels before and after each of a few excursions, one sort for both sides.
 
     Windows are clipped at the array's edges (shorter windows near them); an empty window gives NaN.
-    Costs O(len(ends) · width), for the few candidate points a detector checks, not for every point.
+    Costs O(len(starts) · width), for the few candidate points a detector checks, not for every point.
     """
-    n = values.size
-    ends = np.asarray(ends, dtype=np.int64)
-    if ends.size == 0:
-        return np.empty(0)
+    starts, stops = np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64)
     offsets = np.arange(width)
-    index = (ends[:, None] - width + offsets[None, :]) if before else (ends[:, None] + offsets[None, :])
+    found = _indexed_medians(values, np.concatenate((starts[:, None] - width + offsets, stops[:, None] + offsets)))
+    return found[: starts.size], found[starts.size :]
+
+
+def _indexed_medians(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """The median of `values` at each row of indices `index`, leaving out indices outside the array (NaN for a
+    row with none inside)."""
+    n = values.size
+    width = index.shape[1]
     valid = (index >= 0) & (index < n)
     # NaN sorts last, so each row's median sits at the middle of its valid (leading) entries.
     gathered = np.sort(np.where(valid, values[np.minimum(np.maximum(index, 0), max(n - 1, 0))], np.nan), axis=1)
-    count = valid.sum(axis=1)
-    rows = np.arange(ends.size)
+    count = np.count_nonzero(valid, axis=1)
+    rows = np.arange(index.shape[0])
     low = gathered[rows, np.maximum(count - 1, 0) // 2]
     high = gathered[rows, np.minimum(count // 2, width - 1)]
     return np.where(count > 0, 0.5 * (low + high), np.nan)

@@ -13,6 +13,7 @@ from tbtriage.analysis.smoothing import (
     local_baseline,
     mad_sigma,
     median,
+    medians_around,
     percentile,
     row_medians,
     running_median,
@@ -99,8 +100,9 @@ def test_median_and_percentile_are_numpys_value_for_value():
     for case in range(400):
         for n in (1, 2, 3, 10, 101, 1023, 1024, 1025, 3600):
             values = _awkward(rng, n, case)
-            got = median(values)
-            assert type(got) is float and _same(got, np.median(values)), (case, n)
+            for repeats in (False, True):
+                got = median(values, repeats=repeats)
+                assert type(got) is float and _same(got, np.median(values)), (case, n, repeats)
             for q in (95, 2.5, [5, 50, 95], [10, 90], [0, 100], 99.9):
                 expected = np.percentile(values, q)
                 got = percentile(values, q)
@@ -154,6 +156,8 @@ def test_bucket_medians_of_long_series_match_the_selection_per_bucket():
         expected = np.partition(rows, buckets.size // 2, axis=1)[:, buckets.size // 2]
         assert np.array_equal(buckets.medians[:full], expected)
         assert np.array_equal(buckets.first, np.arange(0, n, buckets.size))
+        last = np.minimum(buckets.first + buckets.size - 1, n - 1)  # the last bucket may end early
+        assert np.array_equal(buckets.steps, 0.5 * (steps[buckets.first] + steps[last]).astype(np.float64))
 
 
 def test_true_stretches_are_the_runs_of_true_values():
@@ -162,3 +166,19 @@ def test_true_stretches_are_the_runs_of_true_values():
     assert starts.tolist() == [0, 3, 6] and ends.tolist() == [1, 3, 6]
     assert [a.size for a in true_stretches(np.zeros(4, dtype=bool))] == [0, 0]
     assert [a.tolist() for a in true_stretches(np.ones(3, dtype=bool))] == [[0], [2]]
+
+
+def test_medians_around_are_the_medians_of_the_clipped_windows_either_side():
+    rng = np.random.default_rng(11)
+    for case in range(200):
+        n = int(rng.integers(1, 300))
+        values = np.round(rng.normal(size=n), 1) * 10.0 ** rng.integers(-3, 4)  # ties, as bucket medians have
+        width = int(rng.integers(1, 40))
+        starts = np.sort(rng.integers(0, n + 1, size=int(rng.integers(1, 12))))
+        stops = starts + rng.integers(0, 6, size=starts.size)
+        before, after = medians_around(values, starts, stops, width)
+        for k, (start, stop) in enumerate(zip(starts, stops)):
+            left, right = values[max(start - width, 0) : start], values[stop : stop + width]
+            for got, window in ((before[k], left), (after[k], right)):
+                expected = np.median(window) if window.size else np.nan
+                assert np.array_equal(got, expected, equal_nan=True), (case, k)  # a zero's sign aside

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..smoothing import running_median
+from ..smoothing import median, running_median
 from .base import RunData, confident, finding, some_of
 from .histograms import from_histograms, saturated_units
 
@@ -62,7 +62,7 @@ def _dead_units(data: RunData) -> list:
         recent = float(_as_fraction(np.array([feats.extra["recent_median"]]), values)[0])
         if recent < DEAD_FRAC:
             continue
-        start = float(np.median(fraction[: max(3, values.size // 20)]))
+        start = median(fraction[: max(3, values.size // 20)])
         onset = died_at(steps, fraction, min(float(fraction[0]), INIT_ZERO_FRAC), recent)
         dead.append((tag, recent, start, onset, values.size))
     if not dead:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..smoothing import median
 from .base import RunData, confident, finding, fmt, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -56,7 +57,7 @@ def _collapse(data: RunData, tag: str) -> dict | None:
     if after.size < 3:
         after, start = octaves[-1:], values.size - 1
     peak = float(after.max())
-    final = float(np.median(octaves[-3:]))
+    final = median(octaves[-3:])
     if values[-1] >= MIN_SCALE and (after.size < 3 or final > peak - COLLAPSE_OCTAVES):
         return None
     # The final descent: from the last time the scale was within one octave of its peak.
@@ -86,7 +87,7 @@ def _scale_holds(data: RunData) -> bool:
         octaves = np.log2(values)
         holding = np.flatnonzero(np.diff(octaves) >= 0)
         start = max(int(holding[0]) if holding.size else values.size - 1, int(STARTUP_FRAC * values.size))
-        if float(np.median(octaves[-3:])) >= float(octaves[start:].max()) - HOLD_OCTAVES:
+        if median(octaves[-3:]) >= float(octaves[start:].max()) - HOLD_OCTAVES:
             return True
     return False
 

@@ -13,7 +13,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -146,6 +146,7 @@ class RunData:
 # ---- phrasing ----------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)  # a pure function of the tag, asked by several detectors for every run
 def adversarial(tag: str) -> bool:
     """A term that rises and falls against the others by design: a GAN's (`loss_G`, `disc_loss`, `critic/loss`),
     or an RL objective's policy, value or entropy term (`train/value_loss`, `loss/policy`; roles.rl_term)."""

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..smoothing import diff_noise
+from ..smoothing import diff_noise, median
 from .base import RunData, clip_advice, confident, finding, fmt, sentence, smoothed_level
 from .histograms import from_histograms
 from .spikes import loss_spike_over, recurring_batches
@@ -147,7 +147,7 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
         # windows grow from CALM_FIRST buckets, so an explosion in the run's first few percent is measured
         # against the run's own start rather than against a window it has already filled.
         rolling = np.median(np.lib.stride_tricks.sliding_window_view(y, width), axis=1)[:-1] if y.size > width else []
-        growing = [float(np.median(y[:k])) for k in range(CALM_FIRST, min(width, y.size))]
+        growing = [median(y[:k]) for k in range(CALM_FIRST, min(width, y.size))]
         windows = np.concatenate([growing, rolling])
         calm = np.minimum.accumulate(windows)  # calm[i]: the calmest level before bucket i + CALM_FIRST
         above = np.flatnonzero(y[CALM_FIRST : CALM_FIRST + calm.size] - calm >= np.log10(SPIKE_RATIO))
@@ -163,7 +163,7 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     if crossing is None:
         if nonfinite_tail and feats.first_nonfinite_step is not None and not _loss_went_nonfinite(data):
             at = int(np.searchsorted(steps, feats.first_nonfinite_step))
-            before = float(np.median(values[max(0, at - 20) : at])) if at else None
+            before = median(values[max(0, at - 20) : at]) if at else None
             return {
                 "step": feats.first_nonfinite_step,
                 "peak_step": feats.first_nonfinite_step,
@@ -255,12 +255,12 @@ def _loss_reaction(data: RunData, event: dict) -> str | None:
         # The loss before the norm's last calm point: a loss logged more often than the norm may already
         # have risen between that point and the first high one.
         calm_at = int(np.searchsorted(steps, min(event.get("prev_step", start), start), side="right"))
-        before = float(np.median(values[max(0, calm_at - width) : max(calm_at, 1)]))
+        before = median(values[max(0, calm_at - width) : max(calm_at, 1)])
         if event["sustained"]:
             after = float(feats.extra["end_level"])
         else:
             during = values[at : int(np.searchsorted(steps, stop, side="right"))]
-            after = float(np.median(during)) if during.size else before
+            after = median(during) if during.size else before
         if before > 0 and after > (1.0 + LOSS_RISE) * before:
             where = "" if event["sustained"] else f" until step {stop}"
             return f"{tag} rose from {fmt(before)} at step {start} to {fmt(after)}{where}"
@@ -275,7 +275,7 @@ def _loss_reaction(data: RunData, event: dict) -> str | None:
         return None
     positions = np.searchsorted(steps, hits)
     at = int(positions[np.argmax(values[positions])])
-    base = float(np.median(values[max(0, lo - 10) : max(1, lo)]))
+    base = median(values[max(0, lo - 10) : max(1, lo)])
     value = float(values[at])
     if value <= base:
         return None
@@ -462,7 +462,7 @@ def _vanishing_global(data: RunData) -> list:
     steps, values = data.finite(tag)
     if values.size < 20:
         return []
-    early = float(np.median(values[: max(3, values.size // 10)]))
+    early = median(values[: max(3, values.size // 10)])
     late = abs(feats.extra["recent_median"])
     if early <= 0 or late > GLOBAL_DROP * early:
         return []
@@ -470,7 +470,7 @@ def _vanishing_global(data: RunData) -> list:
     if loss_values.size < 20:
         return []
     tail = loss_values[loss_steps >= loss_steps[-1] - STALL_FRAC * (loss_steps[-1] - loss_steps[0])]
-    change = abs(float(tail[0] - tail[-1])) / max(abs(float(np.median(tail))), 1e-12) if tail.size > 1 else 0.0
+    change = abs(float(tail[0] - tail[-1])) / max(abs(median(tail)), 1e-12) if tail.size > 1 else 0.0
     loss_feats = data.features[loss]
     start = loss_feats.extra["start_level"]
     if change >= STALL_CHANGE or abs(loss_feats.extra["end_level"]) < UNCONVERGED * abs(start):

@@ -27,6 +27,7 @@ import numpy as np
 from ..datamodel import Finding
 from ..features import series_features
 from ..histograms import histogram_kind, layer_name, layer_series, mass_at_ends, saturation_ends, series_buckets
+from ..smoothing import median
 from .base import RunData, confident, finding, some_of
 
 #: Histogram kind -> the role its per-point number (`histograms.layer_series`) plays for the scalar rules.
@@ -91,10 +92,10 @@ def saturated_units(
         steps, mass = hist.steps[finite], mass[finite]
         if mass.size < 3:
             continue
-        recent = float(np.median(mass[-max(3, int(RECENT_SHARE * mass.size)) :]))
+        recent = median(mass[-max(3, int(RECENT_SHARE * mass.size)) :])
         if recent < dead_frac:
             continue
-        start = float(np.median(mass[: max(3, mass.size // 20)]))
+        start = median(mass[: max(3, mass.size // 20)])
         onset = died_at(steps, mass, float(mass[0]), recent)
         hot.append((tag, recent, start, onset, mass.size, ends))
     if not hot:

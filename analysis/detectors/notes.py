@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..findings import SEVERITIES
+from ..smoothing import median
 from .base import RunData, finding
 
 #: A run silent this long is not mid-write: an incomplete last record is what a crash or kill left. Writers
@@ -35,7 +36,7 @@ def _typical_gap(data: RunData) -> float:
         return 0.0
     gaps = np.diff(busiest.wall_times)
     gaps = gaps[gaps > 0]
-    return float(np.median(gaps)) if gaps.size else 0.0
+    return median(gaps, repeats=True) if gaps.size else 0.0  # a logger's gaps repeat
 
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).

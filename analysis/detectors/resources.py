@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..smoothing import bucket_medians
+from ..smoothing import bucket_medians, median
 from .base import MIN_CONFIDENT_POINTS, RunData, confident, finding, fmt, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -59,11 +59,11 @@ def _onset(steps: np.ndarray, bad: np.ndarray, first_step: int) -> int:
 
 def _typical(steps: np.ndarray, values: np.ndarray, worse_is_higher: bool) -> float:
     """The median over the run, or over its recent part when that is worse."""
-    overall = float(np.median(values))
+    overall = median(values)
     recent = values[steps >= steps[0] + (1 - RECENT_FRAC) * (steps[-1] - steps[0])]
     if recent.size < 3:
         return overall
-    latest = float(np.median(recent))
+    latest = median(recent)
     return max(overall, latest) if worse_is_higher else min(overall, latest)
 
 
@@ -100,8 +100,8 @@ def _data_share(data: RunData) -> dict | None:
     return {
         "tags": [data_tag, step_tag],
         "share": typical_share,
-        "data_time": float(np.median(dv[di][np.isin(common, steps[from_onset])])),
-        "step_time": float(np.median(sv[si][np.isin(common, steps[from_onset])])),
+        "data_time": median(dv[di][np.isin(common, steps[from_onset])]),
+        "step_time": median(sv[si][np.isin(common, steps[from_onset])]),
         "onset": onset,
         "end": int(steps[-1]),
         "points": int(common.size),

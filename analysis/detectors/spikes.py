@@ -40,7 +40,7 @@ import numpy as np
 
 from ..datamodel import Finding
 from ..features import Spike, periodicity
-from ..smoothing import row_medians
+from ..smoothing import median, row_medians
 from .base import MIN_CONFIDENT_POINTS, RunData, clip_advice, confident, finding, fmt, position, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -133,10 +133,16 @@ def _offset_width(steps: np.ndarray, period: int) -> int | None:
     that the logged steps visit (a point every 10 steps over 32-step epochs visits every second offset), at
     least period/PROFILE_BINS. None when they visit fewer than PROFILE_RESOLUTION offsets (a point per epoch,
     or an interval that divides the epoch coarsely): there is no profile to compare."""
-    offsets = np.unique((steps - steps[0]) % period)
+    folded = (steps - steps[0]) % period
+    if period <= 16 * folded.size:  # the offsets visited, in order: a mark per offset costs less than np.unique's sort
+        seen = np.zeros(int(period), dtype=bool)
+        seen[folded] = True
+        offsets = np.flatnonzero(seen)
+    else:
+        offsets = np.unique(folded)
     if offsets.size < PROFILE_RESOLUTION:
         return None
-    gap = int(np.median(np.diff(np.r_[offsets, offsets[0] + period])))
+    gap = int(median(np.diff(np.r_[offsets, offsets[0] + period]), repeats=True))
     return max(gap, int(np.ceil(period / PROFILE_BINS)))
 
 

@@ -36,11 +36,11 @@ def _median_interval(run: Run) -> float | None:
     gaps = []
     for series in run.scalars.values():
         if len(series) > 2:
-            walls = series.wall_times
-            if not np.all(walls[1:] > walls[:-1]):  # already its unique values when strictly increasing
-                walls = np.unique(walls)
-            if walls.size > 2:
-                gaps.append(median(np.diff(walls)))
+            between = np.diff(series.wall_times)
+            if not (between > 0).all():  # strictly increasing times are already their unique values
+                between = np.diff(np.unique(series.wall_times))
+            if between.size > 1:
+                gaps.append(median(between, repeats=True))  # a logger's gaps repeat
     return min(gaps) if gaps else None
 
 
