@@ -38,17 +38,20 @@ from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
 from tbtriage.tui.commands import TriageCommands
 from tbtriage.tui.messages import (
     Exported,
+    HealthIndexed,
     LoadFailed,
     LogdirRead,
     PassDone,
     Progress,
     RunsAnalyzed,
     RunsDiscovered,
+    RunsRead,
     Throttle,
 )
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.screens.main import MainScreen
 from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with_valid_tag
+from tbtriage.tui.warm_open import ReadOrder, health_from_index, read_lazily
 from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
@@ -96,6 +99,7 @@ class TriageApp(App[int]):
     BINDINGS = bindings("app")
     COMMANDS = App.COMMANDS | {TriageCommands}
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE_COLUMNS, "-wide")]
+    pool_niceness = POOL_NICENESS
 
     view: reactive[ViewState] = reactive(ViewState, init=False)
     #: Bumped (coalesced, a few times a second at most) when runs or reports arrive.
@@ -140,6 +144,10 @@ class TriageApp(App[int]):
         self.loaded = False
         self._refreshing = False
         self._cached_drawn = threading.Event()  # the screen with the cached verdicts is drawn: the read may start
+        self._first_frame = threading.Event()  # the first frame is drawn: the load worker's heavy part may start
+        #: Runs whose columns were read so far (a warm reopen reads them lazily, the charted ones first).
+        self.columns_read: set[str] = set()
+        self.read_order: ReadOrder | None = None  # a warm reopen's lazy read, while it runs
         self._user_chose_run = False  # until then the cursor goes to the worst run once all are analysed
         self.main_screen = MainScreen()
 
@@ -163,17 +171,45 @@ class TriageApp(App[int]):
                 markup=False,
             )
         self.push_screen(self.main_screen)
-        self.call_after_refresh(self.load_logdir)  # the first frame first: reading would hold the GIL it needs
+        # The worker starts at once: a warm reopen's health index is read while the first frame is drawn; anything
+        # heavier waits for that frame (`_first_frame`), as reading would hold the GIL it needs.
+        self.call_after_refresh(self._first_frame.set)
+        self.load_logdir()
         self.set_interval(self.follow_seconds, self._follow_tick)
 
     # Workers (thread) -------------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_logdir(self) -> None:
+        worker = get_current_worker()
+        index = health_from_index(self)  # a warm reopen: every run's health at once, then its columns lazily
+        self._wait_for(self._cached_drawn if index is not None else self._first_frame, worker)
+        if worker.is_cancelled or index is not None and read_lazily(self, worker, index):
+            return
+        if index is not None:
+            self.post_message(HealthIndexed({}, {}))  # the logdir changed under the index: its health goes
+        self._read_and_judge(worker)
+        if not worker.is_cancelled:
+            self.write_health_index()
+
+    def _wait_for(self, drawn: threading.Event, worker: Worker) -> None:
+        """Until `drawn` is set (the frame the user waits for), or the worker is cancelled."""
+        while not drawn.wait(0.05) and not worker.is_cancelled:
+            pass
+
+    def write_health_index(self) -> None:
+        """After a pass that judged every run: the health index a warm reopen draws its first screen from."""
+        from tbtriage.analysis import health_index
+
+        watcher = self.watcher
+        if watcher is not None and self._analyzer is None and isinstance(self.logdir_path, Path):
+            health_index.write(watcher.logdir, watcher.shown, watcher.reports, self.config, self.clock())
+
+    def _read_and_judge(self, worker: Worker) -> None:
+        """Read every run, then judge it (from the verdict cache where it holds) in the follower's first pass."""
         from tbtriage.analysis.discover import find_runs
         from tbtriage.analysis.watch import RECHECK_SILENT_S, Watcher, engine_analyzer
 
-        worker = get_current_worker()
         warnings: list[str] = []
         total = 0
         if isinstance(self.logdir_path, Path) and self.logdir_path.is_dir():  # a store URL is listed by the load
@@ -187,6 +223,7 @@ class TriageApp(App[int]):
         def run_read(name: str, run: Run) -> None:
             nonlocal read
             read += 1
+            self.columns_read.add(name)
             if read < total and throttle.ready():  # the last one is announced by LogdirRead
                 self.post_message(Progress("reading", read, total))
 
@@ -270,6 +307,39 @@ class TriageApp(App[int]):
 
     def _data_changed(self, runs: frozenset[str] | None) -> None:
         self.data = DataChange(self.data.version + 1, runs)
+
+    def on_health_indexed(self, message: HealthIndexed) -> None:
+        """Every run's health from the index, before any is read; the worst run under the cursor (all are known).
+        Not held back until the main screen is shown: it draws the store as it finds it when it is."""
+        if not self.is_running:
+            return
+        self.store.health = dict(message.health)
+        for name, health in message.health.items():
+            self.store.slots.slot(name)
+            run = Run(name, message.paths[name], last_step=health.last_step, last_wall_time=health.last_wall_time)
+            self.store.runs.setdefault(name, run)
+        self.progress = ("reading", 0, len(message.health)) if message.health else None
+        rows, _ = self.store.rows(self.view, self.clock())
+        view = self.view
+        if rows and not self._user_chose_run:
+            view = replace(view, current_run=rows[0].name)
+        self.view = with_valid_tag(view, self.store)
+        self._data_changed(None)
+        self.call_after_refresh(self._cached_drawn.set)
+
+    def on_runs_read(self, message: RunsRead) -> None:
+        """Runs read lazily: their points (charts, tags) and the verdicts that need no twins."""
+        if not self.is_running:
+            return
+        self.store.runs.update(message.runs)
+        for report in message.reports:
+            self.store.reports[report.name] = report
+        self.progress = ("reading", message.done, message.total)
+        self._adopt_runs(frozenset(message.runs))
+
+    def watch_view(self, view: ViewState) -> None:
+        if self.read_order is not None:  # a lazy read is on: what is charted is read next
+            self.read_order.want(self.store.charted_runs(view))
 
     @_while_shown
     def on_runs_discovered(self, message: RunsDiscovered) -> None:
