@@ -103,7 +103,7 @@ def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
             reports[name] = report
             if name not in index.twinned:  # its twins change nothing: the engine's verdict is the one shown
                 shown.append(report)
-        if wanted or len(reports) + (total - len(runs)) == total or throttle.ready():
+        if wanted or throttle.ready():  # the run the user looks at at once, the others a few times a second
             app.post_message(RunsRead(dict(runs), list(shown), len(app.columns_read), total))
             runs.clear()
             shown.clear()
