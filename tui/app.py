@@ -309,8 +309,9 @@ class TriageApp(App[int]):
         self.data = DataChange(self.data.version + 1, runs)
 
     def on_health_indexed(self, message: HealthIndexed) -> None:
-        """Every run's health from the index, before any is read; the worst run under the cursor (all are known).
-        Not held back until the main screen is shown: it draws the store as it finds it when it is."""
+        """Every run's health from the index, before any is read. Not held back until the main screen is shown: it
+        draws the store as it finds it. The worst run is chosen once this frame is drawn: the panes about it
+        (findings, diagnosis) would hold it back."""
         if not self.is_running:
             return
         self.store.health = dict(message.health)
@@ -319,13 +320,17 @@ class TriageApp(App[int]):
             run = Run(name, message.paths[name], last_step=health.last_step, last_wall_time=health.last_wall_time)
             self.store.runs.setdefault(name, run)
         self.progress = ("reading", 0, len(message.health)) if message.health else None
-        rows, _ = self.store.rows(self.view, self.clock())
-        view = self.view
-        if rows and not self._user_chose_run:
-            view = replace(view, current_run=rows[0].name)
-        self.view = with_valid_tag(view, self.store)
         self._data_changed(None)
-        self.call_after_refresh(self._cached_drawn.set)
+        self.call_after_refresh(self._health_drawn)
+
+    def _health_drawn(self) -> None:
+        """The frame with every run's health is drawn: the worst run goes under the cursor (its panes follow in
+        the next frames), then the load worker may go on."""
+        if self.view.current_run is None and not self._user_chose_run:
+            rows, _ = self.store.rows(self.view, self.clock())
+            if rows:
+                self.view = choose_run(self.view, self.store, rows[0].name)
+        self._cached_drawn.set()
 
     def on_runs_read(self, message: RunsRead) -> None:
         """Runs read lazily: their points (charts, tags) and the verdicts that need no twins."""
