@@ -215,13 +215,18 @@ def read(logdir: Path, config: Config | None, now: float | None) -> Index | None
             if not _files_hold(directory, r["files"]) or _config_files(directory) != r["configs"]:
                 return None
         return Index(
-            {r["name"]: RunHealth(*r["health"][:5], tuple(r["health"][5])) for r in runs},
+            {r["name"]: _run_health(r["health"]) for r in runs},
             {r["name"]: found[r["name"]] for r in runs},
             {r["name"]: None if r["span"] is None else tuple(r["span"]) for r in runs},
             frozenset(r["name"] for r in runs if r["twinned"]),
         )
     except (OSError, ValueError, KeyError, TypeError, IndexError):  # missing, corrupt or of another shape: a miss
         return None
+
+
+def _run_health(row: list) -> RunHealth:
+    status, score, label, last_step, last_wall_time, counts = row
+    return RunHealth(status, score, label, last_step, last_wall_time, (counts[0], counts[1], counts[2]))
 
 
 def _live_holds(live: dict | None, now: float | None) -> bool:
