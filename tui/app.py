@@ -143,6 +143,8 @@ class TriageApp(App[int]):
         self.load_error: str | None = None
         self.loaded = False
         self._refreshing = False
+        #: The load worker writes the health index after the first pass: no live pass may change the runs meanwhile.
+        self._indexing = False
         self._cached_drawn = threading.Event()  # the screen with the cached verdicts is drawn: the read may start
         self._first_frame = threading.Event()  # the first frame is drawn: the load worker's heavy part may start
         #: Runs whose columns were read so far (a warm reopen reads them lazily, the charted ones first).
@@ -188,9 +190,13 @@ class TriageApp(App[int]):
             return
         if index is not None:
             self.post_message(HealthIndexed({}, {}))  # the logdir changed under the index: its health goes
-        self._read_and_judge(worker)
-        if not worker.is_cancelled:
-            self.write_health_index()
+        self._indexing = True
+        try:
+            self._read_and_judge(worker)
+            if not worker.is_cancelled:
+                self.write_health_index()
+        finally:
+            self._indexing = False
 
     def _wait_for(self, drawn: threading.Event, worker: Worker) -> None:
         """Until `drawn` is set (the frame the user waits for), or the worker is cancelled."""
@@ -450,7 +456,7 @@ class TriageApp(App[int]):
 
     def _start_refresh(self) -> None:
         """Read what was appended, unless a pass is running (passes never overlap) or loading isn't done."""
-        if self.loaded and self.watcher is not None and not self._refreshing:
+        if self.loaded and self.watcher is not None and not self._refreshing and not self._indexing:
             self._refreshing = True
             self.refresh_logdir()
 

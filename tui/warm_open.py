@@ -69,7 +69,7 @@ def health_from_index(app: TriageApp) -> Index | None:
 def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
     """Read every run (the ones the user looks at first) and take its cached verdict, then hand the whole to the
     follower; False when the logdir no longer lists the runs the index holds (then nothing was read)."""
-    from tbtriage.analysis import verdict_cache
+    from tbtriage.analysis import cache, verdict_cache
     from tbtriage.analysis.decode import choose_kernel
     from tbtriage.analysis.engine import context_from_spans
     from tbtriage.analysis.logdir import LogdirError, open_logdir
@@ -118,9 +118,15 @@ def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
     app.watcher = Watcher(logdir, analyzer, clock=app.clock, recheck_silent_s=silent_s, niceness=app.pool_niceness)
     if missed:  # a file changed since the index was read: the first pass judges what no longer holds
         app.post_message(Progress("analysing", 0, total))
-        app._follow_pass(worker)
-        app.write_health_index()
+        app._indexing = True
+        try:
+            app._follow_pass(worker)
+            if not worker.is_cancelled:
+                app.write_health_index()
+        finally:
+            app._indexing = False
         return True
+    cache.touch(health_index.index_path(app.logdir_path))  # used: the last the size cap evicts
     new = app.watcher.adopt(reports, context)
     app.post_message(RunsAnalyzed(list(app.watcher.shown.values()), total, total))
     app.post_message(PassDone(new, True))
