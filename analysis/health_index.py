@@ -224,6 +224,13 @@ def read(logdir: Path, config: Config | None, now: float | None) -> Index | None
         return None
 
 
+def _number(value: Any) -> Any:
+    """A numpy scalar (a step, a score) as the Python number JSON writes; anything else is not index data."""
+    if hasattr(value, "item") and not hasattr(value, "__len__"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not index data")
+
+
 def _run_health(row: list) -> RunHealth:
     status, score, label, last_step, last_wall_time, counts = row
     return RunHealth(status, score, label, last_step, last_wall_time, (counts[0], counts[1], counts[2]))
@@ -298,7 +305,10 @@ def write(
         "live": live,
         "runs": runs,
     }
-    raw = json.dumps(body, allow_nan=True).encode()
+    try:
+        raw = json.dumps(body, allow_nan=True, default=_number).encode()
+    except (TypeError, ValueError):
+        return False  # something that is not plain data: no index, never a failed load
     digest = hashlib.blake2b(raw, digest_size=16).digest()
 
     def write_to(f: Any) -> None:

@@ -151,6 +151,32 @@ def test_an_index_the_files_no_longer_justify_is_ignored_and_the_changed_run_jud
     assert _index(logdir) is not None  # written again for the files as they are now
 
 
+def test_a_run_appended_to_while_the_index_is_shown_is_judged_again_in_the_first_pass(logdir, monkeypatch):
+    _open(logdir)
+    held = _HeldReads(monkeypatch)
+    app = make_app(logdir, follow=False, clock=lambda: NOW)
+
+    async def scenario(app, pilot):
+        deadline = time.monotonic() + 30
+        while not held.names:  # the index is shown and the lazy read has begun
+            assert time.monotonic() < deadline, "nothing read"
+            await pilot.pause(0.02)
+        with open(next((logdir / "seed2").iterdir()), "ab") as f:  # seed2 trains on meanwhile
+            f.write(_records(300, 400))
+        held.release()
+        await settle(app, pilot)
+        assert app.loaded and app.runs["seed2"].last_step == 399
+        assert _rows(app)["seed2"][3] == 399
+
+    try:
+        drive(app, scenario, wait=False)
+    finally:
+        held.release()
+    expected = {r["run"]: r for r in _cold(logdir, monkeypatch)}
+    assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected
+    assert _index(logdir) is not None  # written again for the files as they are now
+
+
 @pytest.mark.parametrize(
     "change",
     [
