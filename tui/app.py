@@ -51,7 +51,7 @@ from tbtriage.tui.messages import (
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.screens.main import MainScreen
 from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with_valid_tag
-from tbtriage.tui.warm_open import ReadOrder, health_from_index, read_lazily
+from tbtriage.tui.warm_open import ReadOrder, health_from_index, read_lazily, start_index_read
 from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
@@ -152,6 +152,7 @@ class TriageApp(App[int]):
         self.read_order: ReadOrder | None = None  # a warm reopen's lazy read, while it runs
         self._user_chose_run = False  # until then the cursor goes to the worst run once all are analysed
         self.main_screen = MainScreen()
+        self._index_read = start_index_read(self)  # a warm reopen's health, read while Textual starts
 
     @property
     def runs(self) -> dict[str, Run]:
@@ -173,8 +174,8 @@ class TriageApp(App[int]):
                 markup=False,
             )
         self.push_screen(self.main_screen)
-        # The worker starts at once: a warm reopen's health index is read while the first frame is drawn; anything
-        # heavier waits for that frame (`_first_frame`), as reading would hold the GIL it needs.
+        # The worker starts at once: it posts a warm reopen's health (its index read since the app was made) for the
+        # first frames; anything heavier waits for the first frame (`_first_frame`): reading would hold the GIL.
         self.call_after_refresh(self._first_frame.set)
         self.load_logdir()
         self.set_interval(self.follow_seconds, self._follow_tick)
@@ -184,7 +185,7 @@ class TriageApp(App[int]):
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_logdir(self) -> None:
         worker = get_current_worker()
-        index = health_from_index(self)  # a warm reopen: every run's health at once, then its columns lazily
+        index = health_from_index(self, self._index_read)  # a warm reopen: every run's health, then its columns
         self._wait_for(self._cached_drawn if index is not None else self._first_frame, worker)
         if worker.is_cancelled or index is not None and read_lazily(self, worker, index):
             return

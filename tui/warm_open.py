@@ -1,8 +1,8 @@
 """A warm reopen: every run's health from the logdir's health index at once, then the columns read lazily.
 
 When `analysis.health_index` vouches for every run (the same runs, files, engine and config as when their verdicts
-were judged), the app shows each run's health from it before importing the engine or reading a column
-(`health_from_index`). The load worker then reads the runs one at a time (the UI thread gets the interpreter
+were judged), the app shows each run's health from it before importing the engine or reading a column (read on a
+thread of its own from the moment the app is made, `IndexRead`, and posted by the load worker, `health_from_index`). The load worker then reads the runs one at a time (the UI thread gets the interpreter
 between any two), the charted ones first (`ReadOrder`: the app names them as the view changes), each with its
 cached verdict checked against the files as read (`verdict_cache.lookup`); once every run is read the follower
 adopts those verdicts as its first pass (`Watcher.adopt`), as if it had judged them (`read_lazily`). If a verdict does
@@ -15,6 +15,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tbtriage.analysis import health_index
@@ -56,14 +57,36 @@ class ReadOrder:
             return name, False
 
 
-def health_from_index(app: TriageApp) -> Index | None:
-    """The logdir's health index when it holds (posted to the app at once), else None: no engine is imported."""
+class IndexRead(threading.Thread):
+    """Reads the logdir's health index on a thread of its own from the moment the app is made, while Textual
+    starts (its checks are mostly system calls, which let the interpreter go)."""
+
+    def __init__(self, app: TriageApp) -> None:
+        super().__init__(name="tbtriage-health-index", daemon=True)
+        self._logdir = Path(app.logdir_path)
+        self._config, self._now = app.config, app.clock()
+        self.index: Index | None = None
+        self.start()
+
+    def run(self) -> None:
+        self.index = health_index.read(self._logdir, self._config, self._now)
+
+
+def start_index_read(app: TriageApp) -> IndexRead | None:
+    """The health index's read, started; None where there is no index to read."""
     if app._analyzer is not None or not isinstance(app.logdir_path, os.PathLike):
         return None  # a stand-in analyzer's verdicts are not the engine's; a store's logdir has no index
-    index = health_index.read(app.logdir_path, app.config, app.clock())
-    if index is not None:
-        app.post_message(HealthIndexed(index.health, index.paths))
-    return index
+    return IndexRead(app)
+
+
+def health_from_index(app: TriageApp, reading: IndexRead | None) -> Index | None:
+    """The logdir's health index when it holds (posted to the app at once), else None: no engine is imported."""
+    if reading is None:
+        return None
+    reading.join()
+    if reading.index is not None:
+        app.post_message(HealthIndexed(reading.index.health, reading.index.paths))
+    return reading.index
 
 
 def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
