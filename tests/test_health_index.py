@@ -19,6 +19,7 @@ from tbtriage.analysis import health_index, verdict_cache
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.engine import run_report_dict
 from tbtriage.analysis.reader import RunReader
+from tbtriage.tui import warm_open
 from tbtriage.tui.app import make_app
 from tbtriage.tui.warm_open import ReadOrder
 from tests._app_data import drive, settle
@@ -78,10 +79,13 @@ class _HeldReads:
         self.gate.set()
 
 
-def test_a_warm_reopen_shows_every_runs_health_before_reading_any_column(logdir, monkeypatch):
+@pytest.mark.parametrize("inline", [True, False], ids=["small index, before the first frame", "large, on a thread"])
+def test_a_warm_reopen_shows_every_runs_health_before_reading_any_column(logdir, monkeypatch, inline):
     expected = {r["run"]: r for r in _cold(logdir, monkeypatch)}
     first = _open(logdir)
     assert _index(logdir) is not None  # the first pass left the index behind
+    if not inline:
+        monkeypatch.setattr(warm_open, "INLINE_INDEX_BYTES", 0)
     held = _HeldReads(monkeypatch)
     app = make_app(logdir, follow=False, clock=lambda: NOW)
 
@@ -92,6 +96,7 @@ def test_a_warm_reopen_shows_every_runs_health_before_reading_any_column(logdir,
             await pilot.pause(0.02)
         await pilot.pause()
         assert app.columns_read == set() and app.logdir is None  # nothing read: every column still on disk
+        assert app._index_read.inline is inline
         assert _rows(app) == first  # every row as the first session's first pass showed it, stalled seed1 included
         assert first["seed1"][0] == "warning"
         assert app.view.current_run == next(iter(app.store.rows(app.view, NOW)[0])).name  # the worst run, at once

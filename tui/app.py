@@ -31,6 +31,7 @@ import tbtriage
 from tbtriage.analysis.config import Config, load_config
 from tbtriage.analysis.datamodel import Run, RunReport
 from tbtriage.analysis.findings import finding_key
+from tbtriage.analysis.health_index import RunHealth
 from tbtriage.analysis.storage import is_url
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
 from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config, works_on
@@ -173,6 +174,10 @@ class TriageApp(App[int]):
                 severity="warning",
                 markup=False,
             )
+        reading = self._index_read
+        if reading is not None and reading.inline and reading.index is not None:  # read already: the first frame has it
+            reading.shown = True
+            self._show_health(reading.index.health, reading.index.paths)
         self.push_screen(self.main_screen)
         # The worker starts at once: it posts a warm reopen's health (its index read since the app was made) for the
         # first frames; anything heavier waits for the first frame (`_first_frame`): reading would hold the GIL.
@@ -319,14 +324,16 @@ class TriageApp(App[int]):
         """Every run's health from the index, before any is read. Not held back until the main screen is shown: it
         draws the store as it finds it. The worst run is chosen once this frame is drawn: the panes about it
         (findings, diagnosis) would hold it back."""
-        if not self.is_running:
-            return
-        self.store.health = dict(message.health)
-        for name, health in message.health.items():
+        if self.is_running:
+            self._show_health(message.health, message.paths)
+
+    def _show_health(self, health: dict[str, RunHealth], paths: dict[str, Path]) -> None:
+        self.store.health = dict(health)
+        for name, row in health.items():
             self.store.slots.slot(name)
-            run = Run(name, message.paths[name], last_step=health.last_step, last_wall_time=health.last_wall_time)
+            run = Run(name, paths[name], last_step=row.last_step, last_wall_time=row.last_wall_time)
             self.store.runs.setdefault(name, run)
-        self.progress = ("reading", 0, len(message.health)) if message.health else None
+        self.progress = ("reading", 0, len(health)) if health else None
         self._data_changed(None)
         self.call_after_refresh(self._health_drawn)
 

@@ -1,8 +1,8 @@
 """A warm reopen: every run's health from the logdir's health index at once, then the columns read lazily.
 
 When `analysis.health_index` vouches for every run (the same runs, files, engine and config as when their verdicts
-were judged), the app shows each run's health from it before importing the engine or reading a column (read on a
-thread of its own from the moment the app is made, `IndexRead`, and posted by the load worker, `health_from_index`). The load worker then reads the runs one at a time (the UI thread gets the interpreter
+were judged), the app shows each run's health from it before importing the engine or reading a column (read when
+the app is made, `IndexRead`: a small index at once, so the first frame shows it; a large one on a thread). The load worker then reads the runs one at a time (the UI thread gets the interpreter
 between any two), the charted ones first (`ReadOrder`: the app names them as the view changes), each with its
 cached verdict checked against the files as read (`verdict_cache.lookup`); once every run is read the follower
 adopts those verdicts as its first pass (`Watcher.adopt`), as if it had judged them (`read_lazily`). If a verdict does
@@ -57,34 +57,50 @@ class ReadOrder:
             return name, False
 
 
+#: An index up to this size (about 700 runs) is checked on the UI thread before the first frame, which then shows
+#: every run's health: ~0.2 ms a run. A larger one is checked on a thread while Textual starts (its checks are
+#: system calls, each of which hands the interpreter to the busy UI thread and waits to get it back: several times
+#: slower, but the first frame does not wait for it).
+INLINE_INDEX_BYTES = 512 * 1024
+
+
 class IndexRead(threading.Thread):
-    """Reads the logdir's health index on a thread of its own from the moment the app is made, while Textual
-    starts (its checks are mostly system calls, which let the interpreter go)."""
+    """Reads the logdir's health index from the moment the app is made: at once when it is small (`inline`), else
+    on a thread of its own while Textual starts."""
 
     def __init__(self, app: TriageApp) -> None:
         super().__init__(name="tbtriage-health-index", daemon=True)
         self._logdir = Path(app.logdir_path)
         self._config, self._now = app.config, app.clock()
         self.index: Index | None = None
-        self.start()
+        self.shown = False  # the app drew it before its first frame: nothing to post
+        try:
+            self.inline = os.stat(health_index.index_path(self._logdir)).st_size <= INLINE_INDEX_BYTES
+        except OSError:
+            self.inline = True  # no index: nothing to read
+        if self.inline:
+            self.run()
+        else:
+            self.start()
 
     def run(self) -> None:
         self.index = health_index.read(self._logdir, self._config, self._now)
 
 
 def start_index_read(app: TriageApp) -> IndexRead | None:
-    """The health index's read, started; None where there is no index to read."""
+    """The health index's read, started (or done); None where there is no index to read."""
     if app._analyzer is not None or not isinstance(app.logdir_path, os.PathLike):
         return None  # a stand-in analyzer's verdicts are not the engine's; a store's logdir has no index
     return IndexRead(app)
 
 
 def health_from_index(app: TriageApp, reading: IndexRead | None) -> Index | None:
-    """The logdir's health index when it holds (posted to the app at once), else None: no engine is imported."""
+    """The logdir's health index when it holds (posted to the app unless it drew it already), else None."""
     if reading is None:
         return None
-    reading.join()
-    if reading.index is not None:
+    if not reading.inline:
+        reading.join()
+    if reading.index is not None and not reading.shown:
         app.post_message(HealthIndexed(reading.index.health, reading.index.paths))
     return reading.index
 
