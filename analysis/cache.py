@@ -70,8 +70,9 @@ _CHECK_CHUNK = 8 << 20
 _MAX_HEADER = 1 << 30
 _DTYPES = {"i8": np.int64, "f8": np.float64}
 _SUFFIX = ".tbc"
-#: Every kind of entry the size cap counts: decoded columns, and the verdicts of `verdict_cache` beside them.
-ENTRY_SUFFIXES = (_SUFFIX, ".tbv")
+#: Every kind of entry the size cap counts: decoded columns, and beside them the verdicts of `verdict_cache` and
+#: the logdirs' health indexes of `health_index`.
+ENTRY_SUFFIXES = (_SUFFIX, ".tbv", ".tbh")
 #: A temporary entry older than this was left by a writer that died (a write takes seconds at most).
 _STALE_TMP_S = 3600
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .reader import escape_name, is_event_file
+from .names import escape_name, is_event_file
 
 
 def find_runs(logdir: Path, warnings: list[str] | None = None) -> dict[str, Path]:

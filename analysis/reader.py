@@ -19,33 +19,7 @@ from . import _kernel
 from .datamodel import HistogramSeries, Note, Run, Series, TextEntry
 from .decode import Batch, ScanResult, TagTable, choose_kernel, scan_file
 from .events import decode_record
-
-
-def is_event_file(name: str) -> bool:
-    """TensorBoard's rule: any file whose name contains 'tfevents'."""
-    return "tfevents" in name
-
-
-def escape_name(name: str) -> str:
-    """A file or directory name as text: bytes that are not UTF-8 (which Python carries as lone
-    surrogates, unprintable and unencodable) become `\\xNN`, so two names differing only in those
-    bytes stay two names, and every output (file, terminal, JSON) can write it."""
-    if name.isascii():
-        return name
-    try:
-        name.encode("utf-8")
-        return name
-    except UnicodeEncodeError:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def decode_name(raw: bytes) -> tuple[str, bool]:
-    """Tag bytes as text, and whether they were not valid UTF-8 (then escaped as `\\xNN`, see escape_name)."""
-    try:
-        return raw.decode("utf-8"), False
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "backslashreplace"), True
-
+from .names import decode_name, escape_name, is_event_file  # noqa: F401 - their home before `names`
 
 #: Bytes kept at each end of what was read from a file (its first records, and the last one read with
 #: its checksum), re-read each poll: a file rewritten in place differs there, even when it has the same

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -155,6 +155,22 @@ class Watcher:
             logdir=self.logdir,
         )
         self.twinned()
+        return self._news()
+
+    def adopt(self, reports: Mapping[str, RunReport], context: LogdirContext) -> list[Finding]:
+        """Take the verdict of every run of the logdir, each checked in `context` (the logdir's now) by the verdict
+        cache (`verdict_cache.lookup`) rather than judged here, as this follower's first pass (what `poll` would
+        have made of them); the next `poll` reads what was appended. Returns the findings, all new."""
+        newest = context.latest_wall_time if context.latest_wall_time is not None else 0.0
+        for name in self.logdir.runs:
+            self.reports[name] = reports[name]
+            self.judged_at[name] = newest
+        self.polls = max(self.polls, 1)
+        self.twinned()
+        return self._news()
+
+    def _news(self) -> list[Finding]:
+        """The shown findings not reported before, now marked as reported."""
         new: list[Finding] = []
         for report in self.shown.values():
             for finding in report.findings:

@@ -31,6 +31,7 @@ import tbtriage
 from tbtriage.analysis.config import Config, load_config
 from tbtriage.analysis.datamodel import Run, RunReport
 from tbtriage.analysis.findings import finding_key
+from tbtriage.analysis.health_index import RunHealth
 from tbtriage.analysis.storage import is_url
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
 from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config, works_on
@@ -38,17 +39,20 @@ from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
 from tbtriage.tui.commands import TriageCommands
 from tbtriage.tui.messages import (
     Exported,
+    HealthIndexed,
     LoadFailed,
     LogdirRead,
     PassDone,
     Progress,
     RunsAnalyzed,
     RunsDiscovered,
+    RunsRead,
     Throttle,
 )
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.screens.main import MainScreen
 from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with_valid_tag
+from tbtriage.tui.warm_open import ReadOrder, health_from_index, read_lazily, start_index_read
 from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
@@ -96,6 +100,7 @@ class TriageApp(App[int]):
     BINDINGS = bindings("app")
     COMMANDS = App.COMMANDS | {TriageCommands}
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE_COLUMNS, "-wide")]
+    pool_niceness = POOL_NICENESS
 
     view: reactive[ViewState] = reactive(ViewState, init=False)
     #: Bumped (coalesced, a few times a second at most) when runs or reports arrive.
@@ -139,9 +144,16 @@ class TriageApp(App[int]):
         self.load_error: str | None = None
         self.loaded = False
         self._refreshing = False
+        #: The load worker writes the health index after the first pass: no live pass may change the runs meanwhile.
+        self._indexing = False
         self._cached_drawn = threading.Event()  # the screen with the cached verdicts is drawn: the read may start
+        self._first_frame = threading.Event()  # the first frame is drawn: the load worker's heavy part may start
+        #: Runs whose columns were read so far (a warm reopen reads them lazily, the charted ones first).
+        self.columns_read: set[str] = set()
+        self.read_order: ReadOrder | None = None  # a warm reopen's lazy read, while it runs
         self._user_chose_run = False  # until then the cursor goes to the worst run once all are analysed
         self.main_screen = MainScreen()
+        self._index_read = start_index_read(self)  # a warm reopen's health, read while Textual starts
 
     @property
     def runs(self) -> dict[str, Run]:
@@ -162,18 +174,54 @@ class TriageApp(App[int]):
                 severity="warning",
                 markup=False,
             )
+        reading = self._index_read
+        if reading is not None and reading.inline and reading.index is not None:  # read already: the first frame has it
+            reading.shown = True
+            self._show_health(reading.index.health, reading.index.paths)
         self.push_screen(self.main_screen)
-        self.call_after_refresh(self.load_logdir)  # the first frame first: reading would hold the GIL it needs
+        # The worker starts at once: it posts a warm reopen's health (its index read since the app was made) for the
+        # first frames; anything heavier waits for the first frame (`_first_frame`): reading would hold the GIL.
+        self.call_after_refresh(self._first_frame.set)
+        self.load_logdir()
         self.set_interval(self.follow_seconds, self._follow_tick)
 
     # Workers (thread) -------------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_logdir(self) -> None:
+        worker = get_current_worker()
+        index = health_from_index(self, self._index_read)  # a warm reopen: every run's health, then its columns
+        self._wait_for(self._cached_drawn if index is not None else self._first_frame, worker)
+        if worker.is_cancelled or index is not None and read_lazily(self, worker, index):
+            return
+        if index is not None:
+            self.post_message(HealthIndexed({}, {}))  # the logdir changed under the index: its health goes
+        self._indexing = True
+        try:
+            self._read_and_judge(worker)
+            if not worker.is_cancelled:
+                self.write_health_index()
+        finally:
+            self._indexing = False
+
+    def _wait_for(self, drawn: threading.Event, worker: Worker) -> None:
+        """Until `drawn` is set (the frame the user waits for), or the worker is cancelled."""
+        while not drawn.wait(0.05) and not worker.is_cancelled:
+            pass
+
+    def write_health_index(self) -> None:
+        """After a pass that judged every run: the health index a warm reopen draws its first screen from."""
+        from tbtriage.analysis import health_index
+
+        watcher = self.watcher
+        if watcher is not None and self._analyzer is None and isinstance(self.logdir_path, Path):
+            health_index.write(watcher.logdir, watcher.shown, watcher.reports, self.config, self.clock())
+
+    def _read_and_judge(self, worker: Worker) -> None:
+        """Read every run, then judge it (from the verdict cache where it holds) in the follower's first pass."""
         from tbtriage.analysis.discover import find_runs
         from tbtriage.analysis.watch import RECHECK_SILENT_S, Watcher, engine_analyzer
 
-        worker = get_current_worker()
         warnings: list[str] = []
         total = 0
         if isinstance(self.logdir_path, Path) and self.logdir_path.is_dir():  # a store URL is listed by the load
@@ -187,6 +235,7 @@ class TriageApp(App[int]):
         def run_read(name: str, run: Run) -> None:
             nonlocal read
             read += 1
+            self.columns_read.add(name)
             if read < total and throttle.ready():  # the last one is announced by LogdirRead
                 self.post_message(Progress("reading", read, total))
 
@@ -270,6 +319,46 @@ class TriageApp(App[int]):
 
     def _data_changed(self, runs: frozenset[str] | None) -> None:
         self.data = DataChange(self.data.version + 1, runs)
+
+    def on_health_indexed(self, message: HealthIndexed) -> None:
+        """Every run's health from the index, before any is read. Not held back until the main screen is shown: it
+        draws the store as it finds it. The worst run is chosen once this frame is drawn: the panes about it
+        (findings, diagnosis) would hold it back."""
+        if self.is_running:
+            self._show_health(message.health, message.paths)
+
+    def _show_health(self, health: dict[str, RunHealth], paths: dict[str, Path]) -> None:
+        self.store.health = dict(health)
+        for name, row in health.items():
+            self.store.slots.slot(name)
+            run = Run(name, paths[name], last_step=row.last_step, last_wall_time=row.last_wall_time)
+            self.store.runs.setdefault(name, run)
+        self.progress = ("reading", 0, len(health)) if health else None
+        self._data_changed(None)
+        self.call_after_refresh(self._health_drawn)
+
+    def _health_drawn(self) -> None:
+        """The frame with every run's health is drawn: the worst run goes under the cursor (its panes follow in
+        the next frames), then the load worker may go on."""
+        if self.view.current_run is None and not self._user_chose_run:
+            rows, _ = self.store.rows(self.view, self.clock())
+            if rows:
+                self.view = choose_run(self.view, self.store, rows[0].name)
+        self._cached_drawn.set()
+
+    def on_runs_read(self, message: RunsRead) -> None:
+        """Runs read lazily: their points (charts, tags) and the verdicts that need no twins."""
+        if not self.is_running:
+            return
+        self.store.runs.update(message.runs)
+        for report in message.reports:
+            self.store.reports[report.name] = report
+        self.progress = ("reading", message.done, message.total)
+        self._adopt_runs(frozenset(message.runs))
+
+    def watch_view(self, view: ViewState) -> None:
+        if self.read_order is not None:  # a lazy read is on: what is charted is read next
+            self.read_order.want(self.store.charted_runs(view))
 
     @_while_shown
     def on_runs_discovered(self, message: RunsDiscovered) -> None:
@@ -375,7 +464,7 @@ class TriageApp(App[int]):
 
     def _start_refresh(self) -> None:
         """Read what was appended, unless a pass is running (passes never overlap) or loading isn't done."""
-        if self.loaded and self.watcher is not None and not self._refreshing:
+        if self.loaded and self.watcher is not None and not self._refreshing and not self._indexing:
             self._refreshing = True
             self.refresh_logdir()
 

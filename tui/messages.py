@@ -14,7 +14,7 @@ from pathlib import Path
 
 from textual.message import Message
 
-from tbtriage.analysis.datamodel import Finding, RunReport
+from tbtriage.analysis.datamodel import Finding, Run, RunReport
 
 
 class RunsDiscovered(Message):
@@ -32,6 +32,28 @@ class LogdirRead(Message):
     def __init__(self, logdir) -> None:
         super().__init__()
         self.logdir = logdir
+
+
+class HealthIndexed(Message):
+    """A warm reopen: every run's health from the logdir's health index (`analysis.health_index`), which still
+    holds for the files as they are; no run is read or judged yet."""
+
+    def __init__(self, health: dict, paths: dict[str, Path]) -> None:
+        super().__init__()
+        self.health = health  # run name -> RunHealth, in the logdir's run order
+        self.paths = paths  # run name -> its directory
+
+
+class RunsRead(Message):
+    """Some runs' columns were read on a warm reopen (the charted ones first), with the cached verdicts of those
+    whose verdict twins cannot change (the others wait for the whole logdir: `LogdirRead`)."""
+
+    def __init__(self, runs: dict[str, Run], reports: list[RunReport], done: int, total: int) -> None:
+        super().__init__()
+        self.runs = runs
+        self.reports = reports
+        self.done = done
+        self.total = total
 
 
 class RunsAnalyzed(Message):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tbtriage.analysis.datamodel import Finding, Run, RunReport
-from tbtriage.analysis.findings import worst as worst_finding
+from tbtriage.analysis.datamodel import Run, RunReport
+from tbtriage.analysis.health_index import RunHealth, verdict_status
 
 #: A run whose last event is younger than this is marked live. PyTorch's and tensorboardX's
 #: SummaryWriter flush every 120 s by default, so a training run's file grows at least that
@@ -39,22 +39,21 @@ class RunRow(NamedTuple):
     live: bool
 
 
-def finding_label(finding: Finding) -> str:
-    return finding.kind if finding.step is None else f"{finding.kind}@{finding.step}"
-
-
-def run_row(run: Run, report: RunReport | None, now: float) -> RunRow:
+def run_row(run: Run, report: RunReport | None, now: float, health: RunHealth | None = None) -> RunRow:
+    """The row of `run`: from its verdict, else from its `health` as a warm reopen's index recorded it (its
+    verdict not loaded yet), else pending."""
     age = None if run.last_wall_time is None else max(now - run.last_wall_time, 0.0)
-    worst = worst_finding(report.findings) if report is not None else None
-    if report is None:
-        status = "pending"
+    if report is not None:
+        (status, worst), score = verdict_status(report.findings), report.health.score
+    elif health is not None:
+        status, worst, score = health.status, health.worst, health.score
     else:
-        status = worst.severity if worst is not None else "ok"
+        status, worst, score = "pending", "", None
     return RunRow(
         name=run.name,
         status=status,
-        health=report.health.score if report is not None else None,
-        worst=finding_label(worst) if worst is not None else "",
+        health=score,
+        worst=worst,
         last_step=run.last_step,
         age=age,
         live=age is not None and age < LIVE_SECONDS,

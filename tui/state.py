@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tbtriage.analysis.axes import series_step
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
+from tbtriage.analysis.health_index import RunHealth
 from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.analysis.run_filter import RunScalars
 from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
@@ -61,6 +62,9 @@ class RunStore:
     config: Config
     runs: dict[str, Run] = field(default_factory=dict)
     reports: dict[str, RunReport] = field(default_factory=dict)
+    #: Each run's health as a warm reopen's index recorded it (`analysis.health_index`): the runs table shows it
+    #: until the run's verdict is loaded (a verdict in `reports` always wins).
+    health: dict[str, RunHealth] = field(default_factory=dict)
     slots: SlotBook = field(default_factory=SlotBook)  # each run keeps its colour for the session
     new_findings: set[tuple] = field(default_factory=set)  # appeared in the latest live pass, highlighted once
 
@@ -74,7 +78,8 @@ class RunStore:
     def rows(self, view: ViewState, now: float) -> tuple[list[RunRow], str | None]:
         """The runs table's rows as the view filters and sorts them (a `top N by` filter's rank wins over the
         sort), and the filter's error (None: valid)."""
-        rows = [run_row(run, self.reports.get(name), now) for name, run in self.runs.items()]
+        health = self.health
+        rows = [run_row(run, self.reports.get(name), now, health.get(name)) for name, run in self.runs.items()]
         rows, error, ranked = value_filter(rows, view.run_filter, lambda row: row.name, self.scalars_of)
         return (rows if ranked else sort_rows(rows, view.sort_key)), error
 

@@ -111,15 +111,18 @@ class DiagnosisPane(VerticalScroll):
 
     def show_report(self, report: RunReport | None) -> None:
         """Explain `report`'s findings (None: the run is still being analysed)."""
-        from tbtriage.analysis.render_markdown import run_markdown  # not on the way to the first frame
-
         rule_based = self._rule_based()
         if not rule_based.is_mounted:  # an update before its own mount would be overwritten by it
             self.call_after_refresh(self.show_report, report)
             return
         changed_run = report is None or self.report is None or report.name != self.report.name
         self.report = report
-        text = "Analysing this run…" if report is None else multiline(run_markdown(report))
+        if report is None:
+            text = "Analysing this run…"
+        else:
+            from tbtriage.analysis.render_markdown import run_markdown  # not on the way to the first frame
+
+            text = multiline(run_markdown(report))
         if text != self._markdown:  # re-parsing Markdown re-mounts its blocks: skip it when nothing changed
             self._markdown = text
             if not update_in_place(rule_based, text):

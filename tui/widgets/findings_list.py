@@ -9,8 +9,9 @@ from textual.widgets.option_list import Option
 
 from tbtriage.analysis.datamodel import Finding
 from tbtriage.analysis.findings import finding_key, finding_order
+from tbtriage.analysis.health_index import finding_label
 from tbtriage.tui.bindings import bindings
-from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, finding_label
+from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS
 from tbtriage.tui.safe_text import plain
 
 

@@ -1,0 +1,172 @@
+"""A warm reopen: every run's health from the logdir's health index at once, then the columns read lazily.
+
+When `analysis.health_index` vouches for every run (the same runs, files, engine and config as when their verdicts
+were judged), the app shows each run's health from it before importing the engine or reading a column (read when
+the app is made, `IndexRead`: a small index at once, so the first frame shows it; a large one on a thread). The load worker then reads the runs one at a time (the UI thread gets the interpreter
+between any two), the charted ones first (`ReadOrder`: the app names them as the view changes), each with its
+cached verdict checked against the files as read (`verdict_cache.lookup`); once every run is read the follower
+adopts those verdicts as its first pass (`Watcher.adopt`), as if it had judged them (`read_lazily`). If a verdict does
+not hold after all (a file changed since the index was read), the follower's first pass judges it as on any open.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tbtriage.analysis import health_index
+from tbtriage.tui.messages import HealthIndexed, LogdirRead, PassDone, Progress, RunsAnalyzed, RunsRead, Throttle
+
+if TYPE_CHECKING:
+    from textual.worker import Worker
+
+    from tbtriage.analysis.health_index import Index
+    from tbtriage.tui.app import TriageApp
+
+
+class ReadOrder:
+    """The runs still to read, in order, with the ones the user is looking at moved to the front (thread-safe: the
+    UI thread asks for runs, the load worker takes them)."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._lock = threading.Lock()
+        self._todo = dict.fromkeys(names)  # insertion-ordered: the logdir's order
+        self._wanted: deque[str] = deque()
+
+    def want(self, names: Iterable[str]) -> None:
+        """Read these runs next (those still unread), before any other."""
+        with self._lock:
+            self._wanted.extendleft(reversed([n for n in names if n in self._todo]))
+
+    def take(self) -> tuple[str, bool] | None:
+        """The next run to read, and whether it was asked for; None when every run is taken."""
+        with self._lock:
+            while self._wanted:
+                name = self._wanted.popleft()
+                if name in self._todo:
+                    del self._todo[name]
+                    return name, True
+            if not self._todo:
+                return None
+            name = next(iter(self._todo))
+            del self._todo[name]
+            return name, False
+
+
+#: An index up to this size (about 700 runs) is checked on the UI thread before the first frame, which then shows
+#: every run's health: ~0.2 ms a run. A larger one is checked on a thread while Textual starts (its checks are
+#: system calls, each of which hands the interpreter to the busy UI thread and waits to get it back: several times
+#: slower, but the first frame does not wait for it).
+INLINE_INDEX_BYTES = 512 * 1024
+
+
+class IndexRead(threading.Thread):
+    """Reads the logdir's health index from the moment the app is made: at once when it is small (`inline`), else
+    on a thread of its own while Textual starts."""
+
+    def __init__(self, app: TriageApp) -> None:
+        super().__init__(name="tbtriage-health-index", daemon=True)
+        self._logdir = Path(app.logdir_path)
+        self._config, self._now = app.config, app.clock()
+        self.index: Index | None = None
+        self.shown = False  # the app drew it before its first frame: nothing to post
+        try:
+            self.inline = os.stat(health_index.index_path(self._logdir)).st_size <= INLINE_INDEX_BYTES
+        except OSError:
+            self.inline = True  # no index: nothing to read
+        if self.inline:
+            self.run()
+        else:
+            self.start()
+
+    def run(self) -> None:
+        self.index = health_index.read(self._logdir, self._config, self._now)
+
+
+def start_index_read(app: TriageApp) -> IndexRead | None:
+    """The health index's read, started (or done); None where there is no index to read."""
+    if app._analyzer is not None or not isinstance(app.logdir_path, os.PathLike):
+        return None  # a stand-in analyzer's verdicts are not the engine's; a store's logdir has no index
+    return IndexRead(app)
+
+
+def health_from_index(app: TriageApp, reading: IndexRead | None) -> Index | None:
+    """The logdir's health index when it holds (posted to the app unless it drew it already), else None."""
+    if reading is None:
+        return None
+    if not reading.inline:
+        reading.join()
+    if reading.index is not None and not reading.shown:
+        app.post_message(HealthIndexed(reading.index.health, reading.index.paths))
+    return reading.index
+
+
+def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
+    """Read every run (the ones the user looks at first) and take its cached verdict, then hand the whole to the
+    follower; False when the logdir no longer lists the runs the index holds (then nothing was read)."""
+    from tbtriage.analysis import cache, verdict_cache
+    from tbtriage.analysis.decode import choose_kernel
+    from tbtriage.analysis.engine import context_from_spans
+    from tbtriage.analysis.logdir import LogdirError, open_logdir
+    from tbtriage.analysis.watch import RECHECK_SILENT_S, Watcher, engine_analyzer
+
+    try:
+        logdir = open_logdir(app.logdir_path)
+        logdir.find()
+    except (LogdirError, OSError):
+        return False
+    if list(logdir.runs) != list(index.health):
+        return False
+    context = context_from_spans(index.spans, logdir.runs, app.clock())
+    order = app.read_order = ReadOrder(logdir.runs)
+    order.want(app.store.charted_runs(app.view))
+    cancel = lambda: worker.is_cancelled  # noqa: E731 - the reader polls it between chunks
+    reports, runs, shown = {}, {}, []
+    throttle = Throttle()
+    total, missed = len(logdir.runs), False
+    while (taken := order.take()) is not None:
+        if worker.is_cancelled:
+            return True
+        name, wanted = taken
+        reader = logdir._readers[name]
+        reader.read(choose_kernel(reader.pending_bytes(), logdir.kernel), cancel)
+        app.columns_read.add(name)
+        report = None if missed else verdict_cache.lookup(logdir, name, context, app.config)
+        missed = missed or report is None
+        runs[name] = logdir.runs[name]
+        if report is not None:
+            reports[name] = report
+            if name not in index.twinned:  # its twins change nothing: the engine's verdict is the one shown
+                shown.append(report)
+        if wanted or throttle.ready():  # the run the user looks at at once, the others a few times a second
+            app.post_message(RunsRead(dict(runs), list(shown), len(app.columns_read), total))
+            runs.clear()
+            shown.clear()
+    if runs:
+        app.post_message(RunsRead(dict(runs), list(shown), total, total))
+    if worker.is_cancelled:
+        return True
+    app.read_order = None
+    app.post_message(LogdirRead(logdir))
+    analyzer = app._analyzer or engine_analyzer(app.config)
+    silent_s = RECHECK_SILENT_S if app.recheck_silent_s is None else app.recheck_silent_s
+    app.watcher = Watcher(logdir, analyzer, clock=app.clock, recheck_silent_s=silent_s, niceness=app.pool_niceness)
+    if missed:  # a file changed since the index was read: the first pass judges what no longer holds
+        app.post_message(Progress("analysing", 0, total))
+        app._indexing = True
+        try:
+            app._follow_pass(worker)
+            if not worker.is_cancelled:
+                app.write_health_index()
+        finally:
+            app._indexing = False
+        return True
+    cache.touch(health_index.index_path(app.logdir_path))  # used: the last the size cap evicts
+    new = app.watcher.adopt(reports, context)
+    app.post_message(RunsAnalyzed(list(app.watcher.shown.values()), total, total))
+    app.post_message(PassDone(new, True))
+    return True
