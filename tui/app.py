@@ -52,6 +52,7 @@ from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with
 from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
+    from tbtriage.analysis.spill import Spill
     from tbtriage.analysis.watch import RunAnalyzer, Watcher
 
 # Only what the first screen needs is imported here: the reader (and its protobufs), the engine and its
@@ -115,6 +116,7 @@ class TriageApp(App[int]):
         recheck_silent_s: float | None,
         loader: Callable[..., Any],
         analyzer: RunAnalyzer | None,
+        spill: Spill | None = None,
     ) -> None:
         self.keymap, self.unknown_keys = keymap_from_config(config.keys)
         # Read by App.__init__ when it binds the palette, so a remap must be in place first.
@@ -131,6 +133,7 @@ class TriageApp(App[int]):
         self.recheck_silent_s = recheck_silent_s
         self._loader = loader
         self._analyzer = analyzer
+        self.spill = spill  # where the loader keeps columns the cache does not map; removed when the app ends
         self.set_reactive(TriageApp.follow, follow)
         self.store = RunStore(config)
         self.logdir: Any = None
@@ -165,6 +168,10 @@ class TriageApp(App[int]):
         self.push_screen(self.main_screen)
         self.call_after_refresh(self.load_logdir)  # the first frame first: reading would hold the GIL it needs
         self.set_interval(self.follow_seconds, self._follow_tick)
+
+    def on_unmount(self) -> None:
+        if self.spill is not None:
+            self.spill.close()
 
     # Workers (thread) -------------------------------------------------------------------------
 
@@ -546,6 +553,11 @@ def make_app(
     chosen = theme or config.theme or (NO_COLOR_THEME if "NO_COLOR" in os.environ else DEFAULT_THEME)
     if chosen not in THEME_ORDER:
         raise ValueError(f"unknown theme {chosen!r} (choose from {', '.join(THEME_ORDER)})")
+    # Columns the decoded-column cache does not map (`--no-cache`, points appended while following) are moved
+    # to a private temporary spill and mapped back: the app holds a logdir larger than memory either way.
+    from tbtriage.analysis.spill import Spill
+
+    spill = Spill() if loader is None else None
     return TriageApp(
         str(logdir) if is_url(str(logdir)) else Path(logdir),
         theme=chosen,
@@ -555,6 +567,7 @@ def make_app(
         clock=clock,
         follow_seconds=follow_seconds,
         recheck_silent_s=recheck_silent_s,
-        loader=loader or functools.partial(tbtriage.load, storage_options=storage_options),
+        loader=loader or functools.partial(tbtriage.load, storage_options=storage_options, spill=spill),
         analyzer=analyzer,  # None: the engine's, made when the logdir is read
+        spill=spill,
     )
