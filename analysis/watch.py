@@ -140,6 +140,9 @@ class Watcher:
         due = sorted(self._due(changed, newest))
 
         def judged(report: RunReport, done: int, total: int) -> None:
+            # Its pages go once it is judged: caching the verdict (`verdict_cache.store`) reads the run again after
+            # the analysis let go of it, and a first open with the cache kept most of a 10 GB logdir resident.
+            release(self.logdir.runs.get(report.name, report.run))
             self.reports[report.name] = report
             self.judged_at[report.name] = newest
             if on_report is not None:

@@ -183,3 +183,15 @@ def test_a_warm_poll_leaves_no_wall_times_resident_and_reads_spans_of_unchanged_
     monkeypatch.setattr("tbtriage.analysis.watch.scalar_span", lambda run: calls.append(run.name))
     watcher.poll()
     assert calls == []  # nothing changed: no run's wall times read again
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_a_first_poll_with_the_cache_leaves_no_columns_resident(tmp_path):
+    # Each verdict is cached after its run was judged and let go of, and caching it reads the run again.
+    for seed in range(3):
+        write_pytorch_run(tmp_path / "logdir" / f"seed{seed}", n=20_000, seed=seed)
+    logdir = tbtriage.load(tmp_path / "logdir")  # read cold, columns mapped from the entries just written
+    Watcher(logdir, engine_analyzer(Config()), clock=lambda: 1.7e9).poll()
+    columns = [c for run in logdir.runs.values() for s in run.scalars.values() for c in (s.wall_times, s.values)]
+    assert columns and all(is_mapped(c) for c in columns)
+    assert [_resident_kb(c) for c in columns] == [0] * len(columns)
