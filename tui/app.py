@@ -18,12 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -37,6 +38,7 @@ from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption
 from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
 from tbtriage.tui.commands import TriageCommands
 from tbtriage.tui.messages import (
+    COALESCE_S,
     Exported,
     LoadFailed,
     LogdirRead,
@@ -69,6 +71,9 @@ CACHED_DRAW_WAIT_S = 1.0
 #: The analysis pool's workers run this much nicer than the app (`os.nice`): on a machine whose cores they
 #: fill, the UI thread still gets one the moment a key arrives; idle cores are still all theirs.
 POOL_NICENESS = 10
+
+#: No change of the data is waiting to be announced (`TriageApp._data_changed`).
+_NOTHING = object()
 
 #: From this many columns up the main screen shows every pane; below it, the Diagnosis pane folds away.
 WIDE_COLUMNS = 110
@@ -145,6 +150,9 @@ class TriageApp(App[int]):
         self._cached_drawn = threading.Event()  # the screen with the cached verdicts is drawn: the read may start
         self._user_chose_run = False  # until then the cursor goes to the worst run once all are analysed
         self.main_screen = MainScreen()
+        self._pending_change: object = _NOTHING  # runs changed since `data` was last announced (`_data_changed`)
+        self._last_announced = float("-inf")  # time.monotonic() of that announcement
+        self._announce_timer: Timer | None = None
 
     @property
     def runs(self) -> dict[str, Run]:
@@ -275,8 +283,33 @@ class TriageApp(App[int]):
 
     # Worker messages -> state -----------------------------------------------------------------
 
-    def _data_changed(self, runs: frozenset[str] | None) -> None:
-        self.data = DataChange(self.data.version + 1, runs)
+    def _data_changed(self, runs: frozenset[str] | None, at_once: bool = False) -> None:
+        """Tell the screens (`data`) that `runs` changed (None: any run may have), at most once per `COALESCE_S`:
+        each announcement rebuilds the runs table's rows (every run's, sorted), and the workers' messages of every
+        kind (names, progress, verdicts, passes) each asked for one. What arrives in between is merged and announced
+        together when the interval is up; `at_once` announces now (the end of a pass: the final state)."""
+        pending = self._pending_change
+        if pending is _NOTHING:
+            self._pending_change = runs
+        elif pending is None or runs is None:
+            self._pending_change = None
+        else:
+            self._pending_change = cast("frozenset[str]", pending) | runs
+        wait = self._last_announced + COALESCE_S - time.monotonic()
+        if at_once or wait <= 0:
+            self._announce_change()
+        elif self._announce_timer is None:
+            self._announce_timer = self.set_timer(wait, self._announce_change)
+
+    def _announce_change(self) -> None:
+        if self._announce_timer is not None:
+            self._announce_timer.stop()
+            self._announce_timer = None
+        runs, self._pending_change = self._pending_change, _NOTHING
+        if runs is _NOTHING or not (self.is_running and self.main_screen.is_mounted):
+            return
+        self._last_announced = time.monotonic()
+        self.data = DataChange(self.data.version + 1, cast("frozenset[str] | None", runs))
 
     @_while_shown
     def on_runs_discovered(self, message: RunsDiscovered) -> None:
@@ -297,7 +330,7 @@ class TriageApp(App[int]):
         self.progress = ("analysing", 0, len(message.logdir.runs))
         for warning in getattr(message.logdir, "warnings", []):
             self.notify(plain(warning), severity="warning", markup=False)
-        self._adopt_runs(None)
+        self._adopt_runs(None, at_once=True)  # a milestone, once per load: shown now
 
     @_while_shown
     def on_progress(self, message: Progress) -> None:
@@ -336,14 +369,14 @@ class TriageApp(App[int]):
                         severity="error" if finding.severity == "critical" else "warning",
                         markup=False,
                     )
-        self._data_changed(frozenset(highlighted | {f.run for f in message.new}))
+        self._data_changed(frozenset(highlighted | {f.run for f in message.new}), at_once=True)
 
     @_while_shown
     def on_load_failed(self, message: LoadFailed) -> None:
         self.progress = None
         self.load_error = message.message
         self.notify(message.message, title="Cannot read the logdir", severity="error", markup=False)
-        self._data_changed(frozenset())
+        self._data_changed(frozenset(), at_once=True)
 
     @_while_shown
     def on_exported(self, message: Exported) -> None:
@@ -364,7 +397,7 @@ class TriageApp(App[int]):
         if event.worker.group == "load" and event.state == WorkerState.ERROR:
             self.post_message(LoadFailed(plain(str(event.worker.error))))
 
-    def _adopt_runs(self, changed: frozenset[str] | None) -> None:
+    def _adopt_runs(self, changed: frozenset[str] | None, at_once: bool = False) -> None:
         """Take the logdir's runs (new ones included) into the store; pick a run and tag if none yet."""
         if self.logdir is not None:
             for name in self.logdir.runs:
@@ -374,7 +407,7 @@ class TriageApp(App[int]):
         if view.current_run is None and self.store.runs:
             view = replace(view, current_run=next(iter(self.store.runs)))
         self.view = with_valid_tag(view, self.store)
-        self._data_changed(changed)
+        self._data_changed(changed, at_once)
 
     def _follow_tick(self) -> None:
         if self.follow:

@@ -43,22 +43,23 @@ def finding_label(finding: Finding) -> str:
     return finding.kind if finding.step is None else f"{finding.kind}@{finding.step}"
 
 
-def run_row(run: Run, report: RunReport | None, now: float) -> RunRow:
-    age = None if run.last_wall_time is None else max(now - run.last_wall_time, 0.0)
-    worst = worst_finding(report.findings) if report is not None else None
+def verdict_cells(report: RunReport | None) -> tuple[str, int | None, str]:
+    """What a run's row shows of its verdict: (status, health score, worst finding's label); pending without one."""
     if report is None:
-        status = "pending"
-    else:
-        status = worst.severity if worst is not None else "ok"
-    return RunRow(
-        name=run.name,
-        status=status,
-        health=report.health.score if report is not None else None,
-        worst=finding_label(worst) if worst is not None else "",
-        last_step=run.last_step,
-        age=age,
-        live=age is not None and age < LIVE_SECONDS,
-    )
+        return "pending", None, ""
+    worst = worst_finding(report.findings)
+    if worst is None:
+        return "ok", report.health.score, ""
+    return worst.severity, report.health.score, finding_label(worst)
+
+
+def run_row(
+    run: Run, report: RunReport | None, now: float, verdict: tuple[str, int | None, str] | None = None
+) -> RunRow:
+    """`verdict` is `verdict_cells(report)` when the caller kept it (it changes only with the report)."""
+    status, health, worst = verdict_cells(report) if verdict is None else verdict
+    age = None if run.last_wall_time is None else max(now - run.last_wall_time, 0.0)
+    return RunRow(run.name, status, health, worst, run.last_step, age, age is not None and age < LIVE_SECONDS)
 
 
 def sort_rows(rows: list[RunRow], key: str) -> list[RunRow]:

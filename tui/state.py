@@ -20,7 +20,7 @@ from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.analysis.run_filter import RunScalars
 from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
 from tbtriage.tui.regex_filter import value_filter
-from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows
+from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows, verdict_cells
 from tbtriage.tui.widgets.series_style import SlotBook
 
 #: A finding-jump shows the finding's step range plus this fraction of the run on each side (at least
@@ -63,6 +63,11 @@ class RunStore:
     reports: dict[str, RunReport] = field(default_factory=dict)
     slots: SlotBook = field(default_factory=SlotBook)  # each run keeps its colour for the session
     new_findings: set[tuple] = field(default_factory=set)  # appeared in the latest live pass, highlighted once
+    #: run -> (the report its row's verdict cells were worked out from, those cells): rows are built for every run
+    #: several times a second while thousands load, and a report changes far less often.
+    _verdicts: dict[str, tuple[RunReport | None, tuple[str, int | None, str]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def roles_of(self, name: str) -> dict[str, str | None]:
         report = self.reports.get(name)
@@ -74,9 +79,16 @@ class RunStore:
     def rows(self, view: ViewState, now: float) -> tuple[list[RunRow], str | None]:
         """The runs table's rows as the view filters and sorts them (a `top N by` filter's rank wins over the
         sort), and the filter's error (None: valid)."""
-        rows = [run_row(run, self.reports.get(name), now) for name, run in self.runs.items()]
+        rows = [run_row(run, None, now, self._verdict_of(name)) for name, run in self.runs.items()]
         rows, error, ranked = value_filter(rows, view.run_filter, lambda row: row.name, self.scalars_of)
         return (rows if ranked else sort_rows(rows, view.sort_key)), error
+
+    def _verdict_of(self, name: str) -> tuple[str, int | None, str]:
+        report = self.reports.get(name)
+        known = self._verdicts.get(name)
+        if known is None or known[0] is not report:
+            known = self._verdicts[name] = (report, verdict_cells(report))
+        return known[1]
 
     def scalars_of(self, name: str) -> RunScalars:
         """What a value filter reads of run `name`: its analysis, or until then what has been read so far."""
