@@ -19,10 +19,14 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .datamodel import Series
+
+if TYPE_CHECKING:
+    from .reader import RunReader
 
 #: The dtypes of a series' three columns, in the order a spill file holds them.
 DTYPES = (np.int64, np.float64, np.float64)
@@ -65,7 +69,7 @@ def map_columns(path: str | os.PathLike[str], lengths: Sequence[int]) -> list[Co
 
 def is_mapped(column: np.ndarray) -> bool:
     """Whether `column` views a mapped file (a spill file or a cache entry) rather than memory of its own."""
-    base = column
+    base: object = column
     while isinstance(base, np.ndarray):
         base = base.base
     return isinstance(base, memoryview)
@@ -80,13 +84,13 @@ class Spill:
         self.batch_bytes = batch_bytes
         self.directory: str | None = None  # made on the first write
         self.files = 0  # spill files written (each mapped, then unlinked)
-        self._pending: dict[int, object] = {}  # id -> reader, in the order added
+        self._pending: dict[int, RunReader] = {}  # id -> reader, in the order added
         self._pending_bytes = 0
         self._lock = threading.Lock()
         self._closed = False
         self._finalizer: weakref.finalize | None = None
 
-    def add(self, reader) -> None:
+    def add(self, reader: RunReader) -> None:
         """Move `reader`'s columns held in memory to the spill (with the next batch)."""
         nbytes = sum(24 * len(col.steps) for col in reader._cols.values() if not is_mapped(col.values))
         if not nbytes:
@@ -119,7 +123,7 @@ class Spill:
         cols = [
             (reader, tag, col)
             for reader in readers
-            for tag, col in reader._cols.items()  # type: ignore[attr-defined]
+            for tag, col in reader._cols.items()
             if len(col.steps) and not col.new and not is_mapped(col.values)
         ]
         if not cols:
@@ -133,9 +137,9 @@ class Spill:
 
         allowed: dict[str, bool] = {}
         for reader in readers:
-            where = str(reader.logdir)  # type: ignore[attr-defined]
+            where = str(reader.logdir)
             if where not in allowed:
-                allowed[where] = reader.storage.objects or refuse_output(path, where) is None  # type: ignore[attr-defined]
+                allowed[where] = reader.storage.objects or refuse_output(path, where) is None
         cols = [c for c in cols if allowed[str(c[0].logdir)]]
         if not cols:
             return
