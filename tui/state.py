@@ -68,6 +68,13 @@ class RunStore:
     _verdicts: dict[str, tuple[RunReport | None, tuple[str, int | None, str]]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    #: run -> (its row, the verdict cells, step, wall time and clock it was built from): `rows` builds a row again
+    #: only when one of these changed, the clock by a second or more (ages are shown in whole seconds).
+    _rows: dict[str, tuple[RunRow, tuple, int | None, float | None, float]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    #: (the runs' names as last seen, the same sorted): sorted again only when runs come or go.
+    _by_name: tuple[tuple[str, ...], list[str]] = field(default=((), []), repr=False, compare=False)
 
     def roles_of(self, name: str) -> dict[str, str | None]:
         report = self.reports.get(name)
@@ -79,9 +86,31 @@ class RunStore:
     def rows(self, view: ViewState, now: float) -> tuple[list[RunRow], str | None]:
         """The runs table's rows as the view filters and sorts them (a `top N by` filter's rank wins over the
         sort), and the filter's error (None: valid)."""
-        rows = [run_row(run, None, now, self._verdict_of(name)) for name, run in self.runs.items()]
+        names = tuple(self.runs)
+        if names != self._by_name[0]:
+            self._by_name = (names, sorted(names))
+        rows = [self._row_of(name, now) for name in self._by_name[1]]
         rows, error, ranked = value_filter(rows, view.run_filter, lambda row: row.name, self.scalars_of)
-        return (rows if ranked else sort_rows(rows, view.sort_key)), error
+        return (rows if ranked else sort_rows(rows, view.sort_key, by_name=True)), error
+
+    def _row_of(self, name: str, now: float) -> RunRow:
+        run, verdict = self.runs[name], self._verdict_of(name)
+        known = self._rows.get(name)
+        if (
+            known is None
+            or known[1] is not verdict
+            or known[2] != run.last_step
+            or known[3] != run.last_wall_time
+            or not 0.0 <= now - known[4] < 1.0
+        ):
+            known = self._rows[name] = (
+                run_row(run, None, now, verdict),
+                verdict,
+                run.last_step,
+                run.last_wall_time,
+                now,
+            )
+        return known[0]
 
     def _verdict_of(self, name: str) -> tuple[str, int | None, str]:
         report = self.reports.get(name)
