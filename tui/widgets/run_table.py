@@ -225,7 +225,9 @@ class RunTable(ScrollView, can_focus=True):
         if len(steps) < len(rows):
             step = max(step, 1)  # "-"
         live = max(
-            _widest_age([row.age for row in rows if row.live]) + 2 if any(row.live for row in rows) else 0,
+            _widest_age([row.age for row in rows if row.live and row.age is not None]) + 2
+            if any(row.live for row in rows)
+            else 0,
             _widest_age([row.age for row in rows if not row.live and row.age is not None]),
             1 if any(row.age is None for row in rows) else 0,  # "-"
         )
