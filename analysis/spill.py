@@ -4,11 +4,12 @@ in its memory.
 One place writes scalar columns (steps int64, wall times and values float64) back to back into a file and maps
 them back as read-only arrays: `report`'s pool workers hand their verdicts' series to the parent this way
 (`pipeline`), and the app keeps the columns of runs the decoded-column cache does not map (`--no-cache`, a cache
-write that failed, points appended while following) in a `Spill` directory. A file is unlinked as soon as it is
-mapped (the mapping keeps its pages until the last view goes), so a spill directory holds nothing once its columns
-are mapped, and is removed when it is closed or the process exits. It is made under the system's temporary
-directory (`$TMPDIR`), never in the logdir (read only) nor in the cache. Mapped pages count in a process's memory
-only while touched, and `cache.release` lets go of them again.
+write that failed, points appended while following) in a `Spill`. A file is unlinked as soon as it is mapped (the
+mapping keeps its pages until the last view goes), and a `Spill` writes each batch in a private directory of its
+own, removed as soon as the batch is mapped: nothing is left on disk once the process ends, even killed, save a
+batch being written at that moment. It is made under the system's temporary directory (`$TMPDIR`), never in the
+logdir (read only) nor in the cache. Mapped pages count in a process's memory only while touched, and
+`cache.release` lets go of them again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import shutil
 import tempfile
 import threading
-import weakref
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -76,19 +76,18 @@ def is_mapped(column: np.ndarray) -> bool:
 
 
 class Spill:
-    """A private temporary directory the columns of readers (`reader.RunReader`) are moved to, `BATCH_BYTES` at a
-    time: `add` a reader once it has read, `flush` when a read of the logdir is done, `close` at the end. Safe to
+    """Where the columns of readers (`reader.RunReader`) are moved to, `BATCH_BYTES` at a
+    time (each batch through a private temporary directory, removed once mapped): `add` a reader once it has read, `flush` when a read of the logdir is done, `close` at the end. Safe to
     call from the threads that read runs side by side. After `close`, columns stay where they are."""
 
     def __init__(self, batch_bytes: int = BATCH_BYTES) -> None:
         self.batch_bytes = batch_bytes
-        self.directory: str | None = None  # made on the first write
+        self.directory: str | None = None  # the last batch's directory (removed once its file was mapped)
         self.files = 0  # spill files written (each mapped, then unlinked)
         self._pending: dict[int, RunReader] = {}  # id -> reader, in the order added
         self._pending_bytes = 0
         self._lock = threading.Lock()
         self._closed = False
-        self._finalizer: weakref.finalize | None = None
 
     def add(self, reader: RunReader) -> None:
         """Move `reader`'s columns held in memory to the spill (with the next batch)."""
@@ -111,12 +110,10 @@ class Spill:
                 self._write()
 
     def close(self) -> None:
-        """Remove the directory (the columns already mapped stay readable); later `add`s keep columns in memory."""
+        """Spill no more: later `add`s keep columns in memory (the columns already mapped stay readable)."""
         with self._lock:
             self._closed = True
             self._pending.clear()
-            if self._finalizer is not None:
-                self._finalizer()
 
     def _write(self) -> None:
         readers, self._pending, self._pending_bytes = list(self._pending.values()), {}, 0
@@ -128,30 +125,33 @@ class Spill:
         ]
         if not cols:
             return
-        if self.directory is None:
-            self.directory = tempfile.mkdtemp(prefix="tbtriage-spill-")
-            self._finalizer = weakref.finalize(self, shutil.rmtree, self.directory, ignore_errors=True)
-        path = os.path.join(self.directory, f"{self.files}.cols")
         # A temporary directory inside a local logdir ($TMPDIR pointed there): the logdir is never written to.
         from .output_guard import refuse_output  # it imports the reader, whose columns come here anyway
 
+        base = tempfile.gettempdir()
         allowed: dict[str, bool] = {}
         for reader in readers:
             where = str(reader.logdir)
             if where not in allowed:
-                allowed[where] = reader.storage.objects or refuse_output(path, where) is None
+                inside = refuse_output(os.path.join(base, "tbtriage-spill"), where) is not None
+                allowed[where] = reader.storage.objects or not inside
         cols = [c for c in cols if allowed[str(c[0].logdir)]]
         if not cols:
             return
+        try:
+            directory = self.directory = tempfile.mkdtemp(prefix="tbtriage-spill-", dir=base)
+        except OSError:
+            return  # no temporary directory: the columns stay in memory
+        path = os.path.join(directory, f"{self.files}.cols")
         self.files += 1
         try:
             with open(path, "wb") as f:
                 lengths = write_columns(f, ((col.steps, col.walls, col.values) for _, _, col in cols))
             mapped = map_columns(path, lengths)
         except OSError:  # a full or unwritable temporary disk: the columns stay in memory
-            if os.path.exists(path):
-                os.unlink(path)
             return
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
         for (reader, tag, col), (steps, walls, values) in zip(cols, mapped):
             col.steps, col.walls, col.values = steps, walls, values
             if tag in reader.run.scalars:  # tensors of another plugin have columns but are no scalars

@@ -148,7 +148,7 @@ class TriageApp(App[int]):
         self.recheck_silent_s = recheck_silent_s
         self._loader = loader
         self._analyzer = analyzer
-        self.spill = spill  # where the loader keeps columns the cache does not map; removed when the app ends
+        self.spill = spill  # where the loader moves columns the cache does not map (closed when the app ends)
         self.set_reactive(TriageApp.follow, follow)
         self.store = RunStore(config)
         self.logdir: Any = None
