@@ -8,13 +8,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .datamodel import Run
 from .decode import choose_kernel
 from .discover import find_runs
 from .reader import RunReader, is_event_file
 from .storage import LOCAL, LocalStorage, RemoteStorage, StorageError, is_url
+
+if TYPE_CHECKING:
+    from .spill import Spill
 
 #: Most threads reading runs at once: beyond a few, the disk and the GIL-bound numpy parts limit.
 MAX_READ_THREADS = 4
@@ -59,6 +62,9 @@ class Logdir:
     _readers: dict[str, RunReader] = field(default_factory=dict, repr=False)
     _single_file: Path | None = field(default=None, repr=False)
     storage: LocalStorage | RemoteStorage = field(default=LOCAL, repr=False)
+    #: Where the columns of runs read into memory go (mapped back from a private temporary file) once read: the
+    #: app's, so that a logdir larger than memory opens without the decoded-column cache (`--no-cache`).
+    spill: Spill | None = field(default=None, repr=False)
 
     def refresh(
         self,
@@ -74,12 +80,30 @@ class Logdir:
         found = self.find()
         # One decision for the whole refresh: 50 runs of 10 MB are a 500 MB read, worth compiling for.
         kernel = choose_kernel(self.pending_bytes(), self.kernel)
+        try:
+            return self._read_runs(found, kernel, cancel, on_run)
+        finally:
+            if self.spill is not None:
+                self.spill.flush()
+
+    def _read_runs(
+        self,
+        found: dict[str, Any],
+        kernel,
+        cancel: Callable[[], bool] | None,
+        on_run: Callable[[str, Run], None] | None,
+    ) -> list[str]:
         changed = []
 
         def read(name: str) -> bool:
             if cancel is not None and cancel():
                 return False
-            return self._readers[name].read(kernel, cancel)
+            reader = self._readers[name]
+            if not reader.read(kernel, cancel):
+                return False
+            if self.spill is not None:
+                self.spill.add(reader)
+            return True
 
         threads = read_threads(kernel, len(found))
         if self.storage.objects:
@@ -97,7 +121,7 @@ class Logdir:
         for name in found:
             if cancel is not None and cancel():
                 break
-            if self._readers[name].read(kernel, cancel):
+            if read(name):
                 changed.append(name)
                 if on_run is not None:
                     on_run(name, self.runs[name])
@@ -163,16 +187,19 @@ def load(
     cancel: Callable[[], bool] | None = None,
     on_run: Callable[[str, Run], None] | None = None,
     storage_options: dict[str, Any] | None = None,
+    spill: Spill | None = None,
 ) -> Logdir:
     """Read every run under `path` (a logdir, a run directory or a single event file; or an fsspec URL).
 
     `runs` keeps only runs whose name matches the regex; `kernel` forces "pure" or "jit";
     `cancel` and `on_run` are passed to `Logdir.refresh`; `storage_options` go to fsspec for a URL
-    (credentials, endpoint_url, ...).
+    (credentials, endpoint_url, ...); `spill` takes the columns the decoded-column cache does not map
+    (`Logdir.spill`).
     Raises LogdirError (one clear line) when `path` does not exist or holds nothing readable.
     """
     compile_filter("--runs", runs)
     logdir = open_logdir(path, runs=runs, kernel=kernel, storage_options=storage_options)
+    logdir.spill = spill
     logdir.refresh(cancel=cancel, on_run=on_run)
     return logdir
 

@@ -33,11 +33,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from . import _kernel as pure_kernel
 from . import verdict_cache
-from .cache import map_file, release
+from .cache import release
 from .config import Config
 from .datamodel import Run, RunReport, Series
 from .decode import JIT_COLD_MIN_BYTES, JIT_MIN_BYTES, choose_kernel
@@ -45,6 +43,7 @@ from .detectors.stalled import StallFacts, stall, stall_facts
 from .engine import AnalysisContext, LogdirContext, analyze_run, judge_run, related_runs, scalar_span
 from .fleet import slim, slim_run
 from .reader import RunReader
+from .spill import map_columns, write_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     from .logdir import Logdir
@@ -360,45 +359,25 @@ def _read_and_judge(task: ReadTask) -> list[Judged]:
     return out
 
 
-#: The columns of a series and their types, in the order a spill file holds them.
-_COLUMNS = (("steps", np.int64), ("wall_times", np.float64), ("values", np.float64))
-
-
 def _spill(judged: list[Judged], path: str) -> list[Judged]:
-    """`judged` with its series written to the file `path` and each left as (tag, points) in their place:
-    the caller maps the file (`_unspill`) instead of unpickling, copying and holding every run's points."""
+    """`judged` with its series written to the file `path` (`spill.write_columns`) and each left as (tag, points) in
+    their place: the caller maps the file (`_unspill`) instead of unpickling, copying and holding every run's points."""
     out = []
     with open(path, "wb") as f:
         for j in judged:
             run = j.report.run
-            for series in run.scalars.values():
-                for column, dtype in _COLUMNS:
-                    np.ascontiguousarray(getattr(series, column), dtype).tofile(f)
-            shape = tuple((tag, len(series)) for tag, series in run.scalars.items())
+            lengths = write_columns(f, ((s.steps, s.wall_times, s.values) for s in run.scalars.values()))
+            shape = tuple(zip(run.scalars, lengths))
             out.append(replace(j, report=replace(j.report, run=replace(run, scalars={})), spilled=shape))
     return out
 
 
 def _unspill(judged: list[Judged], path: str) -> list[Judged]:
-    """The series `_spill` wrote to `path`, put back as read-only views of the file mapped (then removed: the
-    mapping keeps it until the last view goes). Their pages count in memory only while touched, and
-    `cache.release` lets go of them again."""
-    try:
-        with open(path, "rb") as f:
-            view = map_file(f.fileno()) if os.fstat(f.fileno()).st_size else memoryview(b"")
-    finally:
-        os.unlink(path)
-    at = 0
+    """The series `_spill` wrote to `path`, put back as read-only views of the file mapped (`spill.map_columns`)."""
+    columns = iter(map_columns(path, [n for j in judged for _, n in j.spilled]))
     out = []
     for j in judged:
-        scalars = {}
-        for tag, n in j.spilled:
-            columns = []
-            for _, dtype in _COLUMNS:
-                columns.append(np.frombuffer(view, dtype, n, at))
-                at += 8 * n
-            scalars[tag] = Series(*columns)
-        j.report.run.scalars = scalars
+        j.report.run.scalars = {tag: Series(*next(columns)) for tag, _ in j.spilled}
         out.append(replace(j, spilled=()))
     return out
 

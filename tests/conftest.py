@@ -27,3 +27,13 @@ def _private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     monkeypatch.delenv("TBTRIAGE_NO_CACHE", raising=False)
     monkeypatch.delenv("TBTRIAGE_CACHE_MAX", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen_heap():
+    """The app keeps what it loaded out of the garbage collector's full passes (`gc.freeze`) for its lifetime, which
+    in a test ends with the test: thaw it, so that one test's app is collected before the next."""
+    import gc
+
+    yield
+    gc.unfreeze()

@@ -176,3 +176,72 @@ def test_a_non_negative_series_gets_no_axis_below_zero():
     assert flat.y_range[0] == 0.0 < flat.y_range[1]
     signed = prepare_chart([SeriesRequest("run", 0, _series(np.linspace(-1, 1, 50)))], ChartOptions(), 80, _smoother)
     assert signed.y_range[0] < -1.0  # a series that goes negative keeps its margin
+
+
+def test_rows_sorted_and_measured_the_fast_way_match_the_plain_definitions():
+    # With 10,000 runs the table's rows are sorted and measured on every batch of verdicts: one stable sort on a
+    # number over rows in name order, and widths from each unit's oldest age. Both must equal the plain definitions.
+    import random
+
+    from rich.cells import cell_len
+
+    from tbtriage.tui.run_rows import RunRow
+    from tbtriage.tui.widgets.run_table import RunTable
+
+    rng = random.Random(7)
+    rows = []
+    for i in range(3000):
+        age = rng.choice([None, rng.uniform(0, 70), rng.uniform(0, 4000), rng.uniform(0, 9e4), rng.uniform(0, 9e7)])
+        rows.append(
+            RunRow(
+                f"run{rng.randrange(10_000):05d}-{i}",
+                rng.choice(["ok", "pending", "critical"]),
+                rng.choice([None, rng.randrange(0, 101)]),
+                rng.choice(["", "divergence@12", "plateau@123456"]),
+                rng.choice([None, rng.randrange(-50, 10 ** rng.randrange(1, 9))]),
+                age,
+                age is not None and age < LIVE_SECONDS,
+            )
+        )
+    plain_keys = {
+        "name": lambda r: r.name,
+        "step": lambda r: (r.last_step is None, -(r.last_step or 0), r.name),
+        "liveness": lambda r: (r.age is None, r.age or 0.0, r.name),
+        "health": lambda r: (r.health is None, r.health or 0, r.name),
+    }
+    by_name = sorted(rows, key=lambda r: r.name)
+    for key, definition in plain_keys.items():
+        assert sort_rows(rows, key) == sorted(rows, key=definition)
+        assert sort_rows(by_name, key, by_name=True) == sorted(rows, key=definition)
+    for sample in (rows, rows[:1], [r for r in rows if r.age is None or r.age < 100], []):
+        table = RunTable()
+        table._grow_columns(sample)
+        start = RunTable()._widths
+        expected = {
+            "health": max([start["health"], *(1 if r.health is None else len(str(r.health)) for r in sample)]),
+            "step": max([start["step"], *(1 if r.last_step is None else len(str(r.last_step)) for r in sample)]),
+            "live": max([start["live"], *(len(format_age(r.age)) + (2 if r.live else 0) for r in sample)]),
+            "worst": max([start["worst"], *(cell_len(r.worst) for r in sample)]),
+        }
+        assert {k: table._widths[k] for k in expected} == expected
+
+
+def test_the_store_builds_a_row_again_only_when_its_run_report_or_shown_age_may_have_changed():
+    from pathlib import Path
+
+    from tbtriage.analysis.config import Config
+    from tbtriage.tui.state import RunStore, ViewState
+
+    store = RunStore(Config())
+    run = Run(name="a", path=Path("a"))
+    run.last_step, run.last_wall_time = 10, NOW - 30.0
+    store.runs["a"] = run
+    first = store.rows(ViewState(), NOW)[0][0]
+    assert first == run_row(run, None, NOW)
+    assert store.rows(ViewState(), NOW + 0.5)[0][0] is first  # the same second: the same row
+    assert store.rows(ViewState(), NOW + 1.0)[0][0].age == 31.0
+    store.reports["a"] = report_for(run, [finding("a", "divergence", "critical", 5)], score=12)
+    row = store.rows(ViewState(), NOW + 1.0)[0][0]
+    assert (row.status, row.health, row.worst) == ("critical", 12, "divergence@5")
+    run.last_step = 20
+    assert store.rows(ViewState(), NOW + 1.0)[0][0].last_step == 20

@@ -39,36 +39,51 @@ class RunRow(NamedTuple):
     live: bool
 
 
-def run_row(run: Run, report: RunReport | None, now: float, health: RunHealth | None = None) -> RunRow:
-    """The row of `run`: from its verdict, else from its `health` as a warm reopen's index recorded it (its
-    verdict not loaded yet), else pending."""
-    age = None if run.last_wall_time is None else max(now - run.last_wall_time, 0.0)
+def verdict_cells(report: RunReport | None, health: RunHealth | None = None) -> tuple[str, int | None, str]:
+    """What a run's row shows of its verdict: (status, health score, worst finding's label), from its verdict,
+    else from its `health` as a warm reopen's index recorded it (its verdict not loaded yet), else pending."""
     if report is not None:
-        (status, worst), score = verdict_status(report.findings), report.health.score
-    elif health is not None:
-        status, worst, score = health.status, health.worst, health.score
-    else:
-        status, worst, score = "pending", "", None
-    return RunRow(
-        name=run.name,
-        status=status,
-        health=score,
-        worst=worst,
-        last_step=run.last_step,
-        age=age,
-        live=age is not None and age < LIVE_SECONDS,
-    )
+        status, worst = verdict_status(report.findings)
+        return status, report.health.score, worst
+    if health is not None:
+        return health.status, health.score, health.worst
+    return "pending", None, ""
 
 
-def sort_rows(rows: list[RunRow], key: str) -> list[RunRow]:
-    """Order rows for display; health puts the worst (lowest score) first and unscored runs last."""
+def run_row(
+    run: Run,
+    report: RunReport | None,
+    now: float,
+    verdict: tuple[str, int | None, str] | None = None,
+    health: RunHealth | None = None,
+) -> RunRow:
+    """`verdict` is `verdict_cells(report, health)` when the caller kept it (it changes only with the report)."""
+    status, score, worst = verdict_cells(report, health) if verdict is None else verdict
+    age = None if run.last_wall_time is None else max(now - run.last_wall_time, 0.0)
+    return RunRow(run.name, status, score, worst, run.last_step, age, age is not None and age < LIVE_SECONDS)
+
+
+def sort_rows(rows: list[RunRow], key: str, by_name: bool = False) -> list[RunRow]:
+    """Order rows for display; health puts the worst (lowest score) first and unscored runs last; ties by name.
+
+    `by_name`: `rows` are in name order already (`RunStore` keeps that order), so one stable sort on a number does
+    it: comparing (flag, number, name) tuples took 6x as long, every batch of verdicts, with 10,000 runs."""
+    rows = rows if by_name else sorted(rows, key=_name)
     if key == "name":
-        return sorted(rows, key=lambda r: r.name)
+        return list(rows)
     if key == "step":
-        return sorted(rows, key=lambda r: (r.last_step is None, -(r.last_step or 0), r.name))
+        return sorted(rows, key=lambda r: _LAST if r.last_step is None else -r.last_step)
     if key == "liveness":
-        return sorted(rows, key=lambda r: (r.age is None, r.age or 0.0, r.name))
-    return sorted(rows, key=lambda r: (r.health is None, r.health or 0, r.name))
+        return sorted(rows, key=lambda r: _LAST if r.age is None else r.age)
+    return sorted(rows, key=lambda r: _LAST if r.health is None else r.health)
+
+
+#: The sort key of a row without the value sorted on: after every row with one.
+_LAST = float("inf")
+
+
+def _name(row: RunRow) -> str:
+    return row.name
 
 
 def format_age(age: float | None) -> str:

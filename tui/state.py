@@ -21,7 +21,7 @@ from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.analysis.run_filter import RunScalars
 from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
 from tbtriage.tui.regex_filter import value_filter
-from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows
+from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows, verdict_cells
 from tbtriage.tui.widgets.series_style import SlotBook
 
 #: A finding-jump shows the finding's step range plus this fraction of the run on each side (at least
@@ -67,6 +67,18 @@ class RunStore:
     health: dict[str, RunHealth] = field(default_factory=dict)
     slots: SlotBook = field(default_factory=SlotBook)  # each run keeps its colour for the session
     new_findings: set[tuple] = field(default_factory=set)  # appeared in the latest live pass, highlighted once
+    #: run -> (the report and index health its row's verdict cells were worked out from, those cells): rows are
+    #: built for every run several times a second while thousands load, and a report changes far less often.
+    _verdicts: dict[str, tuple[RunReport | None, RunHealth | None, tuple[str, int | None, str]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    #: run -> (its row, the verdict cells, step, wall time and clock it was built from): `rows` builds a row again
+    #: only when one of these changed, the clock by a second or more (ages are shown in whole seconds).
+    _rows: dict[str, tuple[RunRow, tuple, int | None, float | None, float]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    #: (the runs' names as last seen, the same sorted): sorted again only when runs come or go.
+    _by_name: tuple[tuple[str, ...], list[str]] = field(default=((), []), repr=False, compare=False)
 
     def roles_of(self, name: str) -> dict[str, str | None]:
         report = self.reports.get(name)
@@ -78,10 +90,38 @@ class RunStore:
     def rows(self, view: ViewState, now: float) -> tuple[list[RunRow], str | None]:
         """The runs table's rows as the view filters and sorts them (a `top N by` filter's rank wins over the
         sort), and the filter's error (None: valid)."""
-        health = self.health
-        rows = [run_row(run, self.reports.get(name), now, health.get(name)) for name, run in self.runs.items()]
+        names = tuple(self.runs)
+        if names != self._by_name[0]:
+            self._by_name = (names, sorted(names))
+        rows = [self._row_of(name, now) for name in self._by_name[1]]
         rows, error, ranked = value_filter(rows, view.run_filter, lambda row: row.name, self.scalars_of)
-        return (rows if ranked else sort_rows(rows, view.sort_key)), error
+        return (rows if ranked else sort_rows(rows, view.sort_key, by_name=True)), error
+
+    def _row_of(self, name: str, now: float) -> RunRow:
+        run, verdict = self.runs[name], self._verdict_of(name)
+        known = self._rows.get(name)
+        if (
+            known is None
+            or known[1] is not verdict
+            or known[2] != run.last_step
+            or known[3] != run.last_wall_time
+            or not 0.0 <= now - known[4] < 1.0
+        ):
+            known = self._rows[name] = (
+                run_row(run, None, now, verdict),
+                verdict,
+                run.last_step,
+                run.last_wall_time,
+                now,
+            )
+        return known[0]
+
+    def _verdict_of(self, name: str) -> tuple[str, int | None, str]:
+        report, health = self.reports.get(name), self.health.get(name)
+        known = self._verdicts.get(name)
+        if known is None or known[0] is not report or known[1] is not health:
+            known = self._verdicts[name] = (report, health, verdict_cells(report, health))
+        return known[2]
 
     def scalars_of(self, name: str) -> RunScalars:
         """What a value filter reads of run `name`: its analysis, or until then what has been read so far."""

@@ -52,6 +52,21 @@ LINE_CACHE = 400
 CELL_CACHE = 4000
 
 
+#: The ages `format_age` writes in one unit each: (from, to) seconds.
+_AGE_UNITS = ((0.0, 60.0), (60.0, 3600.0), (3600.0, 86400.0), (86400.0, float("inf")))
+
+
+def _widest_age(ages: list[float]) -> int:
+    """The cells of the widest `format_age` of `ages`: within a unit the text grows with the age, so it is the
+    oldest age of one of the units."""
+    widest = 0
+    for low, high in _AGE_UNITS:
+        oldest = max((age for age in ages if low <= age < high), default=None)
+        if oldest is not None:
+            widest = max(widest, len(format_age(oldest)))
+    return widest
+
+
 class RunTable(ScrollView, can_focus=True):
     """Rows are run names in the order the app gives; the app owns selection, order and filtering."""
 
@@ -200,12 +215,23 @@ class RunTable(ScrollView, can_focus=True):
             self.post_message(self.Highlighted(self, rows[self.cursor_row].name))
 
     def _grow_columns(self, rows: list[RunRow]) -> None:
-        """Widen the content-sized columns to their widest cell (what `_cells` draws, measured without drawing)."""
+        """Widen the content-sized columns to their widest cell (what `_cells` draws, measured without drawing each
+        row's: this runs on every batch of verdicts, over every run)."""
         widths = self._widths
-        health = max((1 if row.health is None else len(str(row.health)) for row in rows), default=0)
-        step = max((1 if row.last_step is None else len(str(row.last_step)) for row in rows), default=0)
-        live = max((len(format_age(row.age)) + (2 if row.live else 0) for row in rows), default=0)
-        worst = max((cell_len(row.worst) for row in rows), default=0)
+        scores = {row.health for row in rows}
+        health = max((1 if score is None else len(str(score)) for score in scores), default=0)
+        steps = [row.last_step for row in rows if row.last_step is not None]
+        step = max((len(str(v)) for v in (min(steps), max(steps))), default=0) if steps else 0
+        if len(steps) < len(rows):
+            step = max(step, 1)  # "-"
+        live = max(
+            _widest_age([row.age for row in rows if row.live and row.age is not None]) + 2
+            if any(row.live for row in rows)
+            else 0,
+            _widest_age([row.age for row in rows if not row.live and row.age is not None]),
+            1 if any(row.age is None for row in rows) else 0,  # "-"
+        )
+        worst = max((cell_len(label) for label in {row.worst for row in rows}), default=0)
         for key, width in (("health", health), ("step", step), ("live", live), ("worst", worst)):
             widths[key] = max(widths[key], width)
 
