@@ -27,9 +27,7 @@ import dataclasses
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -38,6 +36,7 @@ from .datamodel import Finding, RunReport
 from .decode import cache_dir
 from .discover import find_runs
 from .findings import worst
+from .fingerprints import config_fingerprint, engine_fingerprint
 from .run_config import MAX_CONFIG_BYTES, config_paths
 from .storage import LOCAL
 
@@ -92,31 +91,6 @@ def run_health(report: RunReport) -> RunHealth:
 def cache_enabled() -> bool:
     """`cache.enabled` (`--no-cache`, `TBTRIAGE_NO_CACHE`), without importing the column cache."""
     return os.environ.get("TBTRIAGE_NO_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
-
-
-@lru_cache(maxsize=1)
-def engine_fingerprint() -> str:
-    """`verdict_cache.engine_fingerprint`, computed the same way without importing the engine (a test holds them
-    equal): tbtriage's, numpy's and Python's versions and the source of every module of the analysis package."""
-    import numpy as np
-
-    from . import __version__
-
-    base = Path(__file__).resolve().parent
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{__version__} numpy {np.__version__} python {sys.version_info[:2]}".encode())
-    for path in sorted(base.rglob("*.py")):
-        h.update(str(path.relative_to(base)).encode() + b"\0")
-        h.update(path.read_bytes())
-    return h.hexdigest()
-
-
-def config_fingerprint(config: Config | None) -> str:
-    """`verdict_cache.config_fingerprint` (a test holds them equal): the config, where it was read from aside."""
-    fields = dataclasses.asdict(config or Config())
-    fields.pop("path", None)
-    text = json.dumps(fields, sort_keys=True, default=repr)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def _head_hash(path: Path, n: int) -> str | None:
@@ -265,8 +239,6 @@ def write(
         return False
     if logdir._single_file is not None or logdir.run_filter or set(shown) != set(logdir.runs):
         return False  # `read` lists the whole logdir directory: an index of part of it would never hold
-    if engine_fingerprint() != verdict_cache.engine_fingerprint():
-        return False  # cannot happen while both hash the same things; never index verdicts it could not check
     entries = {}
     for name in logdir.runs:
         entry = verdict_cache.candidate(logdir, name, config)

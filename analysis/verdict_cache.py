@@ -39,21 +39,18 @@ import json
 import os
 import pickle
 import struct
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from . import __version__, cache
+from . import cache
 from .config import Config
 from .datamodel import Run, RunReport
 from .detectors.base import LogdirContext
 from .detectors.stalled import StallFacts, stall, stall_facts
 from .engine import context_from_spans, related_runs
+from .fingerprints import config_fingerprint, engine_fingerprint
 from .run_config import HPARAM_TEXT_TAG, MAX_CONFIG_BYTES, config_paths
 from .twins import twin_candidates
 
@@ -69,27 +66,6 @@ OnReport = Callable[[RunReport, int, int], None]
 def enabled() -> bool:
     """The verdict cache is on exactly when the column cache is (`--no-cache`, `TBTRIAGE_NO_CACHE`)."""
     return cache.enabled()
-
-
-@lru_cache(maxsize=1)
-def engine_fingerprint() -> str:
-    """tbtriage's version, numpy's and Python's, and the source of every module of the analysis package: a change
-    to any detector, threshold or feature invalidates every cached verdict."""
-    base = Path(__file__).resolve().parent
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{__version__} numpy {np.__version__} python {sys.version_info[:2]}".encode())
-    for path in sorted(base.rglob("*.py")):
-        h.update(str(path.relative_to(base)).encode() + b"\0")
-        h.update(path.read_bytes())
-    return h.hexdigest()
-
-
-def config_fingerprint(config: Config | None) -> str:
-    """The configuration a verdict was judged with (where it was read from aside)."""
-    fields = dataclasses.asdict(config or Config())
-    fields.pop("path", None)
-    text = json.dumps(fields, sort_keys=True, default=repr)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 # ---- identities ------------------------------------------------------------------------------------------

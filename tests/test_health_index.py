@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tbtriage.analysis import health_index, verdict_cache
+from tbtriage.analysis import health_index
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.engine import run_report_dict
 from tbtriage.analysis.reader import RunReader
@@ -251,12 +251,6 @@ def test_the_index_without_the_cache_is_neither_written_nor_read(logdir, monkeyp
     monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
     _open(logdir)
     assert not health_index.index_path(logdir).exists()
-
-
-def test_the_index_checks_the_engine_and_config_as_the_verdict_cache_does():
-    assert health_index.engine_fingerprint() == verdict_cache.engine_fingerprint()
-    for config in (None, Config(), Config(theme="light")):
-        assert health_index.config_fingerprint(config) == verdict_cache.config_fingerprint(config)
 
 
 def test_read_order_puts_the_runs_asked_for_first_and_reads_each_once():

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tbtriage
-from tbtriage.analysis import verdict_cache
+from tbtriage.analysis import fingerprints, verdict_cache
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.engine import diagnose, logdir_context, run_report_dict
 from tbtriage.analysis.event_writer import encode_scalar_block, event_file_name, file_version_event, frame_records
@@ -216,7 +216,7 @@ def test_another_engine_or_config_judges_every_run_again(logdir, monkeypatch):
     diagnose(logdir, now=NOW)
     try:
         with monkeypatch.context() as m:
-            m.setattr(verdict_cache, "__version__", "0.0.0-another")
+            m.setattr(fingerprints, "__version__", "0.0.0-another")
             verdict_cache.engine_fingerprint.cache_clear()
             assert _hits(logdir) == set()
     finally:

@@ -1,0 +1,38 @@
+"""What a cached verdict was judged with: the engine (tbtriage's, numpy's and Python's versions and the source of
+every module of the analysis package) and the `Config`. Light on purpose: the health index checks both before the
+app imports the engine, and the verdict cache keys its entries on the same two values."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from . import __version__
+from .config import Config
+
+
+@lru_cache(maxsize=1)
+def engine_fingerprint() -> str:
+    """A change to any detector, threshold or feature (any `analysis/*.py`), or to tbtriage's, numpy's or Python's
+    version, changes it: every cached verdict is then judged again."""
+    import numpy as np
+
+    base = Path(__file__).resolve().parent
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{__version__} numpy {np.__version__} python {sys.version_info[:2]}".encode())
+    for path in sorted(base.rglob("*.py")):
+        h.update(str(path.relative_to(base)).encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def config_fingerprint(config: Config | None) -> str:
+    """The configuration a verdict was judged with (where it was read from aside)."""
+    fields = dataclasses.asdict(config or Config())
+    fields.pop("path", None)
+    text = json.dumps(fields, sort_keys=True, default=repr)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
