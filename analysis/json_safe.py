@@ -28,4 +28,70 @@ def json_safe(value: Any) -> Any:
 def dumps(value: Any, indent: int | None = None) -> str:
     """The one JSON encoder of every JSON the tool writes: `json_safe` values, strictly (a NaN left anywhere
     is a bug that raises, never `NaN` in the output), non-ASCII text kept readable."""
-    return json.dumps(json_safe(value), indent=indent, allow_nan=False, ensure_ascii=False)
+    safe = json_safe(value)
+    if indent is None:
+        return json.dumps(safe, allow_nan=False, ensure_ascii=False)
+    parts: list[str] = []
+    _indented(safe, parts, "\n", " " * indent)
+    return "".join(parts)
+
+
+def _indented(value: Any, parts: list[str], pad: str, step: str) -> None:
+    """`json.dumps(value, indent=..., allow_nan=False, ensure_ascii=False)` of a `json_safe` value, byte for byte,
+    into `parts`: with an indent, `json` falls back to its pure-Python encoder, whose generators took 0.2 s of
+    a 2,000-run report; one call per container with the scalars written in the loop takes a third of that."""
+    if isinstance(value, dict):
+        items: Any = value.items()
+        if not value:
+            parts.append("{}")
+            return
+        opening, closing = "{", "}"
+    elif isinstance(value, list):
+        items = value
+        if not value:
+            parts.append("[]")
+            return
+        opening, closing = "[", "]"
+    else:
+        parts.append(_scalar(value))
+        return
+    inner = pad + step
+    separator = "," + inner
+    append = parts.append
+    append(opening + inner)
+    first = True
+    for item in items:
+        if first:
+            first = False
+        else:
+            append(separator)
+        if closing == "}":
+            key, item = item
+            append(_encode_string(key) + ": ")
+        if isinstance(item, (dict, list)):
+            _indented(item, parts, inner, step)
+        else:
+            append(_scalar(item))
+    append(pad + closing)
+
+
+def _scalar(value: Any) -> str:
+    """One JSON scalar as `json`'s encoder writes it (the same checks in the same order)."""
+    if isinstance(value, str):
+        return _encode_string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("Out of range float values are not JSON compliant: " + repr(value))
+        return float.__repr__(value)
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+_encode_string = json.encoder.encode_basestring
