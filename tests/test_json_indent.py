@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 
@@ -26,6 +27,10 @@ VALUES = [
     (1, (2, 3)),
     {"arr": np.arange(3, dtype=np.float32), "n": np.int64(7), "f": np.float64(0.1)},
     {"deep": [[[{"x": [{"y": {}}]}]]]},
+    {1: "int key", "1": "text key"},  # json_safe makes both "1": the later one wins
+    [np.float64("nan"), np.array([[1.5, np.inf]]), np.str_("s"), np.bool_(True), b"bytes", enum.IntEnum("E", "A")(1)],
+    {"nested": ({"t": (1, [2, (3,)])}, float("-inf"))},
+    type("Text", (str,), {})("a str subclass"),
 ]
 
 
