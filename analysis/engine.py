@@ -36,7 +36,7 @@ from .reader import activity_span
 from .roles import assign_roles, pair_train_val, primary_tags, quantity_key, tag_phase
 from .run_config import run_hparams
 from .smoothing import median
-from .twins import attach_twins
+from .twins import attach_twins, run_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from .logdir import Logdir
@@ -295,6 +295,9 @@ class Report:
     logdir: Logdir
     runs: list[RunReport]
     logdir_arg: str = ""  # the logdir as the user gave it (the JSON's "logdir")
+    #: Each run's settings as its twins were found with (`twins.run_settings`): `twin_pairs` reuses them
+    #: instead of reading every run's hparams and config files again. None: not read yet.
+    settings: dict[str, dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from . import __version__
@@ -350,8 +353,9 @@ def diagnose(
             except (OSError, ValueError, BrokenProcessPool):
                 pass  # no pool here, or a worker died: read and judge below, as for few runs
             else:
-                attach_twins(reports)
-                return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)
+                settings = run_settings(reports)
+                attach_twins(reports, settings)
+                return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg, settings=settings)
         logdir.warnings.clear()  # the refresh lists the logdir again, and notes each warning again
         logdir.refresh()
     else:
@@ -361,5 +365,6 @@ def diagnose(
     pattern = re.compile(runs) if runs else None
     chosen = [run for name, run in logdir.runs.items() if pattern is None or pattern.search(name)]
     reports = analyze_runs(chosen, context, EngineAnalyzer(config), workers=workers, logdir=logdir)
-    attach_twins(reports)
-    return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg)
+    settings = run_settings(reports)
+    attach_twins(reports, settings)
+    return Report(logdir=logdir, runs=rank(reports), logdir_arg=arg, settings=settings)

@@ -522,22 +522,22 @@ class RunReader:
         names = self._tags.names
         if tags.size and bool(np.all(tags == tags[0])):
             groups = [(int(tags[0]), slice(None))]
-            order = None
         else:
             # Few distinct tags: a stable sort of 16-bit keys is numpy's radix sort, O(n).
             keys = tags.astype(np.int16) if len(names) < 32768 else tags
             order = np.argsort(keys, kind="stable")
             sorted_tags = tags[order]
-            uniq, first = np.unique(sorted_tags, return_index=True)
-            bounds = list(first) + [sorted_tags.size]
-            groups = [(int(t), slice(bounds[i], bounds[i + 1])) for i, t in enumerate(uniq)]
+            # The sorted tags' boundaries (np.unique would sort them again), and each column gathered once into
+            # tag order: each tag's points are then a slice of it, not a gather of its own per tag and column.
+            first = [0, *(np.flatnonzero(sorted_tags[1:] != sorted_tags[:-1]) + 1).tolist(), sorted_tags.size]
+            groups = [(int(sorted_tags[a]), slice(a, b)) for a, b in zip(first, first[1:])]
+            steps, walls, values, srcs = steps[order], walls[order], values[order], srcs[order]
         for tid, sl in groups:
-            idx = sl if order is None else order[sl]
             col = self._cols.get(names[tid])
             if col is None:
                 col = self._cols[names[tid]] = _Column()
-            col.new.append((steps[idx], walls[idx], values[idx], file_index))
-            if col.from_tensor_only and bool(np.any(srcs[idx] == _kernel.SRC_SIMPLE)):
+            col.new.append((steps[sl], walls[sl], values[sl], file_index))
+            if col.from_tensor_only and bool(np.any(srcs[sl] == _kernel.SRC_SIMPLE)):
                 col.from_tensor_only = False
 
     def _purge(self, step: int, st: _FileState) -> None:

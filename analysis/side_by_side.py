@@ -9,7 +9,7 @@ files beside the runs, which `run_config` reads).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,11 +228,13 @@ def side_by_side(reports: Sequence[RunReport]) -> SideBySide:
     )
 
 
-def twin_pairs(reports: Sequence[RunReport]) -> tuple[SideBySide, ...]:
+def twin_pairs(
+    reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]] | None = None
+) -> tuple[SideBySide, ...]:
     """Each sick run beside its healthy twin (the natural pairs of a sweep), worst run first, at most
-    MAX_REPORT_PAIRS."""
+    MAX_REPORT_PAIRS. `settings`: `run_settings` of these runs (or of more), when the caller has them."""
     by_name = {r.name: r for r in reports}
-    finder = TwinFinder(reports, run_settings(reports))
+    finder = TwinFinder(reports, run_settings(reports) if settings is None else settings)
     pairs = []
     for report in reports:
         if not any(f.severity in ("critical", "warning") for f in report.findings):

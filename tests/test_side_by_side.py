@@ -189,3 +189,24 @@ def test_a_long_run_is_compared_every_kth_step_and_still_parts_near_the_right_st
     b = Series(steps, steps * 1.0, base + 0.01 * rng.standard_normal(n) + np.where(steps >= 123_456, 0.5, 0.0))
     parting = parting_step(b, a)
     assert parting is not None and 123_456 <= parting.step <= 123_456 + 4 * (n // PART_GRID)
+
+
+@pytest.mark.parametrize("size", [5, 6, 9, 200])
+def test_the_parting_running_median_is_numpys_with_nan_and_ties(size):
+    from tbtriage.analysis.compare import _running_median
+
+    rng = np.random.default_rng(size)
+    for trial in range(50):
+        values = np.round(rng.normal(size=size), 1)  # ties
+        if trial % 3 == 0:
+            values[rng.integers(size) :] = np.nan  # a run gone NaN stays NaN on the grid
+        if trial % 5 == 0:
+            values[rng.integers(size)] = np.nan
+        if trial % 7 == 0:
+            values[:] = -0.0
+        padded = np.pad(values, 2, mode="edge")
+        expected = np.median(np.lib.stride_tricks.sliding_window_view(padded, 5), axis=1)
+        got = _running_median(values, 5)
+        assert np.array_equal(got, expected, equal_nan=True)
+        zeros = expected == 0
+        assert np.array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]))  # never -0.0 for 0.0

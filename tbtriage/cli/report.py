@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         except FilterError as exc:
             return _fail(f"--filter {args.filter!r}: {exc}")
     comparison = compare(report.runs, group_pattern)
-    pairs = twin_pairs(report.runs)
+    pairs = twin_pairs(report.runs, report.settings)
     warnings = list(getattr(report.logdir, "warnings", []))
     if args.format == "json":
         data = report_dict(report, comparison, pairs)
