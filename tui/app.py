@@ -251,7 +251,8 @@ class TriageApp(App[int]):
             health_index.write(watcher.logdir, watcher.shown, watcher.reports, self.config, self.clock())
 
     def _read_and_judge(self, worker: Worker) -> None:
-        """Read every run, then judge it (from the verdict cache where it holds) in the follower's first pass."""
+        """Read every run, then judge it (from the verdict cache where it holds) in the follower's first pass; many
+        local runs with the cache on are read and judged in the pool instead (`warm_open.judge_in_pool`)."""
         from tbtriage.analysis.discover import find_runs
 
         warnings: list[str] = []
