@@ -14,8 +14,9 @@ a script that starts the pool from threads needs the `if __name__ == "__main__":
 
 `report` (`engine.diagnose(slim=True)`) goes further with many local runs: `read_and_judge` hands the workers
 the runs' directories, not their points; each worker reads its runs and sends back the verdicts and only the
-series the report reads afterwards (see the section "reading in the pool" below). The app keeps
-`analyze_runs`: it draws every run's points, so it reads them itself.
+series the report reads afterwards (see the section "reading in the pool" below). So does the app's cold open of
+many local runs with the cache on (`tui.warm_open.judge_in_pool`), which then maps the columns the workers cached;
+otherwise it reads every run itself and judges through `analyze_runs`.
 """
 
 from __future__ import annotations
@@ -401,11 +402,14 @@ def read_and_judge(
     now: float | None,
     workers: int,
     niceness: int = 0,
+    on_judged: Callable[[list[Judged]], None] | None = None,
 ) -> tuple[dict[str, Run], list[RunReport]]:
     """Every run of `found` (name -> directory, as `Logdir.discover` lists them) read and judged in a pool of
     `workers` processes: (name -> its cut `Run`, the reports in the order of `found`), each exactly as
     `analyze_runs` would judge it in the logdir's context. Raises what `_pooled` lets its caller fall back on
-    (OSError, ValueError, BrokenProcessPool) when the pool cannot do it."""
+    (OSError, ValueError, BrokenProcessPool) when the pool cannot do it. `on_judged` (the app) gets each task's
+    verdicts as they come back, judged without the logdir's context (`stalled` is judged once every span is known);
+    what it raises stops the pool (its running tasks finish first) and goes to the caller."""
     names = list(found)
     logdir.find((dict(found), only_file))  # each run's reader, reading nothing: what the verdict cache stats and
     # the kernel is sized on (from the caller's listing: 2,000 directories are not walked twice)
@@ -436,8 +440,10 @@ def read_and_judge(
             pool = _new_pool(workers, _start_reader, config, now, niceness)
             try:
                 for task, result in [(task, pool.submit(_read_and_judge, task)) for task in tasks]:
-                    for j in _unspill(result.result(), task.spill) if task.spill else result.result():
-                        judged[j.report.name] = j
+                    done = _unspill(result.result(), task.spill) if task.spill else result.result()
+                    judged.update((j.report.name, j) for j in done)
+                    if on_judged is not None:
+                        on_judged(done)
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
     finally:

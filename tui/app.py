@@ -55,7 +55,14 @@ from tbtriage.tui.messages import (
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.screens.main import MainScreen
 from tbtriage.tui.state import DataChange, RunStore, ViewState, choose_run, with_valid_tag
-from tbtriage.tui.warm_open import ReadOrder, health_from_index, read_lazily, start_index_read
+from tbtriage.tui.warm_open import (
+    ReadOrder,
+    health_from_index,
+    judge_in_pool,
+    new_watcher,
+    read_lazily,
+    start_index_read,
+)
 from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
@@ -166,6 +173,7 @@ class TriageApp(App[int]):
         self._indexing = False
         self._cached_drawn = threading.Event()  # the screen with the cached verdicts is drawn: the read may start
         self._first_frame = threading.Event()  # the first frame is drawn: the load worker's heavy part may start
+        self._first_pass_shown = threading.Event()  # the first pass's verdicts are handled: a lazy read may start
         #: Runs whose columns were read so far (a warm reopen reads them lazily, the charted ones first).
         self.columns_read: set[str] = set()
         self.read_order: ReadOrder | None = None  # a warm reopen's lazy read, while it runs
@@ -243,9 +251,9 @@ class TriageApp(App[int]):
             health_index.write(watcher.logdir, watcher.shown, watcher.reports, self.config, self.clock())
 
     def _read_and_judge(self, worker: Worker) -> None:
-        """Read every run, then judge it (from the verdict cache where it holds) in the follower's first pass."""
+        """Read every run, then judge it (from the verdict cache where it holds) in the follower's first pass; many
+        local runs with the cache on are read and judged in the pool instead (`warm_open.judge_in_pool`)."""
         from tbtriage.analysis.discover import find_runs
-        from tbtriage.analysis.watch import RECHECK_SILENT_S, Watcher, engine_analyzer
 
         warnings: list[str] = []
         total = 0
@@ -254,6 +262,8 @@ class TriageApp(App[int]):
             total = len(names)
             self.post_message(RunsDiscovered(names, warnings))
             self._cached_verdicts(total)
+            if judge_in_pool(self, worker):  # many runs, the cache on: read and judged in the pool, as `report` does
+                return
         read = 0
         throttle = Throttle()
 
@@ -273,9 +283,7 @@ class TriageApp(App[int]):
         if worker.is_cancelled:
             return
         self.post_message(LogdirRead(logdir))
-        analyzer = self._analyzer or engine_analyzer(self.config)
-        silent_s = RECHECK_SILENT_S if self.recheck_silent_s is None else self.recheck_silent_s
-        self.watcher = Watcher(logdir, analyzer, clock=self.clock, recheck_silent_s=silent_s, niceness=POOL_NICENESS)
+        new_watcher(self, logdir)
         self._follow_pass(worker)
 
     def _cached_verdicts(self, total: int) -> None:
@@ -403,7 +411,10 @@ class TriageApp(App[int]):
         self.store.runs.update(message.runs)
         for report in message.reports:
             self.store.reports[report.name] = report
-        self.progress = ("reading", message.done, message.total)
+        # After a cold open's first pass (`warm_open.judge_in_pool`) the read ends the load: no pass follows it.
+        self.progress = (
+            None if self.loaded and message.done >= message.total else ("reading", message.done, message.total)
+        )
         self._adopt_runs(frozenset(message.runs))
 
     def watch_view(self, view: ViewState) -> None:
@@ -458,6 +469,7 @@ class TriageApp(App[int]):
         highlighted = {key[0] for key in self.store.new_findings}  # their runs redraw without the highlight
         if message.first:
             self.loaded = True
+            self._first_pass_shown.set()
             rows, _ = self.store.rows(self.view, self.clock())
             if not self._user_chose_run and rows:  # the worst run, now that every run has its health
                 self.view = choose_run(self.view, self.store, rows[0].name)

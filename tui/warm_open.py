@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,10 @@ from tbtriage.tui.messages import HealthIndexed, LogdirRead, PassDone, Progress,
 if TYPE_CHECKING:
     from textual.worker import Worker
 
+    from tbtriage.analysis.datamodel import RunReport
     from tbtriage.analysis.health_index import Index
+    from tbtriage.analysis.logdir import Logdir
+    from tbtriage.analysis.pipeline import Judged
     from tbtriage.tui.app import TriageApp
 
 
@@ -109,10 +112,8 @@ def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
     """Read every run (the ones the user looks at first) and take its cached verdict, then hand the whole to the
     follower; False when the logdir no longer lists the runs the index holds (then nothing was read)."""
     from tbtriage.analysis import cache, verdict_cache
-    from tbtriage.analysis.decode import choose_kernel
     from tbtriage.analysis.engine import context_from_spans
     from tbtriage.analysis.logdir import LogdirError, open_logdir
-    from tbtriage.analysis.watch import RECHECK_SILENT_S, Watcher, engine_analyzer
 
     try:
         logdir = open_logdir(app.logdir_path)
@@ -122,41 +123,24 @@ def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
     if list(logdir.runs) != list(index.health):
         return False
     context = context_from_spans(index.spans, logdir.runs, app.clock())
-    order = app.read_order = ReadOrder(logdir.runs)
-    order.want(app.store.charted_runs(app.view))
-    cancel = lambda: worker.is_cancelled  # noqa: E731 - the reader polls it between chunks
-    reports, runs, shown = {}, {}, []
-    throttle = Throttle()
-    total, missed = len(logdir.runs), False
-    while (taken := order.take()) is not None:
-        if worker.is_cancelled:
-            return True
-        name, wanted = taken
-        reader = logdir._readers[name]
-        reader.read(choose_kernel(reader.pending_bytes(), logdir.kernel), cancel)
-        app.columns_read.add(name)
+    reports: dict[str, RunReport] = {}
+    missed = False
+
+    def verdict(name: str) -> RunReport | None:
+        nonlocal missed
         report = None if missed else verdict_cache.lookup(logdir, name, context, app.config)
         missed = missed or report is None
-        runs[name] = logdir.runs[name]
         if report is not None:
             reports[name] = report
-            if name not in index.twinned:  # its twins change nothing: the engine's verdict is the one shown
-                shown.append(report)
-        if wanted or throttle.ready():  # the run the user looks at at once, the others a few times a second
-            app.post_message(RunsRead(dict(runs), list(shown), len(app.columns_read), total))
-            runs.clear()
-            shown.clear()
-    if runs:
-        app.post_message(RunsRead(dict(runs), list(shown), total, total))
-    if worker.is_cancelled:
+        # Its twins change nothing: the engine's verdict is the one shown while the others are read.
+        return report if report is not None and name not in index.twinned else None
+
+    if not _read_columns(app, worker, logdir, verdict):
         return True
-    app.read_order = None
     app.post_message(LogdirRead(logdir))
-    analyzer = app._analyzer or engine_analyzer(app.config)
-    silent_s = RECHECK_SILENT_S if app.recheck_silent_s is None else app.recheck_silent_s
-    app.watcher = Watcher(logdir, analyzer, clock=app.clock, recheck_silent_s=silent_s, niceness=app.pool_niceness)
+    new_watcher(app, logdir)
     if missed:  # a file changed since the index was read: the first pass judges what no longer holds
-        app.post_message(Progress("analysing", 0, total))
+        app.post_message(Progress("analysing", 0, len(logdir.runs)))
         app._indexing = True
         try:
             app._follow_pass(worker)
@@ -166,7 +150,114 @@ def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
             app._indexing = False
         return True
     cache.touch(health_index.index_path(app.logdir_path))  # used: the last the size cap evicts
+    assert app.watcher is not None
     new = app.watcher.adopt(reports, context)
+    total = len(logdir.runs)
     app.post_message(RunsAnalyzed(list(app.watcher.shown.values()), total, total))
     app.post_message(PassDone(new, True))
+    return True
+
+
+def _read_columns(
+    app: TriageApp, worker: Worker, logdir: Logdir, verdict: Callable[[str], RunReport | None] | None = None
+) -> bool:
+    """Read every run of `logdir` one at a time (the UI thread gets the interpreter between any two), the charted
+    ones first (`ReadOrder`: the app names them as the view changes), posting them (with `verdict(name)`, where
+    given and not None) a few times a second; False when the worker was cancelled."""
+    from tbtriage.analysis.decode import choose_kernel
+
+    order = app.read_order = ReadOrder(logdir.runs)
+    order.want(app.store.charted_runs(app.view))
+    cancel = lambda: worker.is_cancelled  # noqa: E731 - the reader polls it between chunks
+    runs, shown = {}, []
+    throttle = Throttle()
+    total = len(logdir.runs)
+    while (taken := order.take()) is not None:
+        if worker.is_cancelled:
+            return False
+        name, wanted = taken
+        reader = logdir._readers[name]
+        reader.read(choose_kernel(reader.pending_bytes(), logdir.kernel), cancel)
+        app.columns_read.add(name)
+        runs[name] = logdir.runs[name] = reader.run
+        report = None if verdict is None else verdict(name)
+        if report is not None:
+            shown.append(report)
+        if wanted or throttle.ready():  # the run the user looks at at once, the others a few times a second
+            app.post_message(RunsRead(dict(runs), list(shown), len(app.columns_read), total))
+            runs.clear()
+            shown.clear()
+    if runs:
+        app.post_message(RunsRead(dict(runs), list(shown), total, total))
+    app.read_order = None
+    return not worker.is_cancelled
+
+
+def new_watcher(app: TriageApp, logdir: Logdir) -> None:
+    """The app's follower of `logdir`, before its first pass."""
+    from tbtriage.analysis.watch import RECHECK_SILENT_S, Watcher, engine_analyzer
+
+    analyzer = app._analyzer or engine_analyzer(app.config)
+    silent_s = RECHECK_SILENT_S if app.recheck_silent_s is None else app.recheck_silent_s
+    app.watcher = Watcher(logdir, analyzer, clock=app.clock, recheck_silent_s=silent_s, niceness=app.pool_niceness)
+
+
+class _Cancelled(Exception):
+    """The app quit while the pool judged: raised from the pool's callback, it stops the pool."""
+
+
+def judge_in_pool(app: TriageApp, worker: Worker) -> bool:
+    """A cold open of many local runs with the cache on: the pool's workers read the runs and judge them
+    (`pipeline.read_and_judge`, as `report` does: the reading runs on every core), each task's verdicts shown as they
+    come; the follower adopts them as its first pass (`Watcher.adopt`), then the runs' columns are read lazily, mapped
+    from the column cache the workers filled. False (nothing shown) where this does not apply: the caller reads and
+    judges as before (a stand-in analyzer, a store's logdir, `--no-cache`, too few runs for a pool, no pool here)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tbtriage.analysis import cache, verdict_cache
+    from tbtriage.analysis.engine import context_from_spans
+    from tbtriage.analysis.logdir import LogdirError, open_logdir
+    from tbtriage.analysis.pipeline import pool_workers, read_and_judge
+
+    if app._analyzer is not None or not cache.enabled() or not isinstance(app.logdir_path, os.PathLike):
+        return False
+    try:
+        logdir = open_logdir(app.logdir_path)
+        found, only = logdir.discover()
+    except (LogdirError, OSError):
+        return False
+    workers = pool_workers(len(found))
+    if workers < 2:
+        return False
+    total = len(found)
+    spans: dict[str, tuple[float, float] | None] = {}
+
+    def judged(batch: list[Judged]) -> None:
+        if worker.is_cancelled:
+            raise _Cancelled
+        spans.update((j.report.name, j.span) for j in batch)
+        # Judged without the logdir's context (`stalled` comes once every span is known) and without twins.
+        app.post_message(RunsAnalyzed([j.report for j in batch], min(len(spans), total - 1), total))
+
+    try:
+        runs, reports = read_and_judge(logdir, found, only, app.config, app.clock(), workers, app.pool_niceness, judged)
+    except _Cancelled:
+        return True
+    except (OSError, ValueError, BrokenProcessPool):
+        return False  # no pool here, or a worker died: read and judge as before
+    logdir.runs = runs  # each cut to the series the report reads (points mapped): the columns are read below
+    for name in found:
+        if name not in spans:  # its verdict was cached before: the cache kept its span
+            entry = verdict_cache.candidate(logdir, name, app.config)
+            spans[name] = None if entry is None else entry.span
+    context = context_from_spans({name: spans[name] for name in found}, logdir.runs, app.clock())
+    app.post_message(LogdirRead(logdir))
+    new_watcher(app, logdir)
+    assert app.watcher is not None
+    new = app.watcher.adopt({r.name: r for r in reports}, context)
+    app._first_pass_shown.clear()
+    app.post_message(RunsAnalyzed(list(app.watcher.shown.values()), total, total))
+    app.post_message(PassDone(new, True))
+    app._wait_for(app._first_pass_shown, worker)  # every run's health on screen before the read takes the GIL
+    _read_columns(app, worker, logdir)
     return True

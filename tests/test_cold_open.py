@@ -1,0 +1,85 @@
+"""A cold open of many runs with the cache on, as a user meets it: the pool's workers read the runs and judge them
+(`pipeline.read_and_judge`, as `report` does), every run's health is on screen before the app's own process reads
+a column, the verdicts are the report's, and the columns are read afterwards (mapped from the cache the workers
+filled). `--no-cache` keeps the old path: the app reads every run, then its follower judges them.
+
+Runs are the health index's tests' runs (three seeds, seed1 stalled: `stalled` is judged in the app's process once
+every span is known); the pool is let in for three runs (`POOL_MIN_RUNS`) on two processes whatever the machine."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tbtriage.analysis import health_index, pipeline
+from tbtriage.analysis.engine import run_report_dict
+from tbtriage.tui import warm_open
+from tbtriage.tui.app import make_app
+from tests._app_data import drive, settle
+from tests.test_health_index import _rows, logdir  # noqa: F401 - the fixture
+from tests.test_verdict_cache import EVERY_RUN, NOW, _cold
+
+
+@pytest.fixture(autouse=True)
+def pooled(monkeypatch) -> None:
+    monkeypatch.setattr(pipeline, "POOL_MIN_RUNS", 2)
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: 2)
+
+
+class _HeldLazyRead:
+    """The app's lazy read of the columns (`warm_open.ReadOrder`) waits until `release()`."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.gate = threading.Event()
+        original = warm_open.ReadOrder.take
+
+        def take(order):
+            assert self.gate.wait(30), "the test never let the read go on"
+            return original(order)
+
+        monkeypatch.setattr(warm_open.ReadOrder, "take", take)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def test_a_cold_open_shows_every_runs_health_from_workers_that_read_before_the_app_reads_a_column(logdir, monkeypatch):  # noqa: F811
+    expected = {r["run"]: r for r in _cold(logdir, monkeypatch)}
+    held = _HeldLazyRead(monkeypatch)
+    app = make_app(logdir, follow=False, clock=lambda: NOW)
+
+    async def scenario(app, pilot):
+        deadline = time.monotonic() + 60
+        while not app.loaded:
+            assert time.monotonic() < deadline, "no health from the pool"
+            await pilot.pause(0.02)
+        await pilot.pause()
+        assert set(app.reports) == EVERY_RUN
+        assert app.columns_read == set()  # judged by the workers, which read the runs: none read here yet
+        assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected  # the report's verdicts
+        assert _rows(app)["seed1"][0] == "warning"  # stalled: judged here once every span was known
+        held.release()
+        await settle(app, pilot)
+        assert app.columns_read == EVERY_RUN and app.progress is None
+        assert len(app.runs["seed0"].scalars["train/loss"]) == 300  # read now: charts have their points
+        assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected
+
+    try:
+        drive(app, scenario, wait=False)
+    finally:
+        held.release()
+    assert health_index.read(logdir, None, NOW) is not None  # the next open is a warm one
+
+
+def test_with_no_cache_the_app_reads_every_run_then_judges_them(logdir, monkeypatch):  # noqa: F811
+    expected = {r["run"]: r for r in _cold(logdir, monkeypatch)}
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    app = make_app(logdir, follow=False, clock=lambda: NOW)
+
+    async def scenario(app, pilot):
+        assert app.loaded and app.columns_read == EVERY_RUN  # read here, before the follower judged them
+        assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected
+
+    drive(app, scenario)
