@@ -337,23 +337,33 @@ def generate(root: Path, runs: int, tags: int, points: int) -> tuple[int, float]
     return written, time.perf_counter() - start
 
 
-def cache_modes(logdir: Path, repeat: int) -> None:
-    """`report` (pooled) without the cache, cold with it (an empty cache directory) and warm (the one the cold round
-    filled), in turn `repeat` times: wall and CPU of the whole command (its pool's workers included), peak RSS, and
-    the report process's own steps (`STAGES`). The compiled kernel's numba cache is the user's, so a cold round
-    compiles nothing."""
+MODES = ("--no-cache", "cold", "warm")
+
+
+def _mode_envs(home: str) -> dict[str, dict[str, str]]:
+    """The environment of each of `MODES` in the cache home `home` (made here; the compiled kernel's numba cache is
+    the user's, so a cold round compiles nothing)."""
     from tbtriage.analysis.decode import cache_dir
 
+    (Path(home) / "tbtriage").mkdir()
+    (Path(home) / "tbtriage" / "numba").symlink_to(cache_dir() / "numba", target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k != "TBTRIAGE_NO_CACHE"}
+    env["XDG_CACHE_HOME"] = home
+    return {mode: {**env, "TBTRIAGE_NO_CACHE": "1"} if mode == "--no-cache" else env for mode in MODES}
+
+
+def cache_modes(logdir: Path, repeat: int, app: bool = True, key_every: float = 0.5) -> None:
+    """`report` (pooled) without the cache, cold with it (an empty cache directory) and warm (the one the cold round
+    filled), in turn `repeat` times: wall and CPU of the whole command (its pool's workers included), peak RSS, and
+    the report process's own steps (`STAGES`); then the app in the same three modes (a cache home of its own),
+    each against the report in the same mode."""
     print("report, pooled: --no-cache, cold (an empty cache), warm; wall and CPU (this process + its pool workers)")
     for _ in range(repeat):
+        walls: dict[str, float] = {}
         with tempfile.TemporaryDirectory(prefix="tbtriage-cache-") as home:
-            (Path(home) / "tbtriage").mkdir()
-            (Path(home) / "tbtriage" / "numba").symlink_to(cache_dir() / "numba", target_is_directory=True)
-            env = {k: v for k, v in os.environ.items() if k != "TBTRIAGE_NO_CACHE"}
-            env["XDG_CACHE_HOME"] = home
-            for mode in ("--no-cache", "cold", "warm"):
-                mode_env = {**env, "TBTRIAGE_NO_CACHE": "1"} if mode == "--no-cache" else env
+            for mode, mode_env in _mode_envs(home).items():
                 result, wall = run_child("report", str(logdir), "auto", "stages", env=mode_env)
+                walls[mode] = wall
                 cpu = result["cpu_s"] + result["workers_cpu_s"]
                 steps = ", ".join(f"{name} {w:.2f} s (CPU {c:.2f}) ending at {end:.2f}"
                                   for name, (w, c, end) in sorted(result["stages"].items(), key=lambda kv: kv[1][2]))  # fmt: skip
@@ -362,6 +372,18 @@ def cache_modes(logdir: Path, repeat: int) -> None:
                     f"report process), peak RSS {result['rss_mb']:,.0f} MB (+ workers' largest "
                     f"{result['workers_rss_mb']:,.0f} MB)\n             {steps}"
                 )
+        if not app:
+            continue
+        with tempfile.TemporaryDirectory(prefix="tbtriage-cache-") as home:
+            for mode, mode_env in _mode_envs(home).items():
+                shown, _ = run_child("app", str(logdir), str(key_every), env=mode_env)
+                health = shown.get("health", float("nan"))
+                print(
+                    f"  app {mode:10s} all health shown {health:.2f} s = {health / walls[mode]:.2f}× the report's "
+                    f"{walls[mode]:.2f} s (bar: ≤ 1.3); first frame {shown['first_frame']:.2f} s; keys while loading: "
+                    f"worst {shown.get('worst_key_ms') or float('nan'):.0f} ms, longest UI stall "
+                    f"{shown.get('worst_lag_ms') or float('nan'):.0f} ms; peak RSS {shown['rss_mb']:,.0f} MB"
+                )
 
 
 def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
@@ -369,7 +391,7 @@ def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
     print(f"\n== {label}: {runs:,} runs ==")
     report_s = None
     if args.cache_modes:
-        cache_modes(logdir, args.repeat)
+        cache_modes(logdir, args.repeat, app=not args.skip_app, key_every=args.key_every)
         return
     if not args.skip_report:
         rows = []
@@ -446,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cache-modes",
         action="store_true",
-        help="only the report, pooled: --no-cache, cold and warm in turn, with the report process's steps timed",
+        help="the report, pooled, and the app: --no-cache, cold and warm in turn, the report process's steps timed",
     )
     args = parser.parse_args(argv)
     if args.with_cache:
