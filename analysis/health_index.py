@@ -31,13 +31,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from . import cache
 from .config import Config
-from .datamodel import Finding, RunReport
+from .datamodel import Finding, Run, RunReport
 from .decode import cache_dir
 from .discover import find_runs
 from .findings import worst
 from .fingerprints import config_fingerprint, engine_fingerprint
-from .run_config import MAX_CONFIG_BYTES, config_paths
+from .run_config import config_file_stats
 from .storage import LOCAL
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,15 +94,6 @@ def cache_enabled() -> bool:
     return os.environ.get("TBTRIAGE_NO_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
 
 
-def _head_hash(path: Path, n: int) -> str | None:
-    """`cache.head_hash`: a hash of the file's first `n` bytes (None when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            return hashlib.blake2b(f.read(n), digest_size=16).hexdigest()
-    except OSError:
-        return None
-
-
 def _files_hold(directory: Path, records: list[dict]) -> bool:
     """The run's event files are exactly the files, and the bytes, that `records` (a verdict's `files`) describe:
     `verdict_cache._files_unchanged` for a local run."""
@@ -124,25 +116,9 @@ def _files_hold(directory: Path, records: list[dict]) -> bool:
         fingerprint = LOCAL.fingerprint(path, r["size"], len(r["fingerprint"]) // 4)
         if fingerprint is None or fingerprint.hex() != r["fingerprint"]:
             return False
-        if _head_hash(path, r["head_bytes"]) != r["head"]:
+        if cache.head_hash(path, r["head_bytes"]) != r["head"]:
             return False
     return True
-
-
-def _config_files(directory: Path) -> dict[str, list | None]:
-    """`verdict_cache._config_files` for a run in `directory`: each config file's (size, mtime, inode, hash)."""
-    from .datamodel import Run
-
-    out: dict[str, list | None] = {}
-    for name, path in config_paths(Run(name="", path=directory)).items():
-        try:
-            st = os.stat(path)
-            with open(path, "rb") as f:
-                digest = hashlib.blake2b(f.read(MAX_CONFIG_BYTES + 1), digest_size=16).hexdigest()
-            out[name] = [st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, digest]
-        except OSError:
-            out[name] = None
-    return out
 
 
 # ---- the index file ------------------------------------------------------------------------------------------
@@ -186,7 +162,10 @@ def read(logdir: Path, config: Config | None, now: float | None) -> Index | None
             return None  # a run appeared, vanished or was renamed
         for r in runs:
             directory = found[r["name"]]
-            if not _files_hold(directory, r["files"]) or _config_files(directory) != r["configs"]:
+            if (
+                not _files_hold(directory, r["files"])
+                or config_file_stats(Run(name="", path=directory)) != r["configs"]
+            ):
                 return None
         return Index(
             {r["name"]: _run_health(r["health"]) for r in runs},
@@ -231,7 +210,7 @@ def write(
     twins, as `watch.Watcher` holds both), judged with `config` at `now`; False (nothing written) unless every run
     has a cached verdict that holds in the logdir's context now (a store's logdir, a run not read to its end, a
     verdict not cached: no index)."""
-    from . import cache, verdict_cache
+    from . import verdict_cache
     from .detectors.stalled import LIVE_WINDOW_S, stall
     from .engine import context_from_spans
 

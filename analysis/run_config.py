@@ -8,7 +8,9 @@ ignored rather than parsed, because a run directory is not ours to trust.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -138,6 +140,22 @@ def config_paths(run: Run) -> dict[str, Path]:
     if directory.is_file():
         directory = directory.parent
     return {name: directory / name for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES)}
+
+
+def config_file_stats(run: Run) -> dict[str, list | None]:
+    """What each config file the run's hyperparameters may come from is (`config_paths`): [size, mtime, device,
+    inode, content hash], None where absent, a directory or unreadable (nothing is read from it either). A cached
+    verdict, and the health index, hold only while these are unchanged."""
+    out: dict[str, list | None] = {}
+    for name, path in config_paths(run).items():
+        try:
+            st = os.stat(path)
+            with open(path, "rb") as f:
+                digest = hashlib.blake2b(f.read(MAX_CONFIG_BYTES + 1), digest_size=16).hexdigest()
+            out[name] = [st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, digest]
+        except OSError:
+            out[name] = None
+    return out
 
 
 def run_hparams(run: Run) -> tuple[dict[str, Any], tuple[str, ...]]:

@@ -51,7 +51,7 @@ from .detectors.base import LogdirContext
 from .detectors.stalled import StallFacts, stall, stall_facts
 from .engine import context_from_spans, related_runs
 from .fingerprints import config_fingerprint, engine_fingerprint
-from .run_config import HPARAM_TEXT_TAG, MAX_CONFIG_BYTES, config_paths
+from .run_config import HPARAM_TEXT_TAG, config_file_stats
 from .twins import twin_candidates
 
 #: Bumped whenever what an entry holds, or what makes it valid, changes: older entries are ignored.
@@ -154,20 +154,6 @@ def _files_unchanged(reader, records: list[dict]) -> bool:
         if cache.head_hash(path, min(cache.HEAD_BYTES, r["size"])) != r["head"]:
             return False
     return True
-
-
-def _config_files(run: Run) -> dict[str, list | None]:
-    """Each config file the run's hyperparameters may come from: (size, mtime, inode, content hash), None: absent."""
-    out: dict[str, list | None] = {}
-    for name, path in config_paths(run).items():
-        try:
-            st = os.stat(path)
-            with open(path, "rb") as f:
-                digest = hashlib.blake2b(f.read(MAX_CONFIG_BYTES + 1), digest_size=16).hexdigest()
-            out[name] = [st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, digest]
-        except OSError:
-            out[name] = None  # absent, a directory, or unreadable: run_config reads nothing from it either
-    return out
 
 
 def _siblings(logdir, name: str) -> dict[str, list[dict]] | None:
@@ -277,7 +263,7 @@ def candidate(logdir, name: str, config: Config | None) -> Entry | None:
             return None
         if not _files_unchanged(reader, checks["files"]):
             return None
-        if _config_files(reader.run) != checks["configs"]:
+        if config_file_stats(reader.run) != checks["configs"]:
             return None
         if not _siblings_unchanged(logdir, name, checks["related"]):
             return None
@@ -316,7 +302,7 @@ def store(
         "engine": engine_fingerprint(),
         "config": config_fingerprint(config),
         "files": files,
-        "configs": _config_files(run),
+        "configs": config_file_stats(run),
         "related": related,
         "facts": facts,
         "stall": stall(facts, context),
