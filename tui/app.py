@@ -229,9 +229,14 @@ class TriageApp(App[int]):
             return
         if index is not None:
             self.post_message(HealthIndexed({}, {}))  # the logdir changed under the index: its health goes
+        self.indexed_pass(worker, self._read_and_judge)
+
+    def indexed_pass(self, worker: Worker, judge: Callable[[Worker], None]) -> None:
+        """`judge(worker)`, a pass that judges every run, with no live pass changing the runs meanwhile, then the
+        health index written from its verdicts (each run's shown health paired with its files as they are then)."""
         self._indexing = True
         try:
-            self._read_and_judge(worker)
+            judge(worker)
             if not worker.is_cancelled:
                 self.write_health_index()
         finally:

@@ -141,13 +141,7 @@ def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
     new_watcher(app, logdir)
     if missed:  # a file changed since the index was read: the first pass judges what no longer holds
         app.post_message(Progress("analysing", 0, len(logdir.runs)))
-        app._indexing = True
-        try:
-            app._follow_pass(worker)
-            if not worker.is_cancelled:
-                app.write_health_index()
-        finally:
-            app._indexing = False
+        app.indexed_pass(worker, app._follow_pass)
         return True
     cache.touch(health_index.index_path(app.logdir_path))  # used: the last the size cap evicts
     assert app.watcher is not None
