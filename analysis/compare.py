@@ -18,7 +18,7 @@ import numpy as np
 from .datamodel import RunReport, Series
 from .findings import SEVERITIES
 from .run_config import run_hparams
-from .smoothing import scale_noise
+from .smoothing import running_median, scale_noise
 
 #: A trailing replicate marker: `_seed3`, `-seed3`, `seed3`, `_s3`, `-run2`, `_rep1`, `_trial4`, `/seed1`, `_3`.
 #: A bare number needs an underscore (`resnet18_lr1e-5` must not lose its `-5`); `resnet50` keeps its digits.
@@ -123,27 +123,16 @@ def _finite(series: Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _running_median(values: np.ndarray, width: int) -> np.ndarray:
+    """`np.median` of each `width`-wide window (`width` odd) of `values` padded with its edge values: what
+    `smoothing.running_median` gives, and NaN where a window holds a NaN, as `np.median` has it (running_median,
+    which is for values without NaN, takes the median of the others)."""
     if values.size < width:
         return values
-    padded = np.pad(values, width // 2, mode="edge")
-    if width == 5:
-        return _median_of_5(padded, values.size)
-    return np.median(np.lib.stride_tricks.sliding_window_view(padded, width), axis=1)
-
-
-#: The comparators of a median-of-5 network (Paeth): after them, the third of five holds their median.
-_MEDIAN_5 = ((0, 1), (3, 4), (0, 3), (1, 4), (1, 2), (2, 3), (1, 2))
-
-
-def _median_of_5(padded: np.ndarray, size: int) -> np.ndarray:
-    """`np.median` of every 5-wide window of `padded`, as 14 whole-array minima and maxima: sorting each window
-    (what `np.median` does) took 0.3 ms a curve, most of a report's twins. A NaN in a window, which both
-    `np.minimum` and `np.maximum` pass on, makes its median NaN, as `np.median`'s (unlike
-    `smoothing.running_median`, which is for values without NaN)."""
-    lanes = [padded[i : i + size] for i in range(5)]
-    for i, j in _MEDIAN_5:
-        lanes[i], lanes[j] = np.minimum(lanes[i], lanes[j]), np.maximum(lanes[i], lanes[j])
-    return lanes[2] + 0.0  # np.median's mean starts its sum at +0.0: never a median of -0.0
+    smooth = running_median(values, width)
+    gaps = np.isnan(values)
+    if gaps.any():
+        smooth[np.convolve(gaps.astype(np.int64), np.ones(width, dtype=np.int64), mode="same") > 0] = np.nan
+    return smooth
 
 
 def parting_step(a: Series, b: Series) -> Parting | None:
