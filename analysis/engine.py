@@ -221,9 +221,11 @@ def judge_run(
 
 def _analyze_run(run: Run, config: Config | None, context: LogdirContext | None) -> tuple[RunReport, RunData]:
     data = run_data(run, config, context)
-    hparams = run_hparams(run)[0]
+    found = run_detectors(data)
+    # Only findings read the hparams (their causes): a run without any opens none of its config files.
+    hparams = run_hparams(run)[0] if found else {}
     # Causes read the series on the detectors' axes; the finding is then stated on the run's axes.
-    findings = [restate(replace(f, causes=rank_causes(f, data, hparams)), data.axes) for f in run_detectors(data)]
+    findings = [restate(replace(f, causes=rank_causes(f, data, hparams)), data.axes) for f in found]
     recovered = (
         {tag for tag, series in data.run.scalars.items() if series is not run.scalars.get(tag)}
         if data.run is not run  # `keras_batch_means` recovered a tag

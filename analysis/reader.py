@@ -9,6 +9,8 @@ what TensorBoard shows, and the restart is recorded as a `run_restart` note.
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -634,16 +636,34 @@ def plausible_wall_times(wall_times: np.ndarray) -> np.ndarray:
     return wall_times[(wall_times > 0) & (wall_times < MAX_PLAUSIBLE_WALL_TIME)]
 
 
+#: Each series' (first, last) plausible wall time, kept while the series lives: the logdir context, `stalled`
+#: and a pool's worker each ask for a run's span, and a series never changes once read (a re-read makes new ones).
+_SERIES_SPANS: weakref.WeakKeyDictionary[Series, tuple[float, float] | None] = weakref.WeakKeyDictionary()
+
+
+def _series_span(series: Series) -> tuple[float, float] | None:
+    """(first, last) plausible wall time of one series' points; None when it has none."""
+    try:
+        return _SERIES_SPANS[series]
+    except KeyError:
+        pass
+    walls = series.wall_times
+    span = None
+    if walls.size:
+        lo, hi = float(walls.min()), float(walls.max())
+        if not (lo > 0 and hi < MAX_PLAUSIBLE_WALL_TIME):  # a NaN, or an implausible time: keep the others
+            walls = plausible_wall_times(walls)
+            lo, hi = (float(walls.min()), float(walls.max())) if walls.size else (math.nan, math.nan)
+        span = None if math.isnan(lo) else (lo, hi)
+    _SERIES_SPANS[series] = span
+    return span
+
+
 def activity_span(run: Run) -> tuple[float, float] | None:
     """(first, last) plausible wall time of the run's scalar points: when it trained, not when its files
     were opened; a NaN or year-292-billion time in one point must not make every other run look stalled."""
-    firsts, lasts = [], []
-    for series in run.scalars.values():
-        walls = plausible_wall_times(series.wall_times)
-        if walls.size:
-            firsts.append(float(walls.min()))
-            lasts.append(float(walls.max()))
-    return (min(firsts), max(lasts)) if firsts else None
+    spans = [span for span in map(_series_span, run.scalars.values()) if span is not None]
+    return (min(first for first, _ in spans), max(last for _, last in spans)) if spans else None
 
 
 def _histogram_series(items: list) -> HistogramSeries:

@@ -80,9 +80,13 @@ def stall_facts(run: Run, lr_tag: str | None) -> StallFacts | None:
     span = activity_span(run)  # plausible times only: one corrupt wall time says nothing
     if span is None:
         return None
+    return _facts(run, span, _finished(run, lr_tag))
+
+
+def _facts(run: Run, span: tuple[float, float], finished: bool) -> StallFacts:
     interval = _median_interval(run) or 0.0
     threshold = max(MIN_SILENCE_S, SILENCE_INTERVALS * interval)
-    return StallFacts(run.name, span[0], span[1], threshold, interval, _finished(run, lr_tag))
+    return StallFacts(run.name, span[0], span[1], threshold, interval, finished)
 
 
 def stall(facts: StallFacts | None, context: LogdirContext) -> Stall | None:
@@ -105,9 +109,16 @@ def stall(facts: StallFacts | None, context: LogdirContext) -> Stall | None:
 
 
 def detect(data: RunData) -> list:
-    facts = stall_facts(data.run, data.primary.lr)
-    found = stall(facts, data.context)
-    if facts is None or found is None:
+    context = data.context
+    latest = context.latest_wall_time
+    span = activity_span(data.run) if latest is not None else None
+    # Silent for at most MIN_SILENCE_S (the least threshold), or finished: never stalled, whatever its interval
+    # between writes, the costly fact (a median of every tag's gaps), which `stall` would then not need.
+    if latest is None or span is None or latest - span[1] <= MIN_SILENCE_S or _finished(data.run, data.primary.lr):
+        return []
+    facts = _facts(data.run, span, False)
+    found = stall(facts, context)
+    if found is None:
         return []
     silence, alongside, live, interval = found.silence, found.alongside, found.live, facts.interval
     minutes = silence / 60.0
