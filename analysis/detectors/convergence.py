@@ -93,8 +93,7 @@ def _slow(data: RunData, tag: str):
     start, end = feats.extra["start_level"], feats.extra["end_level"]
     scale = abs(start) if start > 0 else feats.extra["scale"]
     drop = (start - end) / scale
-    dipped = (start - float(np.min(smoothed_level(feats)[1]))) / scale
-    if abs(drop) < NO_DROP and dipped < LEARNED:
+    if abs(drop) < NO_DROP and (start - float(np.min(smoothed_level(feats)[1]))) / scale < LEARNED:
         return None  # the loss never moved at all: no_learning (learning.py) says so, with its causes
     # Any judged curve that levelled off, or ended worse than it began (a validation loss past its best), says
     # the run is not merely slow: raising the lr is not the answer there (and the later curves need no pace).
@@ -207,7 +206,6 @@ def _plateaus(data: RunData, tag: str) -> list:
     steps, values = data.finite(tag)
     if values.size < 2 * MIN_CONFIDENT_POINTS:
         return []
-    level_steps, medians = smoothed_level(feats)
     stretches = list(feats.plateaus)
     initial = _initial_stretch(feats)
     if initial and not any(
@@ -222,6 +220,7 @@ def _plateaus(data: RunData, tag: str) -> list:
         if flat.size < 5:
             continue
         level = median(flat)
+        level_steps, medians = smoothed_level(feats)  # once a stretch is long enough to judge (it is cached)
         later = level_steps > end
         if not later.any():
             continue

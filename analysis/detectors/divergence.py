@@ -131,18 +131,22 @@ def _rl_run(data: RunData) -> bool:
 def _signed_surrogate(values: np.ndarray) -> bool:
     """The recent values hover around zero with both signs (a policy-gradient or entropy term)."""
     recent = values[-max(3, int(SIGNED_RECENT * values.size)) :]
+    if recent.min() >= 0:  # then so is its 10th percentile: one sign only, whatever the percentiles
+        return False
     lo, mid, hi = percentile(recent, [10, 50, 90])
     return bool(lo < 0 < hi and abs(mid) <= SIGNED_CENTRE * (hi - lo))
 
 
-def _from_start(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, tail: np.ndarray) -> dict | None:
-    """A training loss that ends far above its first logged value (see the module docstring)."""
+def _from_start(
+    data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, tail: np.ndarray, end_level: float
+) -> dict | None:
+    """A training loss that ends far above its first logged value (see the module docstring); `end_level`: the
+    median of `tail`."""
     first = float(values[0])
     if data.features[tag].role != "train_loss" or first <= 0 or values.min() <= 0:
         return None
     if steps[0] - (data.first_step or 0) > INIT_FRAC * data.span:
         return None
-    end_level = median(tail)
     if end_level < INIT_RATIO * first or percentile(tail, 10) < INIT_HOLD * first:
         return None
     # The onset: the first point from which the loss stays above INIT_HOLD × its first value (a running
@@ -190,7 +194,7 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     scale = feats.extra["scale"]
     needed = BLOWUP_FRACTION * progress if progress > NO_PROGRESS * scale else BLOWUP_SCALE_FRACTION * scale
     if rise <= needed:  # before the noise (two noise estimates cost more than the rest): the same verdict
-        return _from_start(data, tag, steps, values, tail)
+        return _from_start(data, tag, steps, values, tail, end_level)
     bucket_noise = scale_noise(level.medians)
     level_noise = max(bucket_noise, scale_noise(smooth)) if smooth.size > 3 else 0.0
     # The rise is measured between levels, not points: the best of the 5-bucket running median (whose noise is
@@ -199,9 +203,9 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     # noise to count.
     bar_noise = MEDIAN5_NOISE * bucket_noise if level.medians.size >= 5 else level_noise
     if rise <= BLOWUP_NOISE_K * bar_noise:
-        return _from_start(data, tag, steps, values, tail)
+        return _from_start(data, tag, steps, values, tail, end_level)
     if values.min() >= (1 - NO_PROGRESS) * values[0]:  # never better than the untrained model: judged from there
-        from_start = _from_start(data, tag, steps, values, tail)
+        from_start = _from_start(data, tag, steps, values, tail, end_level)
         if from_start:
             return from_start
     # "Never recovers": every point of the final stretch stays in the upper part of the rise.

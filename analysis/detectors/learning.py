@@ -137,6 +137,10 @@ def _as_fraction(value: float) -> float:
     return value / 100.0 if value > 1.0 else value
 
 
+#: The highest best accuracy `_accuracy_at_chance` can call chance: its bar at K = 2, the fewest classes.
+_CHANCE_ACC_MOST = 1.0 / 2 + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / 2)
+
+
 def _accuracy_at_chance(data: RunData, loss_level: float) -> dict | None:
     """An accuracy that never rose above chance 1/K, for a class count K its own level allows; of those K,
     the one whose ln K is nearest the loss's typical level (1/K alone cannot tell 10 classes from 11)."""
@@ -145,7 +149,10 @@ def _accuracy_at_chance(data: RunData, loss_level: float) -> dict | None:
         if values.size < 3:
             continue
         fractions = values / 100.0 if values.max() > 1.0 else values
-        typical, best = median(fractions), float(fractions.max())
+        best = float(fractions.max())
+        if best > _CHANCE_ACC_MOST:  # above chance for every class count (the bar below falls as K grows)
+            continue
+        typical = median(fractions)
         if typical * MAX_CLASSES < 0.5:  # below the chance level of any class count anyone trains on
             continue
         # 1/K within CHANCE_ACC_SHARE/K of the typical level: K between (1 - share) and (1 + share) / typical.
@@ -164,9 +171,10 @@ def _chance(data: RunData, tag: str) -> dict | None:
     end, start = feats.extra.get("end_level"), feats.extra.get("start_level")
     if end is None or start is None or feats.points < 2 * MIN_CONFIDENT_POINTS:
         return None
-    accuracy = _accuracy_at_chance(data, median(feats.extra["level"].medians))
-    # (The lowest smoothed level, the costly part, only once the cheap tests have passed: the same verdict.)
-    if _accuracies(data):
+    # (The loss's typical level, and the lowest smoothed level, only where they are read: the same verdict.)
+    accuracies = _accuracies(data)
+    accuracy = _accuracy_at_chance(data, median(feats.extra["level"].medians)) if accuracies else None
+    if accuracies:
         # The accuracy names the class count; the loss must agree that the model sits at a uniform guess
         # (a training loss may dip a little below ln K by memorising labels that carry no signal).
         if accuracy is None:
@@ -293,8 +301,10 @@ def _flat(data: RunData, tag: str) -> dict | None:
     start, end = feats.extra["start_level"], feats.extra["end_level"]
     scale = abs(start) if start > 0 else feats.extra["scale"]
     drop = (start - end) / scale
+    if abs(drop) >= NO_DROP:  # before the lowest smoothed level (a running median): the same verdict
+        return None
     dipped = (start - float(np.min(smoothed_level(feats)[1]))) / scale
-    if abs(drop) >= NO_DROP or dipped >= LEARNED:
+    if dipped >= LEARNED:
         return None
     return {"tag": tag, "start": start, "end": end, "drop": drop, "span": int(steps[-1] - steps[0]), "points": n}
 

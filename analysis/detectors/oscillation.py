@@ -138,7 +138,8 @@ def detect(data: RunData) -> list:
     steps, values = steps[start:], values[start:]
     level = median(values)
     scale = max(abs(level), 1e-12)
-    whole_range = float(percentile(data.finite(tag)[1], 98) - percentile(data.finite(tag)[1], 2))
+    high, low = percentile(data.finite(tag)[1], [98, 2])
+    whole_range = float(high - low)
     found = _swings(steps, values, level, scale, whole_range)
     if found is None:
         found = _bouncing(steps, values, scale, whole_range)
