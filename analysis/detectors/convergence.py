@@ -188,6 +188,10 @@ def _initial_stretch(feats: SeriesFeatures) -> tuple[int, int] | None:
     noise = mad_sigma(np.diff(y[: max(head, y.size // 10)])) / math.sqrt(2.0)
     lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * noise, PLATEAU_RANGE_FRAC * (hi - lo))
+    # The running median's first two values (edge-padded: y[0], then the median of y[0..2]) before the rest:
+    # a curve already away from its start there has no initial stretch.
+    if abs(y[0] - start) > band or abs(sorted(y[:3].tolist())[1] - start) > band:
+        return None
     smooth = running_median(y, 3)
     away = np.flatnonzero(np.abs(smooth - start) > band)
     if away.size == 0 or away[0] < 2:

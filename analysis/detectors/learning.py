@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -437,15 +438,16 @@ def detect(data: RunData) -> list:
 
 def slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
     """Least-squares slope of y on x over `mask`, and its standard error (from the residuals' MAD)."""
-    x, y = x[mask].astype(np.float64), y[mask]
+    x, y = x[mask].astype(np.float64, copy=False), y[mask]
     if x.size < 3:
         return 0.0, float("inf")
     x = x - x.mean()
     denominator = float((x * x).sum())
     if denominator <= 0:
         return 0.0, float("inf")
-    rate = float((x * (y - y.mean())).sum()) / denominator
-    residual = y - y.mean() - rate * x
+    centred = y - y.mean()
+    rate = float((x * centred).sum()) / denominator
+    residual = centred - rate * x
     return rate, mad_sigma(residual) / np.sqrt(denominator)
 
 
@@ -505,13 +507,13 @@ def after_warmup(data: RunData) -> int | None:
     return int(steps[int(np.argmax(lr >= WARMED_UP * lr.max()))])
 
 
-def paced_curves(data: RunData, tag: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def paced_curves(data: RunData, tag: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """(label, bucket steps, bucket medians) of the curves judged for pace: the main loss and its validation
-    loss (this run's, or a Keras validation sibling's), from the end of any lr warmup."""
+    loss (this run's, or a Keras validation sibling's), from the end of any lr warmup; one at a time (a judge
+    that has seen enough in the first stops there)."""
     begin = after_warmup(data)
-    curves = []
     for label, feats in _loss_curves(data, tag):
         level = feats.extra["level"]
-        keep = level.steps >= begin if begin is not None else np.ones(level.steps.size, dtype=bool)
-        curves.append((label, level.steps[keep].astype(np.float64), level.medians[keep]))
-    return curves
+        # The bucket steps ascend: the buckets from the warmup's end on are the ones after a searchsorted.
+        keep = 0 if begin is None else int(np.searchsorted(level.steps, begin))
+        yield label, level.steps[keep:].astype(np.float64), level.medians[keep:]

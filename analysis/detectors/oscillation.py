@@ -183,6 +183,10 @@ def _swings(steps, values, level, scale, whole_range):
         return None
     trend = _running_median(buckets.medians, TREND_BUCKETS)
     residual = buckets.medians - trend
+    # The amplitude is at most half the residual's whole range: when even that is too small, so is it.
+    most = 0.5 * (residual.max() - residual.min())
+    if not (most >= SWING_REL * scale and most >= SWING_RANGE * whole_range):
+        return None
     p10, p90 = percentile(residual, [10, 90])
     amplitude = 0.5 * (p90 - p10)
     if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range):
