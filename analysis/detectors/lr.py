@@ -135,6 +135,10 @@ def _jumps(data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, peak:
     # The warmup: the initial stretch up to the first point at 98 % of the early maximum.
     early = values[: max(3, n // 2)]
     warm_end = int(np.argmax(early >= 0.98 * early.max()))
+    # A jump (×JUMP) and a new high (×NEW_HIGH its running maximum, which is at least the previous point) both
+    # rise more than NEW_HIGH × the previous point: after the warmup a schedule that never does has neither.
+    if not np.count_nonzero(values[warm_end + 1 :] > NEW_HIGH * values[warm_end:-1]):
+        return []
     running_max = np.maximum.accumulate(values)
     previous = values[:-1]
     # Jumps out of a zero stretch are that stretch's end (reported above), not a jump.

@@ -227,7 +227,7 @@ def _bouncing(steps, values, scale, whole_range):
     buckets = bucket_medians(steps, values, min(8 * SWING_BUCKETS, max(1, values.size // 5)))
     deviation = values - np.interp(steps, buckets.steps, buckets.medians)
     block = max(5, buckets.size)
-    if deviation.size < 3 or not np.any(deviation):
+    if deviation.size < 3 or not np.count_nonzero(deviation):
         return None
     a, b = deviation[:-1], deviation[1:]
     denominator = float(np.sqrt(float((a * a).sum()) * float((b * b).sum())))
