@@ -61,10 +61,12 @@ def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: 
     best = float(smooth[best_index])
     final = median(worse_up[-3:])
     rise = final - best
-    noise = max(diff_noise(worse_up), 1e-3 * abs(best))
     rel = rise / max(abs(best), 1e-12)
     needed_rel = REL_METRIC if is_metric else REL_LOSS
-    if rise <= 0 or rel < needed_rel or rise < NOISE_K * noise:
+    if rise <= 0 or rel < needed_rel:  # before the noise, the costlier test: the same verdict
+        return None
+    noise = max(diff_noise(worse_up), 1e-3 * abs(best))
+    if rise < NOISE_K * noise:
         return None
     # Against what the curve achieved, too: a validation loss that fell from 2.3 to 0.0005 and is back at
     # 0.001 doubled, but gave back nothing anyone would notice.

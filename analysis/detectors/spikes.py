@@ -284,7 +284,7 @@ def detect(data: RunData) -> list:
             else:
                 in_pattern = set()
         tail = feats.extra.get("tail_z95", 0.0)
-        others = _other_jumps(data, tag)
+        others = _other_jumps(data, tag) if spikes else []  # what `big` weighs each spike against
         big = [
             s
             for s in spikes
