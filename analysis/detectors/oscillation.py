@@ -127,7 +127,7 @@ def _lr_cycles(data: RunData) -> bool:
 
 def detect(data: RunData) -> list:
     tag = data.primary.train_loss
-    if tag is None or adversarial(tag) or _lr_cycles(data):
+    if tag is None or adversarial(tag):
         return []
     steps, values = data.finite(tag)
     feats = data.features[tag]
@@ -138,14 +138,14 @@ def detect(data: RunData) -> list:
     steps, values = steps[start:], values[start:]
     level = median(values)
     scale = max(abs(level), 1e-12)
-    high, low = percentile(data.finite(tag)[1], [98, 2])
-    whole_range = float(high - low)
+    whole_range = _WholeRange(data.finite(tag)[1])
     found = _swings(steps, values, level, scale, whole_range)
     if found is None:
         found = _bouncing(steps, values, scale, whole_range)
     if found is None:
         found = _scatter(data, tag, whole_range)
-    if found is None:
+    # A cyclic lr explains any pattern: asked only once there is one (most runs have none), the same verdict.
+    if found is None or _lr_cycles(data):
         return []
     onset, evidence = found
     evidence["tag"] = tag
@@ -177,7 +177,22 @@ def detect(data: RunData) -> list:
     return [finding(data, "oscillation", severity, [tag], onset, int(steps[-1]), evidence, message, suggestion)]
 
 
-def _swings(steps, values, level, scale, whole_range):
+class _WholeRange:
+    """The loss's whole spread (2nd to 98th percentile), measured when first asked: most runs are dismissed
+    by a test against their own level before any test needs it."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+        self.value: float | None = None
+
+    def __call__(self) -> float:
+        if self.value is None:
+            high, low = percentile(self.values, [98, 2])
+            self.value = float(high - low)
+        return self.value
+
+
+def _swings(steps, values, level, scale, whole_range: _WholeRange):
     buckets = bucket_medians(steps, values, SWING_BUCKETS)
     if len(buckets) < 3 * TREND_BUCKETS:
         return None
@@ -185,11 +200,11 @@ def _swings(steps, values, level, scale, whole_range):
     residual = buckets.medians - trend
     # The amplitude is at most half the residual's whole range: when even that is too small, so is it.
     most = 0.5 * (residual.max() - residual.min())
-    if not (most >= SWING_REL * scale and most >= SWING_RANGE * whole_range):
+    if not (most >= SWING_REL * scale and most >= SWING_RANGE * whole_range()):
         return None
     p10, p90 = percentile(residual, [10, 90])
     amplitude = 0.5 * (p90 - p10)
-    if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range):
+    if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range()):
         return None  # before the noise estimate, the costlier test
     # Point-to-point noise (lag 1): what bucket medians of white minibatch noise scatter by. Noise averaged
     # before logging wanders more than this predicts; the rhythm test (PEAK_SHARE) is what tells it apart.
@@ -220,7 +235,7 @@ def _swings(steps, values, level, scale, whole_range):
     }
 
 
-def _bouncing(steps, values, scale, whole_range):
+def _bouncing(steps, values, scale, whole_range: _WholeRange):
     # Deviations from the bucket-median level: alternation lives between neighbouring points, far below a
     # bucket's width, so a coarse level (buckets of at least 5 points, at most SWING_BUCKETS × 8 of them) is
     # all the baseline it needs.
@@ -237,7 +252,7 @@ def _bouncing(steps, values, scale, whole_range):
     if rho > BOUNCE_RHO:
         return None  # before the spread, the costlier test
     spread = mad_sigma(deviation)
-    if spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range:
+    if spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range():
         return None
     # Onset: the first block where the alternation (deviation × next deviation < 0, large) is sustained.
     alternating = (a * b < 0) & (np.abs(a) > 0.5 * spread)
@@ -259,7 +274,7 @@ def _relative_deviations(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return level, (values - level) / np.maximum(level, 1e-300)
 
 
-def _scatter(data: RunData, tag: str, whole_range: float):
+def _scatter(data: RunData, tag: str, whole_range: _WholeRange):
     """The logged loss scatters by SCATTER_REL of its local level through the second half, the lr not decaying."""
     steps, values = data.finite(tag)
     half = values.size // 2
@@ -274,7 +289,7 @@ def _scatter(data: RunData, tag: str, whole_range: float):
         return None
     scatter = mad_sigma(relative[half:])
     amplitude = mad_sigma((values - level)[half:])
-    if scatter < SCATTER_REL or amplitude < SWING_RANGE * whole_range:
+    if scatter < SCATTER_REL or amplitude < SWING_RANGE * whole_range():
         return None
     # Onset: the earliest tenth of the run from which the scatter to the end is that large.
     stride = max(1, values.size // 10)
