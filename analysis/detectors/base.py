@@ -73,14 +73,21 @@ class RunData:
     has_train_sibling: bool = False  # this is a Keras `X/validation` run whose `X/train` sibling exists
     axes: StepAxes = field(default_factory=lambda: StepAxes(frozenset(), frozenset(), None))  # global steps vs epochs
     _finite: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    # Not an init field: a `replace`d copy with other roles or series (a histogram view) starts its own.
+    _tags: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
 
     # ---- access ---------------------------------------------------------------------------------------
 
     def tags(self, *roles: str) -> list[str]:
-        """Tags having one of `roles`, in the run's order, with at least one point."""
-        return [
-            t for t, (r, _) in self.roles.items() if r in roles and t in self.run.scalars and len(self.run.scalars[t])
-        ]
+        """Tags having one of `roles`, in the run's order, with at least one point (a new list: worked out once
+        per run and set of roles, however many detectors ask)."""
+        found = self._tags.get(roles)
+        if found is None:
+            scalars = self.run.scalars
+            found = self._tags[roles] = tuple(
+                t for t, (r, _) in self.roles.items() if r in roles and t in scalars and len(scalars[t])
+            )
+        return list(found)
 
     def finite(self, tag: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of the tag's finite points; worked out once per run, however many detectors ask."""

@@ -142,9 +142,11 @@ def _as_fraction(value: float) -> float:
 _CHANCE_ACC_MOST = 1.0 / 2 + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / 2)
 
 
-def _accuracy_at_chance(data: RunData, loss_level: float) -> dict | None:
+def _accuracy_at_chance(data: RunData, loss: SeriesFeatures) -> dict | None:
     """An accuracy that never rose above chance 1/K, for a class count K its own level allows; of those K,
-    the one whose ln K is nearest the loss's typical level (1/K alone cannot tell 10 classes from 11)."""
+    the one whose ln K is nearest the loss's typical level (the median of its bucket medians; 1/K alone cannot
+    tell 10 classes from 11)."""
+    loss_level: float | None = None
     for tag in _accuracies(data):
         values = data.finite(tag)[1]
         if values.size < 3:
@@ -161,6 +163,8 @@ def _accuracy_at_chance(data: RunData, loss_level: float) -> dict | None:
         hi = min(MAX_CLASSES, math.floor((1.0 + CHANCE_ACC_SHARE) / typical))
         if lo > hi:
             continue
+        if loss_level is None:
+            loss_level = median(loss.extra["level"].medians)
         k = int(min(max(round(math.exp(min(loss_level, 12.0))), lo), hi))
         if best <= 1.0 / k + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / k):
             return {"accuracy_tag": tag, "accuracy_best": best, "classes": k}
@@ -174,7 +178,7 @@ def _chance(data: RunData, tag: str) -> dict | None:
         return None
     # (The loss's typical level, and the lowest smoothed level, only where they are read: the same verdict.)
     accuracies = _accuracies(data)
-    accuracy = _accuracy_at_chance(data, median(feats.extra["level"].medians)) if accuracies else None
+    accuracy = _accuracy_at_chance(data, feats) if accuracies else None
     if accuracies:
         # The accuracy names the class count; the loss must agree that the model sits at a uniform guess
         # (a training loss may dip a little below ln K by memorising labels that carry no signal).
@@ -269,7 +273,9 @@ def _identical(data: RunData) -> list[tuple[str, float, int]]:
         if values.size < MIN_EVALS:
             continue
         value = float(values[0])
-        if float(np.ptp(values)) > IDENTICAL_RTOL * max(abs(value), 1e-30):
+        tolerance = IDENTICAL_RTOL * max(abs(value), 1e-30)
+        # The last value's distance from the first is at most the whole range: most curves are told by it alone.
+        if abs(float(values[-1]) - value) > tolerance or float(np.ptp(values)) > tolerance:
             continue
         perfect = (feats.direction > 0 and _as_fraction(value) == 1.0) or (feats.direction < 0 and value == 0.0)
         if feats.role == "val_loss" or feats.role == "train_loss":

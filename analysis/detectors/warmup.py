@@ -79,21 +79,21 @@ def _warmup_end(data: RunData, end_step: float) -> int | None:
 
 def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     steps, values = data.finite(tag)
-    early = steps <= end_step
-    if early.sum() < MIN_EARLY_POINTS:
+    early = int(np.searchsorted(steps, end_step, side="right"))  # the steps ascend: the early ones lead
+    if early < MIN_EARLY_POINTS:
         return None
     # A positive loss is judged in log units: its minibatch noise is multiplicative, so the whole run's
     # (log) noise, measured at lags long enough to see noise averaged before logging, applies to its start.
     positive = bool(values.min() > 0)
     judged = np.log(values) if positive else values
-    s, v = steps[early], judged[early]
+    s, v = steps[:early], judged[:early]
     smooth = running_median(v, SMOOTH_POINTS)
     best_so_far = np.minimum.accumulate(smooth)
     rise = smooth - best_so_far
     warmup_end = _warmup_end(data, end_step)
     needed_rel = np.full(rise.size, RISE_REL if warmup_end is None else RISE_REL_WARMUP)
     if warmup_end is not None:
-        needed_rel[s < warmup_end] = RISE_REL_RAMP
+        needed_rel[: int(np.searchsorted(s, warmup_end))] = RISE_REL_RAMP  # the steps before the warmup's end
     if positive:
         needed = np.log1p(needed_rel)
     else:
