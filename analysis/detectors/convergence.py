@@ -186,6 +186,10 @@ def _initial_stretch(feats: SeriesFeatures) -> tuple[int, int] | None:
     head = max(3, y.size // 20)
     start = median(y[:head])
     noise = mad_sigma(np.diff(y[: max(head, y.size // 10)])) / math.sqrt(2.0)
+    # The band is at most this (the percentiles lie within the range): a curve whose first value is already
+    # beyond it left its start at once (the running median below starts at y[0]), whatever the percentiles.
+    if abs(y[0] - start) > max(PLATEAU_NOISE_K * noise, PLATEAU_RANGE_FRAC * (y.max() - y.min())):
+        return None
     lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * noise, PLATEAU_RANGE_FRAC * (hi - lo))
     # The running median's first two values (edge-padded: y[0], then the median of y[0..2]) before the rest:

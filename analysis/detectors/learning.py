@@ -442,8 +442,9 @@ def detect(data: RunData) -> list:
     return [finding(data, "no_learning", severity, [t for t in tags if t], first, last, evidence, message, suggestion)]
 
 
-def slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    """Least-squares slope of y on x over `mask`, and its standard error (from the residuals' MAD)."""
+def slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray | slice) -> tuple[float, float]:
+    """Least-squares slope of y on x over `mask` (a boolean mask or a slice), and its standard error (from the
+    residuals' MAD)."""
     x, y = x[mask].astype(np.float64, copy=False), y[mask]
     if x.size < 3:
         return 0.0, float("inf")
@@ -464,8 +465,9 @@ def pace(steps: np.ndarray, medians: np.ndarray) -> dict[str, float] | None:
         return None
     span = float(steps[-1] - steps[0])
     quarter = QUARTER * span
-    first, first_error = slope(steps, medians, steps <= steps[0] + quarter)
-    last, last_error = slope(steps, medians, steps >= steps[-1] - quarter)
+    # The steps ascend: the first quarter is a prefix, the last a suffix (slices: no masks, no copies).
+    first, first_error = slope(steps, medians, slice(0, int(np.searchsorted(steps, steps[0] + quarter, "right"))))
+    last, last_error = slope(steps, medians, slice(int(np.searchsorted(steps, steps[-1] - quarter, "left")), None))
     edge = max(2, medians.size // 20)
     start, end = median(medians[:edge]), median(medians[-edge:])
     return {
