@@ -248,9 +248,10 @@ def lr_facts(data: RunData, onset: int) -> LrFacts | None:
     first_i = int(positive[0]) if positive.size else 0
     peak_i = int(np.argmax(v))
     diffs = np.diff(v)
-    rising = float(np.mean(diffs >= -1e-12 * np.abs(v[1:]))) if diffs.size else 0.0
+    # Shares as np.mean of the booleans gives them (a count over the size, both exact): without its set-up.
+    rising = np.count_nonzero(diffs >= -1e-12 * np.abs(v[1:])) / diffs.size if diffs.size else 0.0
     all_diffs = np.diff(values)
-    rising_all = float(np.mean(all_diffs >= -1e-12 * np.abs(values[1:]))) if all_diffs.size else 0.0
+    rising_all = np.count_nonzero(all_diffs >= -1e-12 * np.abs(values[1:])) / all_diffs.size if all_diffs.size else 0.0
     seen_after = steps[-1] - onset >= SEEN_AFTER_SHARE * data.span
     rising_to_end = (rising_all >= MONOTONE_SHARE and values[-1] >= values.max()) if seen_after else None
     reached = np.flatnonzero(v >= AT_PEAK * v[peak_i])
@@ -294,16 +295,21 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
     steps, values = steps[lo:hi], values[lo:hi]
     finite = np.isfinite(values)
     before = (steps <= onset - window) & finite
-    if int(before.sum()) < MIN_BASELINE_POINTS:
+    baseline = int(np.count_nonzero(before))
+    if baseline < MIN_BASELINE_POINTS:
         return None
     log = _log_positive(values[before])
     with np.errstate(divide="ignore", invalid="ignore"):
         read = np.log(values) if log else values.astype(np.float64)
     # A running median over a few points: one noisy batch is not a departure, a shifted level is.
-    width = max(1, min(SMOOTH_POINTS, int(before.sum()) // 4)) | 1
+    width = max(1, min(SMOOTH_POINTS, baseline // 4)) | 1
     if width > 1 and read.size >= width:
-        smooth = running_median(np.where(np.isfinite(read), read, np.inf), width)
-        read = np.where(np.isfinite(read), smooth, read)  # a non-finite point stays a departure
+        readable = np.isfinite(read)
+        if readable.all():
+            read = running_median(read, width)
+        else:
+            smooth = running_median(np.where(readable, read, np.inf), width)
+            read = np.where(readable, smooth, read)  # a non-finite point stays a departure
     base = read[before]
     centre = median(base)
     sigma = 1.4826 * median(np.abs(base - centre))
