@@ -53,6 +53,13 @@ def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: 
     if values.size < MIN_EVALS:
         return None
     worse_up = values * -direction
+    needed_rel = REL_METRIC if is_metric else REL_LOSS
+    # The best (a running median's lowest) is at least the lowest point: for a positive curve, a rise from that
+    # point too small to count bounds the real one (most validation losses end near their lowest), and the
+    # running median is not needed to say no.
+    lowest = float(worse_up.min())
+    if lowest > 0 and (median(worse_up[-3:]) - lowest) / max(lowest, 1e-12) < needed_rel:
+        return None
     smooth = _running_median3(worse_up)
     best_index = int(np.argmin(smooth))
     after = worse_up[best_index + 1 :]
@@ -62,7 +69,6 @@ def _val_turn(steps: np.ndarray, values: np.ndarray, direction: int, is_metric: 
     final = median(worse_up[-3:])
     rise = final - best
     rel = rise / max(abs(best), 1e-12)
-    needed_rel = REL_METRIC if is_metric else REL_LOSS
     if rise <= 0 or rel < needed_rel:  # before the noise, the costlier test: the same verdict
         return None
     noise = max(diff_noise(worse_up), 1e-3 * abs(best))
