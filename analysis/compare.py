@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -122,6 +123,20 @@ def _finite(series: Series) -> tuple[np.ndarray, np.ndarray]:
     return series.steps[keep], series.values[keep]
 
 
+#: Each curve's noise (`scale_noise` of its finite values), kept while the series lives: the sick runs of a sweep
+#: share one healthy twin, whose curve was measured again for each of them.
+_NOISE: weakref.WeakKeyDictionary[Series, float] = weakref.WeakKeyDictionary()
+
+
+def _noise(series: Series, values: np.ndarray) -> float:
+    """`scale_noise(values)`, `values` being `series`' finite values (`_finite`)."""
+    try:
+        return _NOISE[series]
+    except KeyError:
+        noise = _NOISE[series] = scale_noise(values)
+        return noise
+
+
 def _running_median(values: np.ndarray, width: int) -> np.ndarray:
     """`np.median` of each `width`-wide window (`width` odd) of `values` padded with its edge values: what
     `smoothing.running_median` gives, and NaN where a window holds a NaN, as `np.median` has it (running_median,
@@ -156,7 +171,7 @@ def parting_step(a: Series, b: Series) -> Parting | None:
         return None
     on_a = _on_grid(a, steps_a, values_a, grid)
     on_b = _on_grid(b, steps_b, values_b, grid)
-    noise = float(np.hypot(scale_noise(values_a), scale_noise(values_b)))
+    noise = float(np.hypot(_noise(a, values_a), _noise(b, values_b)))
     span = float(max(values_a.max(), values_b.max()) - min(values_a.min(), values_b.min()))
     band = max(PART_SIGMAS * noise, PART_MIN_FRACTION * span)
     width = PART_HOLD | 1
