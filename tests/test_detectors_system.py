@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tbtriage.analysis.datamodel import Note
+from tbtriage.analysis.detectors.stalled import stall, stall_facts
 from tbtriage.analysis.engine import analyze_run, logdir_context
 from tests._engine_data import (
     BY_NAME,
@@ -126,6 +127,34 @@ def test_runs_of_a_sequential_sweep_and_finished_runs_are_not_stalled():
     runs = {name: to_run(name, spec) for name, spec in specs.items()}
     context = logdir_context(SimpleNamespace(runs=runs), now=runs["long"].last_wall_time + 5)
     assert "stalled" not in kinds(analyze_run(runs["short"], None, context), ("critical", "warning", "info"))
+
+
+def test_the_silence_a_run_may_keep_grows_with_its_write_interval_and_the_worker_path_agrees():
+    """Points every 60 s: 900 s of silence (over MIN_SILENCE_S, under 20 intervals) is the run's rhythm, 3,000 s
+    a stall. The detector works the interval out only when the silence leaves the verdict open; a pool's worker
+    and the verdict cache judge from `stall_facts` in full: both must say the same."""
+    steps = steps_every(3000, 10)
+    loss = 2 - steps / 3000
+    specs = {
+        "quiet": RunSpec({"loss": (steps[:285], loss[:285])}, 6.0),
+        "stopped": RunSpec({"loss": (steps[:250], loss[:250])}, 6.0),
+        "long": RunSpec({"loss": (steps, loss)}, 6.0),
+    }
+    runs = {name: to_run(name, spec) for name, spec in specs.items()}
+    context = logdir_context(SimpleNamespace(runs=runs), now=runs["long"].last_wall_time + 5)
+    verdicts = {}
+    for name, run in runs.items():
+        report = analyze_run(run, None, context)
+        found = [f for f in report.findings if f.kind == "stalled"]
+        facts = stall_facts(run, report.primary_tags.lr)
+        assert facts is not None and facts.interval == 60.0 and facts.threshold == 1200.0
+        judged = stall(facts, context)
+        assert (judged is None) == (not found), name
+        if found:
+            assert found[0].evidence["silence_s"] == round(judged.silence, 1)
+            assert found[0].evidence["typical_interval_s"] == 60.0
+        verdicts[name] = bool(found)
+    assert verdicts == {"quiet": False, "stopped": True, "long": False}
 
 
 def test_an_old_logdir_analysed_days_later_reports_a_stall_only_as_info():

@@ -414,3 +414,32 @@ def test_scans_that_interleave_each_keep_their_own_window_and_columns(tmp_path, 
     together["b"] += list(b)
     assert {run: values(batches) for run, batches in together.items()} == alone
     assert alone["a"] != alone["b"]
+
+
+def test_a_runs_activity_span_reads_only_plausible_times_and_each_series_once():
+    """The span is the earliest and latest plausible time over every series (NaN, 0, negative and far-future
+    stamps are ignored, a series with none adds nothing), worked out per series and kept: the logdir context,
+    `stalled` and a pool's worker all ask for it."""
+    from tbtriage.analysis import reader
+    from tbtriage.analysis.datamodel import Run, Series
+
+    def series(walls: list[float]) -> Series:
+        n = len(walls)
+        return Series(np.arange(n, dtype=np.int64), np.array(walls, dtype=np.float64), np.zeros(n))
+
+    far = reader.MAX_PLAUSIBLE_WALL_TIME * 10
+    run = Run("r", Path("r"))
+    run.scalars = {
+        "clean": series([1.7e9 + 5, 1.7e9 + 10]),
+        "odd": series([np.nan, 0.0, -3.0, 1.7e9 + 2, far, 1.7e9 + 7]),
+        "broken": series([np.nan, np.inf, far]),
+        "empty": series([]),
+    }
+    expected = (1.7e9 + 2, 1.7e9 + 10)
+    for tag, s in run.scalars.items():  # the per-series answer is the filter's, by definition
+        walls = reader.plausible_wall_times(s.wall_times)
+        assert reader._series_span(s) == ((float(walls.min()), float(walls.max())) if walls.size else None), tag
+    assert reader.activity_span(run) == expected
+    assert reader.activity_span(run) == expected  # asked again: the kept spans give the same answer
+    run.scalars = {"broken": run.scalars["broken"], "empty": run.scalars["empty"]}
+    assert reader.activity_span(run) is None
