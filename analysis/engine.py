@@ -85,7 +85,9 @@ def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
             gaps = np.diff(run.scalars[tag].steps)
             gaps = gaps[gaps > 0]
             if gaps.size:
-                eval_interval = int(median(gaps, repeats=True))  # evaluations' step gaps repeat
+                # Evaluations' step gaps repeat; most often they are all one value, which is then their median.
+                same = gaps.min() == gaps.max()
+                eval_interval = int(0.0 + float(gaps[0])) if same else int(median(gaps, repeats=True))
                 break
     epoch_length = None
     epoch_tags = [t for t, (r, _) in roles.items() if r == "epoch" and len(run.scalars[t]) >= 2]

@@ -36,6 +36,7 @@ down (cyclic/triangular schedules, short warm restarts), whose loss follows the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,9 +137,10 @@ def detect(data: RunData) -> list:
         return []
     start = int(SKIP_FRAC * n)
     steps, values = steps[start:], values[start:]
-    level = median(values)
-    scale = max(abs(level), 1e-12)
-    whole_range = _WholeRange(data.finite(tag)[1])
+    whole = data.finite(tag)[1]
+    level = _Once(lambda: median(values))
+    scale = _Once(lambda: max(abs(level()), 1e-12))
+    whole_range = _Once(lambda: _spread(whole))
     found = _swings(steps, values, level, scale, whole_range)
     if found is None:
         found = _bouncing(steps, values, scale, whole_range)
@@ -149,7 +151,7 @@ def detect(data: RunData) -> list:
         return []
     onset, evidence = found
     evidence["tag"] = tag
-    amplitude_rel = evidence["amplitude"] / scale
+    amplitude_rel = evidence["amplitude"] / scale()
     if evidence["pattern"] == "swings":
         message = f"{tag} oscillates with an amplitude of {amplitude_rel:.0%} of its level from step {onset}"
     elif evidence["pattern"] == "bouncing":
@@ -177,22 +179,27 @@ def detect(data: RunData) -> list:
     return [finding(data, "oscillation", severity, [tag], onset, int(steps[-1]), evidence, message, suggestion)]
 
 
-class _WholeRange:
-    """The loss's whole spread (2nd to 98th percentile), measured when first asked: most runs are dismissed
-    by a test against their own level before any test needs it."""
+class _Once:
+    """A number measured when first asked: the loss's level, its scale and its whole spread; most runs are
+    dismissed by tests that need none of them, or only a bound on them."""
 
-    def __init__(self, values: np.ndarray) -> None:
-        self.values = values
+    def __init__(self, measure: Callable[[], float]) -> None:
+        self.measure = measure
         self.value: float | None = None
 
     def __call__(self) -> float:
         if self.value is None:
-            high, low = percentile(self.values, [98, 2])
-            self.value = float(high - low)
+            self.value = self.measure()
         return self.value
 
 
-def _swings(steps, values, level, scale, whole_range: _WholeRange):
+def _spread(values: np.ndarray) -> float:
+    """The whole spread of `values`: 2nd to 98th percentile."""
+    high, low = percentile(values, [98, 2])
+    return float(high - low)
+
+
+def _swings(steps, values, level: _Once, scale: _Once, whole_range: _Once):
     buckets = bucket_medians(steps, values, SWING_BUCKETS)
     if len(buckets) < 3 * TREND_BUCKETS:
         return None
@@ -200,11 +207,15 @@ def _swings(steps, values, level, scale, whole_range: _WholeRange):
     residual = buckets.medians - trend
     # The amplitude is at most half the residual's whole range: when even that is too small, so is it.
     most = 0.5 * (residual.max() - residual.min())
-    if not (most >= SWING_REL * scale and most >= SWING_RANGE * whole_range()):
+    # ...and the level (a median) is at least the lowest value: for a positive loss, a bound without the median.
+    lowest = float(values.min())
+    if lowest > 0 and not most >= SWING_REL * lowest:
+        return None
+    if not (most >= SWING_REL * scale() and most >= SWING_RANGE * whole_range()):
         return None
     p10, p90 = percentile(residual, [10, 90])
     amplitude = 0.5 * (p90 - p10)
-    if not (amplitude >= SWING_REL * scale and amplitude >= SWING_RANGE * whole_range()):
+    if not (amplitude >= SWING_REL * scale() and amplitude >= SWING_RANGE * whole_range()):
         return None  # before the noise estimate, the costlier test
     # Point-to-point noise (lag 1): what bucket medians of white minibatch noise scatter by. Noise averaged
     # before logging wanders more than this predicts; the rhythm test (PEAK_SHARE) is what tells it apart.
@@ -223,19 +234,19 @@ def _swings(steps, values, level, scale, whole_range: _WholeRange):
     return onset, {
         "pattern": "swings",
         "amplitude": float(amplitude),
-        "level": level,
+        "level": level(),
         "reversals": count,
         "period_steps": None if period is None else int(period),
         "noise_expected": float(chance),
         "rhythm_power_share": share,
         "summary": (
-            f"swings of ±{fmt(amplitude)} around a level of {fmt(level)} ({amplitude / scale:.0%}), "
+            f"swings of ±{fmt(amplitude)} around a level of {fmt(level())} ({amplitude / scale():.0%}), "
             f"{count} reversals from step {onset}" + (f", every ~{int(period)} steps" if period else "")
         ),
     }
 
 
-def _bouncing(steps, values, scale, whole_range: _WholeRange):
+def _bouncing(steps, values, scale: _Once, whole_range: _Once):
     # Deviations from the bucket-median level: alternation lives between neighbouring points, far below a
     # bucket's width, so a coarse level (buckets of at least 5 points, at most SWING_BUCKETS × 8 of them) is
     # all the baseline it needs.
@@ -252,7 +263,7 @@ def _bouncing(steps, values, scale, whole_range: _WholeRange):
     if rho > BOUNCE_RHO:
         return None  # before the spread, the costlier test
     spread = mad_sigma(deviation)
-    if spread < BOUNCE_REL * scale or spread < SWING_RANGE * whole_range():
+    if spread < BOUNCE_REL * scale() or spread < SWING_RANGE * whole_range():
         return None
     # Onset: the first block where the alternation (deviation × next deviation < 0, large) is sustained.
     alternating = (a * b < 0) & (np.abs(a) > 0.5 * spread)
@@ -264,7 +275,7 @@ def _bouncing(steps, values, scale, whole_range: _WholeRange):
         "amplitude": float(spread),
         "lag1_autocorrelation": rho,
         "summary": f"consecutive points alternate (lag-1 autocorrelation {rho:.2f}), spread {fmt(spread)} "
-        f"({spread / scale:.0%} of the level)",
+        f"({spread / scale():.0%} of the level)",
     }
 
 
@@ -274,7 +285,7 @@ def _relative_deviations(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return level, (values - level) / np.maximum(level, 1e-300)
 
 
-def _scatter(data: RunData, tag: str, whole_range: _WholeRange):
+def _scatter(data: RunData, tag: str, whole_range: _Once):
     """The logged loss scatters by SCATTER_REL of its local level through the second half, the lr not decaying."""
     steps, values = data.finite(tag)
     half = values.size // 2
@@ -329,7 +340,7 @@ def second_half(series: Series) -> SecondHalf | None:
         level=median(level[half:]),
         quarters=(median(level[half:quarter]), median(level[quarter:])),
         scatter=mad_sigma(relative[half:]),
-        whole_range=float(percentile(values, 98) - percentile(values, 2)),
+        whole_range=_spread(values),
         start=int(steps[half]),
         end=int(steps[-1]),
     )
