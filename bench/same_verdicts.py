@@ -7,7 +7,7 @@
 
 It judges the demo logdir (written to a temp dir), the committed real-run corpus (`bench/corpus/runs`) and
 any `--logdir` given, at a fixed `now` (so `stalled` does not drift with the wall clock), with `--workers`
-processes, and records the JSON report plus `repr` of every feature and headline tag. `--against` prints
+processes, and records the JSON report plus `repr` of every feature (its `extra` in key order) and headline tag. `--against` prints
 the first differences and exits 1 when there are any. A speed-up must leave this silent.
 """
 
@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,8 +42,14 @@ def verdicts(path: Path, workers: int | None, slim: bool = False) -> dict[str, s
     for run in report.runs:
         out[f"{run.name} | primary"] = repr(run.primary_tags)
         for tag, features in run.features.items():
-            out[f"{run.name} | {tag}"] = repr(features)
+            out[f"{run.name} | {tag}"] = feature_text(features)
     return out
+
+
+def feature_text(features) -> str:
+    """`repr` of a feature with its `extra` items in key order: features read back from the verdict cache hold
+    the same items in the order JSON kept them, which is no difference in what the engine says."""
+    return repr(replace(features, extra=dict(sorted(features.extra.items()))))
 
 
 def collect(logdirs: list[Path], workers: int | None, slim: bool = False) -> dict[str, dict[str, str]]:
