@@ -83,3 +83,86 @@ def test_with_no_cache_the_app_reads_every_run_then_judges_them(logdir, monkeypa
         assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected
 
     drive(app, scenario)
+
+
+def _index_watched(monkeypatch, logdir) -> list[bool]:  # noqa: F811
+    """The pool's tasks made one run each; for each task's verdicts as the app hears of them, whether the logdir's
+    health index was on disk then (in order)."""
+    monkeypatch.setattr(pipeline, "CHUNK_RUNS", 1)
+    original = pipeline.read_and_judge
+    seen: list[bool] = []
+
+    def read_and_judge(*args):
+        *rest, on_judged = args
+
+        def heard(batch):
+            seen.append(health_index.index_path(logdir).exists())
+            on_judged(batch)
+
+        return original(*rest, heard)
+
+    monkeypatch.setattr(pipeline, "read_and_judge", read_and_judge)
+    return seen
+
+
+def test_quitting_once_the_pool_judged_every_run_leaves_an_index_the_next_open_draws_from(logdir, monkeypatch):  # noqa: F811
+    seen = _index_watched(monkeypatch, logdir)
+    held = _HeldLazyRead(monkeypatch)
+    app = make_app(logdir, follow=False, clock=lambda: NOW)
+    shown: dict[str, tuple] = {}
+
+    async def scenario(app, pilot):
+        deadline = time.monotonic() + 60
+        while not (app.loaded and health_index.index_path(logdir).exists()):
+            assert time.monotonic() < deadline, "no index after the pool's pass"
+            await pilot.pause(0.02)
+        assert app.columns_read == set()  # written before the lazy read took a single run
+        shown.update(_rows(app))
+        await app.action_quit()  # a quick quit: the lazy read never ran
+
+    try:
+        drive(app, scenario, wait=False)
+    finally:
+        held.release()
+    assert seen == [False, False, False]  # one task per run: none of them found an index
+    assert app.columns_read == set()
+    index = health_index.read(logdir, None, NOW)
+    assert index is not None and list(index.health) == ["seed0", "seed1", "seed2"]
+
+    again = _HeldLazyRead(monkeypatch)
+    warm = make_app(logdir, follow=False, clock=lambda: NOW)
+
+    async def reopened(app, pilot):
+        deadline = time.monotonic() + 30
+        while set(app.store.health) != EVERY_RUN:
+            assert time.monotonic() < deadline, "the next open did not draw from the index"
+            await pilot.pause(0.02)
+        assert app.columns_read == set() and app.reports == {}  # every run's health, not a run read or judged
+        assert _rows(app) == shown
+        assert shown["seed1"][0] == "warning"  # stalled, as the pool's pass judged it in the logdir's context
+
+    try:
+        drive(warm, reopened, wait=False)
+    finally:
+        again.release()
+
+
+def test_the_index_is_not_written_while_the_pool_has_runs_left_to_judge(logdir, monkeypatch):  # noqa: F811
+    seen = _index_watched(monkeypatch, logdir)
+    written: list[set[str]] = []
+    original = health_index.write
+
+    def write(logdir_, shown, engine, config, now):
+        written.append(set(shown))
+        return original(logdir_, shown, engine, config, now)
+
+    monkeypatch.setattr(health_index, "write", write)
+    app = make_app(logdir, follow=False, clock=lambda: NOW)
+
+    async def scenario(app, pilot):
+        assert app.loaded and app.columns_read == EVERY_RUN
+
+    drive(app, scenario)
+    assert seen == [False, False, False]
+    assert written == [EVERY_RUN]  # once, from every run's verdict: not again after the lazy read
+    assert health_index.read(logdir, None, NOW) is not None

@@ -231,13 +231,13 @@ class TriageApp(App[int]):
             self.post_message(HealthIndexed({}, {}))  # the logdir changed under the index: its health goes
         self.indexed_pass(worker, self._read_and_judge)
 
-    def indexed_pass(self, worker: Worker, judge: Callable[[Worker], None]) -> None:
+    def indexed_pass(self, worker: Worker, judge: Callable[[Worker], bool | None]) -> None:
         """`judge(worker)`, a pass that judges every run, with no live pass changing the runs meanwhile, then the
-        health index written from its verdicts (each run's shown health paired with its files as they are then)."""
+        health index written from its verdicts (each run's shown health paired with its files as they are then),
+        unless `judge` wrote it itself (True: a pool's pass writes it before its lazy read of the columns)."""
         self._indexing = True
         try:
-            judge(worker)
-            if not worker.is_cancelled:
+            if not judge(worker) and not worker.is_cancelled:
                 self.write_health_index()
         finally:
             self._indexing = False
@@ -255,9 +255,10 @@ class TriageApp(App[int]):
         if watcher is not None and self._analyzer is None and isinstance(self.logdir_path, Path):
             health_index.write(watcher.logdir, watcher.shown, watcher.reports, self.config, self.clock())
 
-    def _read_and_judge(self, worker: Worker) -> None:
+    def _read_and_judge(self, worker: Worker) -> bool:
         """Read every run, then judge it (from the verdict cache where it holds) in the follower's first pass; many
-        local runs with the cache on are read and judged in the pool instead (`warm_open.judge_in_pool`)."""
+        local runs with the cache on are read and judged in the pool instead (`warm_open.judge_in_pool`, which
+        writes the health index itself: True)."""
         from tbtriage.analysis.discover import find_runs
 
         warnings: list[str] = []
@@ -268,7 +269,7 @@ class TriageApp(App[int]):
             self.post_message(RunsDiscovered(names, warnings))
             self._cached_verdicts(total)
             if judge_in_pool(self, worker):  # many runs, the cache on: read and judged in the pool, as `report` does
-                return
+                return True
         read = 0
         throttle = Throttle()
 
@@ -284,12 +285,13 @@ class TriageApp(App[int]):
             logdir = self._loader(self.logdir_path, cancel=lambda: worker.is_cancelled, on_run=run_read)
         except Exception as exc:  # one clear line in the status bar; the app stays usable
             self.post_message(LoadFailed(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
-            return
+            return False
         if worker.is_cancelled:
-            return
+            return False
         self.post_message(LogdirRead(logdir))
         new_watcher(self, logdir)
         self._follow_pass(worker)
+        return False
 
     def _cached_verdicts(self, total: int) -> None:
         """A warm reopen: every run's verdict from the verdict cache, shown before any run is read

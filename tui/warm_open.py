@@ -205,7 +205,9 @@ def judge_in_pool(app: TriageApp, worker: Worker) -> bool:
     (`pipeline.read_and_judge`, as `report` does: the reading runs on every core), each task's verdicts shown as they
     come; the follower adopts them as its first pass (`Watcher.adopt`), then the runs' columns are read lazily, mapped
     from the column cache the workers filled. False (nothing shown) where this does not apply: the caller reads and
-    judges as before (a stand-in analyzer, a store's logdir, `--no-cache`, too few runs for a pool, no pool here)."""
+    judges as before (a stand-in analyzer, a store's logdir, `--no-cache`, too few runs for a pool, no pool here).
+    True also when it was cancelled; when it returns True after the pool's pass, the health index is written
+    (`TriageApp.write_health_index`: after the pass, before the lazy read)."""
     from concurrent.futures.process import BrokenProcessPool
 
     from tbtriage.analysis import cache, verdict_cache
@@ -253,5 +255,8 @@ def judge_in_pool(app: TriageApp, worker: Worker) -> bool:
     app.post_message(RunsAnalyzed(list(app.watcher.shown.values()), total, total))
     app.post_message(PassDone(new, True))
     app._wait_for(app._first_pass_shown, worker)  # every run's health on screen before the read takes the GIL
+    # Every run is judged: the index is written now, not after the lazy read, so that quitting at any moment from
+    # here on (the worker cancelled) still leaves the next open a warm one.
+    app.write_health_index()
     _read_columns(app, worker, logdir)
     return True
