@@ -1,7 +1,7 @@
 """A cold open of many runs with the cache on, as a user meets it: the pool's workers read the runs and judge them
 (`pipeline.read_and_judge`, as `report` does), every run's health is on screen before the app's own process reads
 a column, the verdicts are the report's, and the columns are read afterwards (mapped from the cache the workers
-filled). `--no-cache` keeps the old path: the app reads every run, then its follower judges them.
+filled; with `--no-cache`, decoded again in the app into its private spill).
 
 Runs are the health index's tests' runs (three seeds, seed1 stalled: `stalled` is judged in the app's process once
 every span is known); the pool is let in for three runs (`POOL_MIN_RUNS`) on two processes whatever the machine."""
@@ -14,7 +14,9 @@ import time
 import pytest
 
 from tbtriage.analysis import health_index, pipeline
+from tbtriage.analysis.decode import cache_dir
 from tbtriage.analysis.engine import run_report_dict
+from tbtriage.analysis.spill import is_mapped
 from tbtriage.tui import warm_open
 from tbtriage.tui.app import make_app
 from tests._app_data import drive, settle
@@ -73,16 +75,33 @@ def test_a_cold_open_shows_every_runs_health_from_workers_that_read_before_the_a
     assert health_index.read(logdir, None, NOW) is not None  # the next open is a warm one
 
 
-def test_with_no_cache_the_app_reads_every_run_then_judges_them(logdir, monkeypatch):  # noqa: F811
+def test_with_no_cache_the_pool_judges_too_and_the_columns_are_read_afterwards_into_the_spill(logdir, monkeypatch):  # noqa: F811
     expected = {r["run"]: r for r in _cold(logdir, monkeypatch)}
     monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    held = _HeldLazyRead(monkeypatch)
     app = make_app(logdir, follow=False, clock=lambda: NOW)
 
     async def scenario(app, pilot):
-        assert app.loaded and app.columns_read == EVERY_RUN  # read here, before the follower judged them
+        deadline = time.monotonic() + 60
+        while not app.loaded:
+            assert time.monotonic() < deadline, "no health from the pool"
+            await pilot.pause(0.02)
+        await pilot.pause()
+        assert app.columns_read == set()  # judged by the workers: none read here yet
+        assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected
+        assert _rows(app)["seed1"][0] == "warning"  # stalled: judged here once every span was known
+        held.release()
+        await settle(app, pilot)
+        assert app.columns_read == EVERY_RUN and app.progress is None
+        loss = app.runs["seed0"].scalars["train/loss"]
+        assert len(loss) == 300 and is_mapped(loss.values)  # decoded here, then moved to the private spill
         assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected
 
-    drive(app, scenario)
+    try:
+        drive(app, scenario, wait=False)
+    finally:
+        held.release()
+    assert not list(cache_dir().rglob("*.tb?"))  # --no-cache: no column, verdict or index entry written
 
 
 def _index_watched(monkeypatch, logdir) -> list[bool]:  # noqa: F811
