@@ -203,6 +203,20 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+def warm_pool() -> None:
+    """Start now the fork server that this process's next pool forks its workers from (`_pool_context`: a fresh
+    interpreter that imports the engine, ~0.5 s of a core), so that it gets ready while the caller lists and sizes the
+    runs; nothing where the pool forks or spawns. A server that cannot start is started (or given up on) by the pool."""
+    context = _pool_context()
+    if context.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        try:
+            forkserver.ensure_running()
+        except (OSError, ValueError):
+            pass
+
+
 def _start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker (which a fork server or spawned pool needs) with a real stderr.
 

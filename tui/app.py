@@ -277,6 +277,11 @@ class TriageApp(App[int]):
             names = list(find_runs(self.logdir_path, warnings))
             total = len(names)
             self.post_message(RunsDiscovered(names, warnings))
+            if self._analyzer is None:
+                from tbtriage.analysis.pipeline import pool_workers, warm_pool
+
+                if pool_workers(total) > 1:  # the pool's fork server gets ready while the runs are listed and sized
+                    warm_pool()
             self._cached_verdicts(total)
             if judge_in_pool(self, worker):  # many runs, the cache on: read and judged in the pool, as `report` does
                 return True
