@@ -15,8 +15,8 @@ a script that starts the pool from threads needs the `if __name__ == "__main__":
 `report` (`engine.diagnose(slim=True)`) goes further with many local runs: `read_and_judge` hands the workers
 the runs' directories, not their points; each worker reads its runs and sends back the verdicts and only the
 series the report reads afterwards (see the section "reading in the pool" below). So does the app's cold open of
-many local runs with the cache on (`tui.warm_open.judge_in_pool`), which then maps the columns the workers cached;
-otherwise it reads every run itself and judges through `analyze_runs`.
+many local runs (`tui.warm_open.judge_in_pool`), which then maps the columns the workers cached (or, with the cache
+off, decodes them again itself); otherwise it reads every run itself and judges through `analyze_runs`.
 """
 
 from __future__ import annotations
