@@ -15,8 +15,8 @@ a script that starts the pool from threads needs the `if __name__ == "__main__":
 `report` (`engine.diagnose(slim=True)`) goes further with many local runs: `read_and_judge` hands the workers
 the runs' directories, not their points; each worker reads its runs and sends back the verdicts and only the
 series the report reads afterwards (see the section "reading in the pool" below). So does the app's cold open of
-many local runs with the cache on (`tui.warm_open.judge_in_pool`), which then maps the columns the workers cached;
-otherwise it reads every run itself and judges through `analyze_runs`.
+many local runs (`tui.warm_open.judge_in_pool`), which then maps the columns the workers cached (or, with the cache
+off, decodes them again itself); otherwise it reads every run itself and judges through `analyze_runs`.
 """
 
 from __future__ import annotations
@@ -201,6 +201,20 @@ def _pool_context() -> multiprocessing.context.BaseContext:
         ctx.set_forkserver_preload([__name__])
         return ctx
     return multiprocessing.get_context("spawn")
+
+
+def warm_pool() -> None:
+    """Start now the fork server that this process's next pool forks its workers from (`_pool_context`: a fresh
+    interpreter that imports the engine, ~0.5 s of a core), so that it gets ready while the caller lists and sizes the
+    runs; nothing where the pool forks or spawns. A server that cannot start is started (or given up on) by the pool."""
+    context = _pool_context()
+    if context.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        try:
+            forkserver.ensure_running()
+        except (OSError, ValueError):
+            pass
 
 
 def _start_resource_tracker() -> None:

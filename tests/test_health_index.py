@@ -19,6 +19,7 @@ from tbtriage.analysis import health_index
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.engine import run_report_dict
 from tbtriage.analysis.reader import RunReader
+from tbtriage.tui import app as app_module
 from tbtriage.tui import warm_open
 from tbtriage.tui.app import make_app
 from tbtriage.tui.warm_open import ReadOrder
@@ -260,3 +261,22 @@ def test_read_order_puts_the_runs_asked_for_first_and_reads_each_once():
     assert order.take() == ("c", True)
     order.want(["d"])
     assert [order.take(), order.take(), order.take()] == [("d", True), ("b", False), None]
+
+
+def test_a_live_pass_that_judges_appended_points_writes_the_index_again(logdir, monkeypatch):
+    monkeypatch.setattr(app_module, "INDEX_EVERY_S", 0.0)
+    app = make_app(logdir, follow=False, clock=lambda: NOW)
+
+    async def scenario(app, pilot):
+        assert app.loaded and _index(logdir).health["seed2"].last_step == 299
+        with open(next((logdir / "seed2").iterdir()), "ab") as f:  # seed2 trains on
+            f.write(_records(300, 400))
+        assert _index(logdir) is None  # the index no longer matches the files: not used, never wrong
+        app.action_refresh()
+        await settle(app, pilot)
+        assert _rows(app)["seed2"][3] == 399
+
+    drive(app, scenario)
+    index = _index(logdir)
+    assert index is not None and index.health["seed2"].last_step == 399  # what the live pass judged
+    assert {name: row[3] for name, row in _open(logdir).items()} == {"seed0": 299, "seed1": 120, "seed2": 399}

@@ -16,6 +16,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from tbtriage.analysis import health_index
@@ -117,6 +118,7 @@ def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
 
     try:
         logdir = open_logdir(app.logdir_path)
+        logdir.spill = app.spill  # the points appended while following (the cache maps the rest)
         logdir.find()
     except (LogdirError, OSError):
         return False
@@ -153,11 +155,17 @@ def read_lazily(app: TriageApp, worker: Worker, index: Index) -> bool:
 
 
 def _read_columns(
-    app: TriageApp, worker: Worker, logdir: Logdir, verdict: Callable[[str], RunReport | None] | None = None
+    app: TriageApp,
+    worker: Worker,
+    logdir: Logdir,
+    verdict: Callable[[str], RunReport | None] | None = None,
+    kernel: ModuleType | None = None,
 ) -> bool:
     """Read every run of `logdir` one at a time (the UI thread gets the interpreter between any two), the charted
     ones first (`ReadOrder`: the app names them as the view changes), posting them (with `verdict(name)`, where
-    given and not None) a few times a second; False when the worker was cancelled."""
+    given and not None) a few times a second; False when the worker was cancelled. Each run is read with `kernel`
+    (one for the whole logdir), else with the one its own bytes call for; what the column cache does not map goes
+    to the logdir's spill (`Logdir.spill`)."""
     from tbtriage.analysis.decode import choose_kernel
 
     order = app.read_order = ReadOrder(logdir.runs)
@@ -171,7 +179,9 @@ def _read_columns(
             return False
         name, wanted = taken
         reader = logdir._readers[name]
-        reader.read(choose_kernel(reader.pending_bytes(), logdir.kernel), cancel)
+        reader.read(kernel or choose_kernel(reader.pending_bytes(), logdir.kernel), cancel)
+        if logdir.spill is not None:
+            logdir.spill.add(reader)
         app.columns_read.add(name)
         runs[name] = logdir.runs[name] = reader.run
         report = None if verdict is None else verdict(name)
@@ -181,6 +191,8 @@ def _read_columns(
             app.post_message(RunsRead(dict(runs), list(shown), len(app.columns_read), total))
             runs.clear()
             shown.clear()
+    if logdir.spill is not None:
+        logdir.spill.flush()
     if runs:
         app.post_message(RunsRead(dict(runs), list(shown), total, total))
     app.read_order = None
@@ -201,22 +213,27 @@ class _Cancelled(Exception):
 
 
 def judge_in_pool(app: TriageApp, worker: Worker) -> bool:
-    """A cold open of many local runs with the cache on: the pool's workers read the runs and judge them
-    (`pipeline.read_and_judge`, as `report` does: the reading runs on every core), each task's verdicts shown as they
-    come; the follower adopts them as its first pass (`Watcher.adopt`), then the runs' columns are read lazily, mapped
-    from the column cache the workers filled. False (nothing shown) where this does not apply: the caller reads and
-    judges as before (a stand-in analyzer, a store's logdir, `--no-cache`, too few runs for a pool, no pool here)."""
+    """A cold open of many local runs: the pool's workers read the runs and judge them (`pipeline.read_and_judge`, as
+    `report` does: the reading runs on every core), each task's verdicts shown as they come; the follower adopts them
+    as its first pass (`Watcher.adopt`), then the runs' columns are read lazily: mapped from the column cache the
+    workers filled, or with `--no-cache` decoded again here (one kernel for the whole logdir) into the app's spill,
+    once every run's health is on screen. False (nothing shown) where this does not apply: the caller reads and
+    judges as before (a stand-in analyzer, a store's logdir, too few runs for a pool, no pool here).
+    True also when it was cancelled; when it returns True after the pool's pass, the health index is written
+    (`TriageApp.write_health_index`: after the pass, before the lazy read)."""
     from concurrent.futures.process import BrokenProcessPool
 
     from tbtriage.analysis import cache, verdict_cache
+    from tbtriage.analysis.decode import choose_kernel
     from tbtriage.analysis.engine import context_from_spans
     from tbtriage.analysis.logdir import LogdirError, open_logdir
     from tbtriage.analysis.pipeline import pool_workers, read_and_judge
 
-    if app._analyzer is not None or not cache.enabled() or not isinstance(app.logdir_path, os.PathLike):
+    if app._analyzer is not None or not isinstance(app.logdir_path, os.PathLike):
         return False
     try:
         logdir = open_logdir(app.logdir_path)
+        logdir.spill = app.spill  # what the cache does not map: the lazy read's columns, the points appended later
         found, only = logdir.discover()
     except (LogdirError, OSError):
         return False
@@ -253,5 +270,11 @@ def judge_in_pool(app: TriageApp, worker: Worker) -> bool:
     app.post_message(RunsAnalyzed(list(app.watcher.shown.values()), total, total))
     app.post_message(PassDone(new, True))
     app._wait_for(app._first_pass_shown, worker)  # every run's health on screen before the read takes the GIL
-    _read_columns(app, worker, logdir)
+    # Every run is judged: the index is written now, not after the lazy read, so that quitting at any moment from
+    # here on (the worker cancelled) still leaves the next open a warm one.
+    app.write_health_index()
+    # Without the cache every run is decoded again: one kernel for all its bytes (sized run by run, 2,000 small runs
+    # would each be read by the pure-Python kernel). With it, each run maps what its worker cached.
+    kernel = None if cache.enabled() else choose_kernel(logdir.pending_bytes(), logdir.kernel)
+    _read_columns(app, worker, logdir, kernel=kernel)
     return True
