@@ -21,7 +21,6 @@ from typing import Any
 
 from .names import is_event_file
 
-
 #: Seconds to open a connection to an object store, and to wait for the bytes of one response, before the
 #: attempt fails; and attempts per request, by botocore and again by s3fs (2 x 2). A store that refuses
 #: connections is one line in seconds; one that accepts and never answers, in at most 4 x 15 s: never a hang.

@@ -37,7 +37,7 @@ from tbtriage.analysis.health_index import RunHealth
 from tbtriage.analysis.storage import is_url
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
 from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config, works_on
-from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
+from tbtriage.tui.chart_options import ChartOptions, SeriesRequest
 from tbtriage.tui.commands import TriageCommands
 from tbtriage.tui.messages import (
     COALESCE_S,
@@ -63,7 +63,6 @@ from tbtriage.tui.warm_open import (
     read_lazily,
     start_index_read,
 )
-from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
     from tbtriage.analysis.spill import Spill
@@ -604,10 +603,12 @@ class TriageApp(App[int]):
         self._set_options(replace(self.view.options, ignore_outliers=not self.view.options.ignore_outliers))
 
     def action_zoom(self, factor: float) -> None:
-        self._set_options(self.main_screen.query_one("#chart", TagChart).zoomed(factor))
+        if (chart := self.main_screen.chart) is not None:
+            self._set_options(chart.zoomed(factor))
 
     def action_pan(self, fraction: float) -> None:
-        self._set_options(self.main_screen.query_one("#chart", TagChart).panned(fraction))
+        if (chart := self.main_screen.chart) is not None:
+            self._set_options(chart.panned(fraction))
 
     def action_reset_view(self) -> None:
         self._set_options(replace(self.view.options, window=None))

@@ -19,7 +19,6 @@ from textual.widgets import Footer, Input, ProgressBar, Static, Tree
 
 from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import bindings
-from tbtriage.tui.chart_data import SeriesRequest
 from tbtriage.tui.regex_filter import regex_filter
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.state import (
@@ -31,15 +30,17 @@ from tbtriage.tui.state import (
     next_sort,
     toggle_selected,
 )
+from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
 from tbtriage.tui.widgets.diagnosis import DiagnosisPane
 from tbtriage.tui.widgets.findings_list import FindingsList
 from tbtriage.tui.widgets.run_table import RunTable
 from tbtriage.tui.widgets.series_style import series_style
-from tbtriage.tui.widgets.tag_chart import TagChart
 from tbtriage.tui.widgets.tag_tree import TagTree
 
 if TYPE_CHECKING:
+    from tbtriage.tui.chart_options import SeriesRequest
     from tbtriage.tui.state import HostApp
+    from tbtriage.tui.widgets.tag_chart import TagChart
 
 #: Longest legend entry before it is cut, so one long run name cannot push the others out.
 LEGEND_NAME_CELLS = 28
@@ -73,6 +74,7 @@ class MainScreen(Screen):
         self._shown_tags: tuple | None = None  # the tag tree's last (tags, roles, kept tag)
         self._shown_findings: tuple | None = None  # the findings list's last (findings, with run, new, empty)
         self._details_from: ViewState | None = None  # the view the run's panes show, while their redraw is due
+        self._chart: TagChart | None = None  # mounted in the placeholder's place after the first frame (`_mount_chart`)
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -94,7 +96,7 @@ class MainScreen(Screen):
                     yield TagTree(ascii_only=ascii_only, id="tags")
             with Vertical(id="right"):
                 with ChartPane(id="chart-pane", classes="pane"):
-                    yield TagChart(ascii_only=ascii_only, id="chart")
+                    yield ChartPlaceholder(id="chart-placeholder")
                     yield Static(id="legend")
                 with Horizontal(id="bottom"):
                     yield FindingsList(ascii_only=ascii_only, id="findings", classes="pane")
@@ -114,6 +116,26 @@ class MainScreen(Screen):
         self.watch(self.app, "theme", lambda _: self.refresh_all(), init=False)
         self.query_one(RunTable).focus()
         self.refresh_all()
+        self.call_after_refresh(self._mount_chart)
+
+    async def _mount_chart(self) -> None:
+        """The chart in its placeholder's place, once the first frame is drawn: plotext, numpy and the chart's data
+        pipeline are imported here, not on the way from the shell to the first screen."""
+        from tbtriage.tui.widgets.tag_chart import TagChart
+
+        if not self.is_attached or self._chart is not None:
+            return  # the app quit before its first frame was followed up
+        chart = TagChart(ascii_only=self.app.ascii_only, id="chart")
+        placeholder = self.query_one(ChartPlaceholder)
+        await self.query_one("#chart-pane").mount(chart, before=placeholder)
+        await placeholder.remove()
+        self._chart = chart
+        self.refresh_chart()
+
+    @property
+    def chart(self) -> TagChart | None:
+        """The chart widget, None until it is mounted (just after the first frame)."""
+        return self._chart
 
     # State -> panes --------------------------------------------------------------------------
 
@@ -218,9 +240,9 @@ class MainScreen(Screen):
 
     def refresh_chart(self) -> None:
         app, view = self.app, self.app.view
-        chart = self.query_one(TagChart)
         requests = app.store.chart_requests(view)
-        chart.set_data(requests, view.options)
+        if self._chart is not None:  # until it is mounted the placeholder stands for it: nothing is charted yet
+            self._chart.set_data(requests, view.options)
         title = Text(plain(view.current_tag) if view.current_tag else "Chart")
         title.append(f"  {view.options.describe(app.separator)}", style="dim")
         self.query_one("#chart-pane").border_title = title
