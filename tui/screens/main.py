@@ -56,6 +56,13 @@ class FilterInput(Input):
         cast("MainScreen", self.screen).close_filter(self)
 
 
+#: Each filter box: its placeholder, and the pane it opens at the top of.
+FILTERS = {
+    "run-filter": ("filter runs: regex, val/acc>0.9, top 5 by loss (? for more)", "#runs-pane"),
+    "tag-filter": ("filter tags (regex)", "#tags-pane"),
+}
+
+
 class ChartPane(Vertical, can_focus=True):
     """The chart's pane takes the focus (`tab` reaches it), so `z` can maximise it like any other pane."""
 
@@ -75,6 +82,9 @@ class MainScreen(Screen):
         self._shown_findings: tuple | None = None  # the findings list's last (findings, with run, new, empty)
         self._details_from: ViewState | None = None  # the view the run's panes show, while their redraw is due
         self._chart: TagChart | None = None  # mounted in the placeholder's place after the first frame (`_mount_chart`)
+        #: The filter boxes opened so far: each is mounted when first opened (`open_filter`), not for the first frame,
+        #: where styling two hidden inputs cost a fifth of the app's start.
+        self._filters: dict[str, FilterInput] = {}
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -84,15 +94,9 @@ class MainScreen(Screen):
         with Horizontal(id="panes"):
             with Vertical(id="left"):
                 with Vertical(id="runs-pane", classes="pane"):
-                    yield FilterInput(
-                        placeholder="filter runs: regex, val/acc>0.9, top 5 by loss (? for more)",
-                        id="run-filter",
-                        classes="filter",
-                    )
                     yield Static(id="run-filter-error")
                     yield RunTable(ascii_only=ascii_only, id="runs")
                 with Vertical(id="tags-pane", classes="pane"):
-                    yield FilterInput(placeholder="filter tags (regex)", id="tag-filter", classes="filter")
                     yield TagTree(ascii_only=ascii_only, id="tags")
             with Vertical(id="right"):
                 with ChartPane(id="chart-pane", classes="pane"):
@@ -215,7 +219,8 @@ class MainScreen(Screen):
     def refresh_runs(self, restyle: bool = False) -> None:
         app, view = self.app, self.app.view
         rows, error = app.store.rows(view, app.clock())
-        self.query_one("#run-filter").set_class(error is not None, "-invalid")
+        if (box := self._filters.get("run-filter")) is not None:
+            box.set_class(error is not None, "-invalid")
         self._show_text("#run-filter-error", Text(plain(error or "")))
         shown_error = self.query_one("#run-filter-error", Static)
         shown_error.set_class(error is not None, "-show")
@@ -232,7 +237,8 @@ class MainScreen(Screen):
         app, view = self.app, self.app.view
         tags, roles = app.store.charted_tags(view)
         tags, error = regex_filter(tags, view.tag_filter)
-        self.query_one("#tag-filter").set_class(error is not None, "-invalid")
+        if (box := self._filters.get("tag-filter")) is not None:
+            box.set_class(error is not None, "-invalid")
         shown = (tags, roles, view.current_tag)
         if shown != self._shown_tags:  # the next run has the same tags: the tree (and its cursor) stays
             self._shown_tags = shown
@@ -350,7 +356,12 @@ class MainScreen(Screen):
     def open_filter(self) -> None:
         """Show the filter box of the focused list (tags when the tags pane has focus, else runs)."""
         in_tags = self.focused is not None and (self.focused.id == "tags" or self.focused.id == "tag-filter")
-        box = self.query_one("#tag-filter" if in_tags else "#run-filter", FilterInput)
+        box_id = "tag-filter" if in_tags else "run-filter"
+        box = self._filters.get(box_id)
+        if box is None:
+            placeholder, pane = FILTERS[box_id]
+            box = self._filters[box_id] = FilterInput(placeholder=placeholder, id=box_id, classes="filter")
+            self.query_one(pane).mount(box, before=0)
         box.add_class("-open")
         box.focus()
 
