@@ -17,6 +17,9 @@ anonymous memory (RssAnon), which is what mapped columns leave out. The OS page 
 round (the files were just written): the figures compare decoding with mapping, not disks. Prints figures
 and ratios against the cold round measured in the same run; asserts nothing.
 
+tbtriage's modules are compiled to bytecode first (`compile_bytecode`), as an installed wheel has them: a machine
+with PYTHONDONTWRITEBYTECODE set would otherwise time Python compiling ~50 modules in every child.
+
 `--rounds warm --cache-home DIR --repeat N` reopens N times from a cache an earlier run left in DIR (the figure a
 shared machine blurs least is the median, and the CPU seconds to the screen with health).
 

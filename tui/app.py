@@ -68,9 +68,10 @@ if TYPE_CHECKING:
     from tbtriage.analysis.spill import Spill
     from tbtriage.analysis.watch import RunAnalyzer, Watcher
 
-# Only what the first screen needs is imported here: the reader (and its protobufs), the engine and its
-# detectors, the Markdown renderer, the dashboard, the help screen and the CSV writer are imported where they are first
-# used, off the path from the shell to the first frame (`bench/tui_speed.py` times it).
+# Only what the first screen needs is imported here: numpy, the chart (plotext; mounted by the main screen just after
+# its first frame), the reader (and its protobufs), the column cache, the engine and its detectors, the Markdown
+# renderer, the dashboard, the help screen and the CSV writer are imported where they are first used, off the path from
+# the shell to the first frame (`bench/tui_speed.py` times it; tests/test_first_screen.py holds the list).
 
 #: Live follow re-reads appended bytes this often. Loggers flush every 10-120 s, so 5 s shows a new
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
