@@ -207,6 +207,12 @@ class TriageApp(App[int]):
         if reading is not None and reading.inline and reading.index is not None:  # read already: the first frame has it
             reading.shown = True
             self._show_health(reading.index.health, reading.index.paths)
+        # Styled for the terminal's width from the start: Textual sets the breakpoint class once the screen is laid out,
+        # and every widget would be styled again before the first frame.
+        width = self.size.width
+        self.main_screen.add_class(
+            next(name for at, name in sorted(self.HORIZONTAL_BREAKPOINTS, reverse=True) if width >= at)
+        )
         self.push_screen(self.main_screen)
         # The worker starts at once: it posts a warm reopen's health (its index read since the app was made) for the
         # first frames; anything heavier waits for the first frame (`_first_frame`): reading would hold the GIL.
