@@ -51,8 +51,8 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .cache_base import HEAD_BYTES, cache_dir, enabled, head_hash, root  # noqa: F401 - `cache.X` for its users
 from .datamodel import Note, Series, TextEntry
-from .decode import cache_dir
 
 #: Bumped whenever the entry layout or the meaning of the reader's state changes: older entries are ignored.
 FORMAT = 1
@@ -60,8 +60,6 @@ MAGIC = b"TBTCOL\x00\x01"
 _PREFIX = struct.Struct("<8sQII")  # magic, header length, CRC-32 of the header, zero
 #: Arrays start on this boundary: aligned for every dtype, and word-aligned for the data sum.
 ALIGN = 64
-#: Bytes hashed at the head of every file: covers the file_version record and the first events.
-HEAD_BYTES = 4096
 #: Default size cap of the whole cache: a month of mornings on a big sweep, small against a disk.
 DEFAULT_MAX_BYTES = 2 << 30
 #: Data read at a time while checking an entry's sum: large enough for numpy's speed, small against memory.
@@ -75,16 +73,6 @@ _SUFFIX = ".tbc"
 ENTRY_SUFFIXES = (_SUFFIX, ".tbv", ".tbh")
 #: A temporary entry older than this was left by a writer that died (a write takes seconds at most).
 _STALE_TMP_S = 3600
-
-
-def enabled() -> bool:
-    """False when `TBTRIAGE_NO_CACHE` is set to a true value (`--no-cache` on the command line sets it)."""
-    return os.environ.get("TBTRIAGE_NO_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
-
-
-def root() -> Path:
-    """Where the entries live: `columns` under tbtriage's XDG cache directory."""
-    return cache_dir() / "columns"
 
 
 def max_bytes() -> int:
@@ -154,15 +142,6 @@ def _writes_into_logdir(reader) -> bool:
         return os.path.commonpath([os.path.realpath(root()), logdir]) == logdir
     except (OSError, ValueError):
         return True
-
-
-def head_hash(path: Path, n: int = HEAD_BYTES) -> str | None:
-    """A hash of the file's first `n` bytes (None when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            return hashlib.blake2b(f.read(n), digest_size=16).hexdigest()
-    except OSError:
-        return None
 
 
 def object_head_hash(storage, path: str, n: int = HEAD_BYTES) -> str | None:

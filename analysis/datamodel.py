@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 # The finding vocabulary lives in `findings.py`; re-exported because `Finding` and `Note` speak it.
 from .findings import FINDING_KINDS, SEVERITIES  # noqa: F401
+
+if TYPE_CHECKING:  # numpy is imported where columns are made: a warm reopen's first screen has none to make
+    import numpy as np
 
 #: Roles a scalar tag can play. `metric` carries a direction separately.
 ROLES = (
@@ -57,6 +58,8 @@ class Series:
 
     @classmethod
     def empty(cls) -> Series:
+        import numpy as np
+
         return cls(np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.float64))
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _kernel as _pure
+from .cache_base import cache_dir
 
 #: Read files in windows of this size, so memory stays well under the bytes read.
 CHUNK_BYTES = 8 << 20
@@ -44,11 +45,6 @@ _jit_lock = threading.Lock()
 _warm = [False]  # this process has marked the compiled kernel as cached
 _jit_module = None
 _jit_failed = False
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tbtriage"
 
 
 def numba_available() -> bool:

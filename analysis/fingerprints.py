@@ -19,11 +19,11 @@ from .config import Config
 def engine_fingerprint() -> str:
     """A change to any detector, threshold or feature (any `analysis/*.py`), or to tbtriage's, numpy's or Python's
     version, changes it: every cached verdict is then judged again."""
-    import numpy as np
+    from importlib.metadata import version  # numpy's version as installed: the same text, without importing numpy
 
     base = Path(__file__).resolve().parent
     h = hashlib.blake2b(digest_size=16)
-    h.update(f"{__version__} numpy {np.__version__} python {sys.version_info[:2]}".encode())
+    h.update(f"{__version__} numpy {version('numpy')} python {sys.version_info[:2]}".encode())
     for path in sorted(base.rglob("*.py")):
         h.update(str(path.relative_to(base)).encode() + b"\0")
         h.update(path.read_bytes())

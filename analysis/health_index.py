@@ -17,8 +17,8 @@ can change (`stalled`'s "live": the logdir's newest event within `LIVE_WINDOW_S`
 its bound. Every run unchanged means the logdir context (`stalled`'s spans) and every sibling a run reads are
 unchanged too, so each verdict, and the twins drawn from all of them, would come out the same. Anything else (no
 index, another logdir or format, a corrupt or truncated file: checked against a BLAKE2 digest) is a miss, and the
-app takes the slower road (`verdict_cache.before_reading`, then reading and judging). Nothing here imports the
-engine, numpy's heavier parts or pickle: reading it costs a listing, a few stats and small reads a file.
+app takes the slower road (`verdict_cache.before_reading`, then reading and judging). Reading imports neither the
+engine, numpy nor pickle (`cache_base`, not the column cache): it costs a listing, a few stats and small reads a file.
 """
 
 from __future__ import annotations
@@ -31,10 +31,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import cache
+from .cache_base import HEAD_BYTES, enabled, head_hash, root
 from .config import Config
 from .datamodel import Finding, Run, RunReport
-from .decode import cache_dir
 from .discover import find_runs
 from .findings import worst
 from .fingerprints import config_fingerprint, engine_fingerprint
@@ -89,11 +88,6 @@ def run_health(report: RunReport) -> RunHealth:
 # ---- what a verdict was judged from, as `verdict_cache` records it ------------------------------------------
 
 
-def cache_enabled() -> bool:
-    """`cache.enabled` (`--no-cache`, `TBTRIAGE_NO_CACHE`), without importing the column cache."""
-    return os.environ.get("TBTRIAGE_NO_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
-
-
 def _files_hold(directory: Path, records: list[dict]) -> bool:
     """The run's event files are exactly the files, and the bytes, that `records` (a verdict's `files`) describe:
     `verdict_cache._files_unchanged` for a local run."""
@@ -116,7 +110,7 @@ def _files_hold(directory: Path, records: list[dict]) -> bool:
         fingerprint = LOCAL.fingerprint(path, r["size"], len(r["fingerprint"]) // 4)
         if fingerprint is None or fingerprint.hex() != r["fingerprint"]:
             return False
-        if cache.head_hash(path, r["head_bytes"]) != r["head"]:
+        if head_hash(path, r["head_bytes"]) != r["head"]:
             return False
     return True
 
@@ -126,7 +120,7 @@ def _files_hold(directory: Path, records: list[dict]) -> bool:
 
 def index_path(logdir: Path | str) -> Path:
     digest = hashlib.sha256(os.path.abspath(logdir).encode("utf-8", "surrogateescape")).hexdigest()[:40]
-    return cache_dir() / "columns" / (digest + SUFFIX)
+    return root() / (digest + SUFFIX)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +136,7 @@ class Index:
 def read(logdir: Path, config: Config | None, now: float | None) -> Index | None:
     """The index of the local `logdir` when everything it was written from still holds (see the module's
     docstring), else None; reads no event file beyond the few bytes each check compares."""
-    if not cache_enabled() or not logdir.is_dir():
+    if not enabled() or not logdir.is_dir():
         return None
     try:
         with open(index_path(logdir), "rb") as f:
@@ -210,11 +204,11 @@ def write(
     twins, as `watch.Watcher` holds both), judged with `config` at `now`; False (nothing written) unless every run
     has a cached verdict that holds in the logdir's context now (a store's logdir, a run not read to its end, a
     verdict not cached: no index)."""
-    from . import verdict_cache
+    from . import cache, verdict_cache
     from .detectors.stalled import LIVE_WINDOW_S, stall
     from .engine import context_from_spans
 
-    if not cache.enabled() or not isinstance(logdir.path, Path) or logdir.storage.objects:
+    if not enabled() or not isinstance(logdir.path, Path) or logdir.storage.objects:
         return False
     if logdir._single_file is not None or logdir.run_filter or set(shown) != set(logdir.runs):
         return False  # `read` lists the whole logdir directory: an index of part of it would never hold
@@ -237,7 +231,7 @@ def write(
         live = {"live": stalls[0].live, "latest": context.latest_wall_time, "window": LIVE_WINDOW_S, "now": now}
     runs = []
     for name, entry in entries.items():
-        files = [dict(r, head_bytes=min(cache.HEAD_BYTES, r["size"])) for r in entry.checks["files"]]
+        files = [dict(r, head_bytes=min(HEAD_BYTES, r["size"])) for r in entry.checks["files"]]
         runs.append(
             {
                 "name": name,

@@ -24,8 +24,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from .datamodel import PrimaryTags, RunReport, Series
 
 MODES = ("best", "final", "last")
@@ -226,5 +224,5 @@ def apply_filter(flt: RunFilter, runs: Sequence[RunScalars]) -> list[str]:
         direction = (tag_direction(run.roles, run.directions, tag) if tag else 0) or 1
         key = -direction * value if value is not None and not math.isnan(value) else math.inf
         scored.append((key if rank.best_first else -key if math.isfinite(key) else math.inf, run.name))
-    order = np.argsort([s[0] for s in scored], kind="stable")
-    return [scored[int(i)][1] for i in order[: rank.count]]
+    order = sorted(range(len(scored)), key=lambda i: scored[i][0])  # stable: ties keep the runs' order
+    return [scored[i][1] for i in order[: rank.count]]

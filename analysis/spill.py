@@ -21,24 +21,27 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .datamodel import Series
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .reader import RunReader
 
+    Columns = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+# numpy is imported where columns are written or mapped: the app makes its spill before its first frame, which has none.
 #: The dtypes of a series' three columns, in the order a spill file holds them.
-DTYPES = (np.int64, np.float64, np.float64)
+DTYPES = ("int64", "float64", "float64")
 #: A `Spill` writes the runs handed to it once this many bytes of columns wait in memory (and on `flush`): one file
 #: and one mapping per batch, not per run, for logdirs of thousands of small runs.
 BATCH_BYTES = 32 << 20
 
-Columns = tuple[np.ndarray, np.ndarray, np.ndarray]
-
 
 def write_columns(f, columns: Iterable[Columns]) -> list[int]:
     """Write each (steps, wall times, values) to the binary file `f`, back to back; the length of each."""
+    import numpy as np
+
     lengths = []
     for triple in columns:
         for column, dtype in zip(triple, DTYPES):
@@ -50,6 +53,8 @@ def write_columns(f, columns: Iterable[Columns]) -> list[int]:
 def map_columns(path: str | os.PathLike[str], lengths: Sequence[int]) -> list[Columns]:
     """The columns `write_columns` wrote to `path`, as read-only views of the file mapped; the file is removed (the
     mapping keeps it until its last view goes)."""
+    import numpy as np
+
     from .cache import map_file  # off the app's path to its first frame
 
     try:
@@ -69,6 +74,8 @@ def map_columns(path: str | os.PathLike[str], lengths: Sequence[int]) -> list[Co
 
 def is_mapped(column: np.ndarray) -> bool:
     """Whether `column` views a mapped file (a spill file or a cache entry) rather than memory of its own."""
+    import numpy as np
+
     base: object = column
     while isinstance(base, np.ndarray):
         base = base.base

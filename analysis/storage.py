@@ -19,14 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-def _is_event_file(name: str) -> bool:
-    # Imported here, not at the top: the app reads `is_url` before its first frame, and the reader brings the
-    # decoding kernel and tensorboard's protobufs with it.
-    from .reader import is_event_file
-
-    return is_event_file(name)
-
+from .names import is_event_file
 
 #: Seconds to open a connection to an object store, and to wait for the bytes of one response, before the
 #: attempt fails; and attempts per request, by botocore and again by s3fs (2 x 2). A store that refuses
@@ -120,7 +113,7 @@ class LocalStorage:
     def list_files(self, directory) -> list[str]:
         """Names of the event files directly in `directory`, sorted; OSError when it cannot be listed."""
         with os.scandir(directory) as it:
-            return sorted(e.name for e in it if _is_event_file(e.name) and _is_file(e))
+            return sorted(e.name for e in it if is_event_file(e.name) and _is_file(e))
 
     def is_file(self, path) -> bool:
         return Path(path).is_file()
@@ -236,7 +229,7 @@ class RemoteStorage:
             directory, name = posixpath.split(path.rstrip("/"))
             if info.get("type", "file") != "file":
                 continue
-            if _is_event_file(name):
+            if is_event_file(name):
                 listing.setdefault(directory, {})[name] = _stat_of(info)
             elif name in CONFIG_FILES or name in EXTRA_CONFIG_FILES:
                 configs.setdefault(directory, {})[name] = _stat_of(info)

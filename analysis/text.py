@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any
-
-import numpy as np
 
 # Cc (C0, DEL, C1), Zl, Zp and every Cf character of Unicode 15.1 (tests/test_text.py checks this list
 # against the running Python's `unicodedata`, so a newer Unicode cannot slip a new format character past).
@@ -101,9 +100,10 @@ def number(value: Any, digits: int = DIGITS) -> str:
     """
     if value is None:
         return MISSING
-    if isinstance(value, (bool, np.bool_)):
+    np = sys.modules.get("numpy")  # not imported yet: no value is one of its scalars (the app's first screen)
+    if isinstance(value, bool) or np is not None and isinstance(value, np.bool_):
         return "true" if value else "false"
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, int) or np is not None and isinstance(value, np.integer):
         return str(int(value))
     v = _as_float(value)
     if v is None:

@@ -236,6 +236,9 @@ def wall(command: list[str]) -> float:
 
 def startup_figures(logdir: Path, repeats: int) -> None:
     """First frame from the shell (median of `repeats`), against a bare Textual app; --help times."""
+    from bench.warm_reopen import compile_bytecode
+
+    compile_bytecode()  # as after a wheel's install: the figure is a user's start, not Python compiling our sources
     python = sys.executable
     ours = [first_frame([python, "-m", "tbtriage", str(logdir), "--no-follow"]) for _ in range(repeats)]
     bare = [first_frame([python, "-c", BARE_APP]) for _ in range(repeats)]

@@ -165,7 +165,7 @@ def test_d_puts_the_local_models_diagnosis_under_the_rule_based_one_or_says_it_i
 #: What each palette action visibly does: (probe of the app, whether the probe must change or end true).
 _EFFECTS = {
     "help": (lambda app: isinstance(app.screen, HelpScreen), "true"),
-    "filter": (lambda app: app.main_screen.query_one("#run-filter").has_class("-open"), "true"),
+    "filter": (lambda app: bool(app.main_screen.query("#run-filter.-open")), "true"),  # mounted when first opened
     "smoothing": (lambda app: app.view.options.smoothing, "changes"),
     "log_y": (lambda app: app.view.options.log_y, "changes"),
     "x_axis": (lambda app: app.view.options.x_axis, "changes"),

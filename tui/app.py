@@ -37,7 +37,7 @@ from tbtriage.analysis.health_index import RunHealth
 from tbtriage.analysis.storage import is_url
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
 from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config, works_on
-from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
+from tbtriage.tui.chart_options import ChartOptions, SeriesRequest
 from tbtriage.tui.commands import TriageCommands
 from tbtriage.tui.messages import (
     COALESCE_S,
@@ -63,15 +63,15 @@ from tbtriage.tui.warm_open import (
     read_lazily,
     start_index_read,
 )
-from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
     from tbtriage.analysis.spill import Spill
     from tbtriage.analysis.watch import RunAnalyzer, Watcher
 
-# Only what the first screen needs is imported here: the reader (and its protobufs), the engine and its
-# detectors, the Markdown renderer, the dashboard, the help screen and the CSV writer are imported where they are first
-# used, off the path from the shell to the first frame (`bench/tui_speed.py` times it).
+# Only what the first screen needs is imported here: numpy, the chart (plotext; mounted by the main screen just after
+# its first frame), the reader (and its protobufs), the column cache, the engine and its detectors, the Markdown
+# renderer, the dashboard, the help screen and the CSV writer are imported where they are first used, off the path from
+# the shell to the first frame (`bench/tui_speed.py` times it; tests/test_first_screen.py holds the list).
 
 #: Live follow re-reads appended bytes this often. Loggers flush every 10-120 s, so 5 s shows a new
 #: point within seconds of it landing, while a pass over unchanged files (a stat each) stays negligible.
@@ -216,6 +216,12 @@ class TriageApp(App[int]):
         if reading is not None and reading.inline and reading.index is not None:  # read already: the first frame has it
             reading.shown = True
             self._show_health(reading.index.health, reading.index.paths)
+        # Styled for the terminal's width from the start: Textual sets the breakpoint class once the screen is laid out,
+        # and every widget would be styled again before the first frame.
+        width = self.size.width
+        self.main_screen.add_class(
+            next(name for at, name in sorted(self.HORIZONTAL_BREAKPOINTS, reverse=True) if width >= at)
+        )
         self.push_screen(self.main_screen)
         # The worker starts at once: it posts a warm reopen's health (its index read since the app was made) for the
         # first frames; anything heavier waits for the first frame (`_first_frame`): reading would hold the GIL.
@@ -630,10 +636,12 @@ class TriageApp(App[int]):
         self._set_options(replace(self.view.options, ignore_outliers=not self.view.options.ignore_outliers))
 
     def action_zoom(self, factor: float) -> None:
-        self._set_options(self.main_screen.query_one("#chart", TagChart).zoomed(factor))
+        if (chart := self.main_screen.chart) is not None:
+            self._set_options(chart.zoomed(factor))
 
     def action_pan(self, fraction: float) -> None:
-        self._set_options(self.main_screen.query_one("#chart", TagChart).panned(fraction))
+        if (chart := self.main_screen.chart) is not None:
+            self._set_options(chart.panned(fraction))
 
     def action_reset_view(self) -> None:
         self._set_options(replace(self.view.options, window=None))

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tbtriage.analysis.axes import series_step
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
 from tbtriage.analysis.health_index import RunHealth
 from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.analysis.run_filter import RunScalars
-from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
+from tbtriage.tui.chart_options import ChartOptions, SeriesRequest
 from tbtriage.tui.regex_filter import value_filter
 from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows, verdict_cells
 from tbtriage.tui.widgets.series_style import SlotBook
@@ -217,6 +216,8 @@ def next_sort(view: ViewState) -> ViewState:
 
 def jump_to(view: ViewState, store: RunStore, finding: Finding) -> ViewState:
     """Chart the finding's run and first tag on the step axis, zoomed around its step range."""
+    from tbtriage.analysis.axes import series_step  # numpy: not on the way to the first frame
+
     if finding.run not in store.runs:
         return view
     run = store.runs[finding.run]

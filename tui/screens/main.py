@@ -19,7 +19,6 @@ from textual.widgets import Footer, Input, ProgressBar, Static, Tree
 
 from tbtriage.tui.ascii_mode import apply_ascii
 from tbtriage.tui.bindings import bindings
-from tbtriage.tui.chart_data import SeriesRequest
 from tbtriage.tui.regex_filter import regex_filter
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.state import (
@@ -31,15 +30,17 @@ from tbtriage.tui.state import (
     next_sort,
     toggle_selected,
 )
+from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
 from tbtriage.tui.widgets.diagnosis import DiagnosisPane
 from tbtriage.tui.widgets.findings_list import FindingsList
 from tbtriage.tui.widgets.run_table import RunTable
 from tbtriage.tui.widgets.series_style import series_style
-from tbtriage.tui.widgets.tag_chart import TagChart
 from tbtriage.tui.widgets.tag_tree import TagTree
 
 if TYPE_CHECKING:
+    from tbtriage.tui.chart_options import SeriesRequest
     from tbtriage.tui.state import HostApp
+    from tbtriage.tui.widgets.tag_chart import TagChart
 
 #: Longest legend entry before it is cut, so one long run name cannot push the others out.
 LEGEND_NAME_CELLS = 28
@@ -53,6 +54,13 @@ class FilterInput(Input):
     def action_close_filter(self) -> None:
         self.value = ""
         cast("MainScreen", self.screen).close_filter(self)
+
+
+#: Each filter box: its placeholder, and the pane it opens at the top of.
+FILTERS = {
+    "run-filter": ("filter runs: regex, val/acc>0.9, top 5 by loss (? for more)", "#runs-pane"),
+    "tag-filter": ("filter tags (regex)", "#tags-pane"),
+}
 
 
 class ChartPane(Vertical, can_focus=True):
@@ -73,6 +81,10 @@ class MainScreen(Screen):
         self._shown_tags: tuple | None = None  # the tag tree's last (tags, roles, kept tag)
         self._shown_findings: tuple | None = None  # the findings list's last (findings, with run, new, empty)
         self._details_from: ViewState | None = None  # the view the run's panes show, while their redraw is due
+        self._chart: TagChart | None = None  # mounted in the placeholder's place after the first frame (`_mount_chart`)
+        #: The filter boxes opened so far: each is mounted when first opened (`open_filter`), not for the first frame,
+        #: where styling two hidden inputs cost a fifth of the app's start.
+        self._filters: dict[str, FilterInput] = {}
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -82,19 +94,13 @@ class MainScreen(Screen):
         with Horizontal(id="panes"):
             with Vertical(id="left"):
                 with Vertical(id="runs-pane", classes="pane"):
-                    yield FilterInput(
-                        placeholder="filter runs: regex, val/acc>0.9, top 5 by loss (? for more)",
-                        id="run-filter",
-                        classes="filter",
-                    )
                     yield Static(id="run-filter-error")
                     yield RunTable(ascii_only=ascii_only, id="runs")
                 with Vertical(id="tags-pane", classes="pane"):
-                    yield FilterInput(placeholder="filter tags (regex)", id="tag-filter", classes="filter")
                     yield TagTree(ascii_only=ascii_only, id="tags")
             with Vertical(id="right"):
                 with ChartPane(id="chart-pane", classes="pane"):
-                    yield TagChart(ascii_only=ascii_only, id="chart")
+                    yield ChartPlaceholder(id="chart-placeholder")
                     yield Static(id="legend")
                 with Horizontal(id="bottom"):
                     yield FindingsList(ascii_only=ascii_only, id="findings", classes="pane")
@@ -114,6 +120,26 @@ class MainScreen(Screen):
         self.watch(self.app, "theme", lambda _: self.refresh_all(), init=False)
         self.query_one(RunTable).focus()
         self.refresh_all()
+        self.call_after_refresh(self._mount_chart)
+
+    async def _mount_chart(self) -> None:
+        """The chart in its placeholder's place, once the first frame is drawn: plotext, numpy and the chart's data
+        pipeline are imported here, not on the way from the shell to the first screen."""
+        from tbtriage.tui.widgets.tag_chart import TagChart
+
+        if not self.is_attached or self._chart is not None:
+            return  # the app quit before its first frame was followed up
+        chart = TagChart(ascii_only=self.app.ascii_only, id="chart")
+        placeholder = self.query_one(ChartPlaceholder)
+        await self.query_one("#chart-pane").mount(chart, before=placeholder)
+        await placeholder.remove()
+        self._chart = chart
+        self.refresh_chart()
+
+    @property
+    def chart(self) -> TagChart | None:
+        """The chart widget, None until it is mounted (just after the first frame)."""
+        return self._chart
 
     # State -> panes --------------------------------------------------------------------------
 
@@ -193,7 +219,8 @@ class MainScreen(Screen):
     def refresh_runs(self, restyle: bool = False) -> None:
         app, view = self.app, self.app.view
         rows, error = app.store.rows(view, app.clock())
-        self.query_one("#run-filter").set_class(error is not None, "-invalid")
+        if (box := self._filters.get("run-filter")) is not None:
+            box.set_class(error is not None, "-invalid")
         self._show_text("#run-filter-error", Text(plain(error or "")))
         shown_error = self.query_one("#run-filter-error", Static)
         shown_error.set_class(error is not None, "-show")
@@ -210,7 +237,8 @@ class MainScreen(Screen):
         app, view = self.app, self.app.view
         tags, roles = app.store.charted_tags(view)
         tags, error = regex_filter(tags, view.tag_filter)
-        self.query_one("#tag-filter").set_class(error is not None, "-invalid")
+        if (box := self._filters.get("tag-filter")) is not None:
+            box.set_class(error is not None, "-invalid")
         shown = (tags, roles, view.current_tag)
         if shown != self._shown_tags:  # the next run has the same tags: the tree (and its cursor) stays
             self._shown_tags = shown
@@ -218,9 +246,9 @@ class MainScreen(Screen):
 
     def refresh_chart(self) -> None:
         app, view = self.app, self.app.view
-        chart = self.query_one(TagChart)
         requests = app.store.chart_requests(view)
-        chart.set_data(requests, view.options)
+        if self._chart is not None:  # until it is mounted the placeholder stands for it: nothing is charted yet
+            self._chart.set_data(requests, view.options)
         title = Text(plain(view.current_tag) if view.current_tag else "Chart")
         title.append(f"  {view.options.describe(app.separator)}", style="dim")
         self.query_one("#chart-pane").border_title = title
@@ -328,7 +356,12 @@ class MainScreen(Screen):
     def open_filter(self) -> None:
         """Show the filter box of the focused list (tags when the tags pane has focus, else runs)."""
         in_tags = self.focused is not None and (self.focused.id == "tags" or self.focused.id == "tag-filter")
-        box = self.query_one("#tag-filter" if in_tags else "#run-filter", FilterInput)
+        box_id = "tag-filter" if in_tags else "run-filter"
+        box = self._filters.get(box_id)
+        if box is None:
+            placeholder, pane = FILTERS[box_id]
+            box = self._filters[box_id] = FilterInput(placeholder=placeholder, id=box_id, classes="filter")
+            self.query_one(pane).mount(box, before=0)
         box.add_class("-open")
         box.focus()
 

@@ -37,6 +37,7 @@ from tbtriage.tui.chart_data import (
 )
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.widgets.chart_canvas import built_text, draw_line
+from tbtriage.tui.widgets.chart_placeholder import EMPTY_MESSAGE
 from tbtriage.tui.widgets.series_style import series_style
 
 #: Width of the y tick labels plotext puts left of the canvas; the rest is the plot area.
@@ -66,7 +67,7 @@ class TagChart(PlotextPlot):
         self,
         *,
         ascii_only: bool = False,
-        empty_message: str = "Select a run and a tag to chart.",
+        empty_message: str = EMPTY_MESSAGE,
         legend: bool = False,
         **kwargs,
     ) -> None:

@@ -1,0 +1,127 @@
+"""The way from the shell to the first screen imports only what that screen draws: a warm reopen's first frame shows
+every run's health from the health index, with neither numpy, the chart (plotext), the reader and its protobufs, the
+column cache nor the engine imported; the chart is mounted in its placeholder's place just after, and the placeholder
+looks exactly like the empty chart it stands for."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+
+from tbtriage.analysis import health_index
+from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
+from tbtriage.tui.widgets.tag_chart import TagChart
+from tests._app_data import drive
+from tests.test_health_index import _open
+from tests.test_verdict_cache import NOW, _write
+
+#: Modules the first screen does without: each is imported later, where its work starts (reading, charting, judging).
+OFF_THE_FIRST_SCREEN = (
+    "numpy",
+    "plotext",
+    "textual_plotext",
+    "google.protobuf",
+    "tensorboard",
+    "tbtriage.analysis.reader",
+    "tbtriage.analysis.events",
+    "tbtriage.analysis.decode",
+    "tbtriage.analysis._kernel",
+    "tbtriage.analysis.cache",
+    "tbtriage.analysis.verdict_cache",
+    "tbtriage.analysis.engine",
+    "tbtriage.analysis.smoothing",
+    "tbtriage.analysis.downsample",
+    "tbtriage.tui.chart_data",
+    "tbtriage.tui.widgets.tag_chart",
+    "tbtriage.tui.widgets.chart_canvas",
+)
+
+#: Opens the app on argv[1] at the fixed clock argv[2] and prints, at its first frame: whether every run shows its
+#: health, which of argv[3:] are imported by then, and whether the chart has taken its placeholder's place yet.
+_FIRST_FRAME = """
+import asyncio, json, sys
+
+from tbtriage.tui.app import make_app
+
+async def main():
+    now = float(sys.argv[2])
+    app = make_app(sys.argv[1], follow=False, clock=lambda: now)
+    display, seen = app._display, asyncio.Event()
+    out = {}
+
+    def displayed(screen, update):
+        display(screen, update)
+        if update is None or seen.is_set():
+            return
+        seen.set()
+        rows = app.store.rows(app.view, now)[0]
+        out["health"] = bool(rows) and all(row.status != "pending" for row in rows)
+        out["rows"] = len(rows)
+        out["imported"] = [name for name in sys.argv[3:] if name in sys.modules]
+        out["chart_mounted"] = app.main_screen.chart is not None
+
+    app._display = displayed
+    async with app.run_test(size=(160, 48)) as pilot:
+        await seen.wait()
+        await pilot.pause(0.2)
+        out["chart_mounted_after"] = app.main_screen.chart is not None
+        await pilot.press("q")
+    print(json.dumps(out))
+
+asyncio.run(main())
+"""
+
+
+@pytest.fixture
+def logdir(tmp_path) -> Path:
+    root = tmp_path / "logdir"
+    for name, stop in (("seed0", 300), ("seed1", 121), ("seed2", 300)):
+        _write(root / name, stop)
+    return root
+
+
+def test_a_warm_reopen_draws_every_runs_health_before_importing_numpy_the_chart_or_the_reader(logdir):
+    _open(logdir)  # yesterday's session: it wrote the health index
+    assert health_index.read(logdir, None, NOW) is not None
+    # A fresh interpreter, as from the shell (this one has imported everything already).
+    result = subprocess.run(
+        [sys.executable, "-c", _FIRST_FRAME, str(logdir), repr(NOW), *OFF_THE_FIRST_SCREEN],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    first = json.loads(result.stdout.strip().splitlines()[-1])
+    assert first["rows"] == 3 and first["health"]  # the warm path: health in the very first frame
+    assert first["imported"] == []
+    assert not first["chart_mounted"] and first["chart_mounted_after"]  # mounted just after that frame
+
+
+class _Both(App):
+    """The placeholder beside an empty chart, each given the same room."""
+
+    CSS = "ChartPlaceholder, TagChart { height: 1fr; width: 1fr; }"
+
+    def compose(self) -> ComposeResult:
+        yield ChartPlaceholder()
+        yield TagChart()
+
+
+def test_the_placeholder_draws_exactly_what_an_empty_chart_draws():
+    app = _Both()
+
+    async def scenario(app, pilot):
+        placeholder, chart = app.query_one(ChartPlaceholder), app.query_one(TagChart)
+        assert placeholder.size == chart.size and placeholder.size.area > 0
+        region = Region(0, 0, chart.size.width, chart.size.height)
+        drawn = [[(s.text, s.style) for s in strip] for strip in placeholder.render_lines(region)]
+        assert drawn == [[(s.text, s.style) for s in strip] for strip in chart.render_lines(region)]
+        assert "Select a run and a tag to chart." in "".join(text for line in drawn for text, _ in line)
+
+    drive(app, scenario, size=(80, 10))
