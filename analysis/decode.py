@@ -110,7 +110,7 @@ def jit_module():
 
 
 def kernel_name(nbytes: int, prefer: str | None = None) -> str:
-    """"jit" when reading `nbytes` pays for the compiled kernel, else "pure": `choose_kernel`'s rule, decided without
+    """ "jit" when reading `nbytes` pays for the compiled kernel, else "pure": `choose_kernel`'s rule, decided without
     loading numba (~0.3 s), for a caller whose workers do the reading (where numba then fails to load, "jit" reads
     with the pure path all the same)."""
     prefer = prefer or os.environ.get("TBTRIAGE_KERNEL", "auto")
