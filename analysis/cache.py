@@ -46,6 +46,7 @@ import tempfile
 import threading
 import time
 import zlib
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -149,9 +150,16 @@ def _writes_into_logdir(reader) -> bool:
     A store's logdir is a URL: the local cache cannot lie inside it."""
     if reader.storage.objects:
         return False
+    return _inside(os.path.abspath(root()), os.path.abspath(reader.logdir))  # absolute: a chdir cannot fool it
+
+
+@lru_cache(maxsize=64)
+def _inside(directory: str, logdir: str) -> bool:
+    """Whether `directory` lies inside `logdir` (each resolved once per process: the column and verdict caches ask
+    for every run they write, ~30 µs of `realpath` each time; True when that cannot be told)."""
     try:
-        logdir = os.path.realpath(reader.logdir)
-        return os.path.commonpath([os.path.realpath(root()), logdir]) == logdir
+        logdir = os.path.realpath(logdir)
+        return os.path.commonpath([os.path.realpath(directory), logdir]) == logdir
     except (OSError, ValueError):
         return True
 

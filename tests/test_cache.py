@@ -408,3 +408,24 @@ def test_mapped_runs_hold_no_file_descriptor_each(tmp_path):
     warm = tbtriage.load(tmp_path / "logdir")
     assert set(states(warm).values()) == {"hit"} and len(warm.runs) == len(cold_then_mapped.runs) == 40
     assert len(os.listdir("/proc/self/fd")) - before < 5
+
+
+def test_whether_the_cache_lies_in_the_logdir_is_told_per_cache_and_logdir_whatever_was_asked_before(
+    tmp_path, monkeypatch
+):
+    """The answer is kept per process (the caches ask for every run they write), so it must be keyed on both paths
+    as they resolve: a relative logdir after a chdir, or another cache home, is asked again."""
+    from tbtriage.analysis.reader import RunReader
+
+    outside, logdir = tmp_path / "elsewhere", tmp_path / "logs"
+    (logdir / "run").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(outside))
+    monkeypatch.chdir(logdir)
+    reader = RunReader(".", "run", "run")
+    assert not cache._writes_into_logdir(reader)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(logdir / ".cache"))  # now inside the logdir
+    assert cache._writes_into_logdir(reader)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / ".cache"))
+    assert not cache._writes_into_logdir(reader)
+    monkeypatch.chdir(tmp_path)  # the same relative logdir "." is now a folder that holds the cache
+    assert cache._writes_into_logdir(RunReader(".", "logs/run", "run"))
