@@ -438,11 +438,13 @@ class _SavedTags:
 # -- storing ------------------------------------------------------------------------------------------
 
 
-def store(reader) -> bool:
+def store(reader, map_back: bool = True) -> bool:
     """Write `reader`'s state as its entry (atomically), then map its columns from it; True when written.
 
     Mapping the columns back from the entry is what bounds a cold read's memory: each run's decoded
-    arrays leave the heap as soon as it is cached.
+    arrays leave the heap as soon as it is cached. `map_back=False` keeps them in the heap, for a caller that lets
+    the run go soon anyway (a pool's worker, at the end of its task): analysing columns just mapped costs their
+    page faults, ~0.5 ms a 3,600-point run of 4 tags, a third of what caching adds to a cold read.
     """
     if not enabled() or _writes_into_logdir(reader) or any(col.new for col in reader._cols.values()):
         return False
@@ -488,7 +490,8 @@ def store(reader) -> bool:
 
     if not write_entry(path, write):
         return False
-    _map_columns(reader, path, _padded(_PREFIX.size + len(head)), table)
+    if map_back:
+        _map_columns(reader, path, _padded(_PREFIX.size + len(head)), table)
     return True
 
 

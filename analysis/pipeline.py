@@ -330,6 +330,8 @@ def judge_one(
 def _read_and_judge(task: ReadTask) -> list[Judged]:
     """A worker's verdicts on the runs of `task`, read here (through the decoded-column cache when it is on)."""
     readers = _readers(task)
+    for reader in readers.values():
+        reader.map_cached = False  # a cold read's columns stay in the heap: the task lets its runs go at its end
     kernel = choose_kernel(
         sum(reader.pending_bytes(resume=False) for reader in readers.values()), task.read_with or task.kernel
     )
