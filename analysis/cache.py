@@ -74,6 +74,8 @@ _SUFFIX = ".tbc"
 #: Every kind of entry the size cap counts: decoded columns, and beside them the verdicts of `verdict_cache` and
 #: the logdirs' health indexes of `health_index`.
 ENTRY_SUFFIXES = (_SUFFIX, ".tbv", ".tbh")
+#: Entries up to this size are joined and written at once (a copy of at most this much); larger ones piece by piece.
+_ONE_WRITE_BYTES = 16 << 20
 #: A temporary entry older than this was left by a writer that died (a write takes seconds at most).
 _STALE_TMP_S = 3600
 
@@ -478,15 +480,19 @@ def store(reader, map_back: bool = True) -> bool:
     path = entry_path(reader)
 
     def write(f) -> None:
-        f.write(_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), 0))
-        f.write(head)
-        f.write(b"\0" * (_padded(f.tell()) - f.tell()))
+        start = _PREFIX.size + len(head)
+        parts: list = [_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), 0), head, bytes(_padded(start) - start)]
         for _, _, _, _, raws in table:
             nbytes = 0
             for raw in raws:
-                f.write(raw.data)
+                parts.append(raw.data)
                 nbytes += raw.size
-            f.write(b"\0" * (_padded(nbytes) - nbytes))
+            parts.append(bytes(_padded(nbytes) - nbytes))
+        if offset <= _ONE_WRITE_BYTES:
+            f.write(b"".join(parts))  # one system call, where a write and a seek per array were ~60 a run
+        else:  # no copy of a large run's columns
+            for part in parts:
+                f.write(part)
 
     if not write_entry(path, write):
         return False
@@ -500,8 +506,11 @@ def write_entry(path: Path, write) -> bool:
     it against the size cap (evicting the least recently used entries of every kind); False when it cannot be
     written: a full or read-only cache disk costs speed, never the read."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
+        except FileNotFoundError:  # the first entry (or the cache was removed): made here, not statted per entry
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
                 write(f)
