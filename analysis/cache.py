@@ -74,8 +74,6 @@ _SUFFIX = ".tbc"
 #: Every kind of entry the size cap counts: decoded columns, and beside them the verdicts of `verdict_cache` and
 #: the logdirs' health indexes of `health_index`.
 ENTRY_SUFFIXES = (_SUFFIX, ".tbv", ".tbh")
-#: Entries up to this size are joined and written at once (a copy of at most this much); larger ones piece by piece.
-_ONE_WRITE_BYTES = 16 << 20
 #: A temporary entry older than this was left by a writer that died (a write takes seconds at most).
 _STALE_TMP_S = 3600
 
@@ -488,11 +486,10 @@ def store(reader, map_back: bool = True) -> bool:
                 parts.append(raw.data)
                 nbytes += raw.size
             parts.append(bytes(_padded(nbytes) - nbytes))
-        if offset <= _ONE_WRITE_BYTES:
-            f.write(b"".join(parts))  # one system call, where a write and a seek per array were ~60 a run
-        else:  # no copy of a large run's columns
-            for part in parts:
-                f.write(part)
+        # Array by array, never joined: a 345 kB entry written in one call came back mapped in larger page-cache
+        # folios, and a warm report that touches a few columns of each run held twice the resident memory.
+        for part in parts:
+            f.write(part)
 
     if not write_entry(path, write):
         return False
