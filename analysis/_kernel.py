@@ -120,8 +120,8 @@ else:
 
 
 @kernel
-def crc32c(buf, start, end, t):
-    """CRC32C of buf[start:end]."""
+def crc32c_tables(buf, start, end, t):
+    """CRC32C of buf[start:end], by the slicing-by-8 tables `t` (`make_crc_tables`)."""
     crc = 0xFFFFFFFF
     i = start
     while i + 8 <= end:
@@ -142,6 +142,90 @@ def crc32c(buf, start, end, t):
         crc = t[(crc ^ B(buf[i])) & 0xFF] ^ (crc >> 8)
         i += 1
     return crc ^ 0xFFFFFFFF
+
+
+def _hardware_crc() -> bool:
+    """Whether the compiled kernel computes CRC32C with the CPU's own instruction (SSE 4.2's `crc32`, which is
+    CRC32C): on x86-64 when numba compiles for this host and the host has it. Not for the plain Python path, nor
+    where numba is told to compile for another CPU (`NUMBA_CPU_NAME`: a portable cache), whose code could not use it.
+    """
+    import platform
+
+    from llvmlite import binding
+    from numba.core import config
+
+    if platform.machine().lower() not in ("x86_64", "amd64") or any(
+        getattr(config, name, None) for name in ("CPU_NAME", "CPU_FEATURES")
+    ):
+        return False
+    try:
+        return "+sse4.2" in binding.get_host_cpu_features().flatten().split(",")
+    except RuntimeError:  # llvmlite cannot tell on this host
+        return False
+
+
+HARDWARE_CRC = False
+
+if JIT and _hardware_crc():
+    HARDWARE_CRC = True
+    # CRC32C is ~0.8 ms of the ~2 ms a 750 kB file takes to decode with the tables below (two CRCs a record,
+    # ~50 bytes each); the instruction does 8 bytes in one step, ~6x faster. The same value: a reflected CRC32C
+    # with no inversion of its own, inverted before and after as the table's loop is.
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _load_u64(typingctx, arr, i):
+        """The 8 bytes of the uint8 array `arr` from index `i` as one little-endian int64 (x86-64: any alignment)."""
+
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            load = builder.load(builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer()))
+            load.align = 1
+            return load
+
+        return types.int64(arr, types.int64), codegen
+
+    @intrinsic
+    def _crc_u64(typingctx, crc, word):
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(i64, [i64, i64]), "llvm.x86.sse42.crc32.64.64"
+            )
+            return builder.call(fn, args)
+
+        return types.int64(types.int64, types.int64), codegen
+
+    @intrinsic
+    def _crc_u8(typingctx, crc, byte):
+        def codegen(context, builder, signature, args):
+            i8, i32 = ir.IntType(8), ir.IntType(32)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(i32, [i32, i8]), "llvm.x86.sse42.crc32.32.8"
+            )
+            value = builder.call(fn, [builder.trunc(args[0], i32), builder.trunc(args[1], i8)])
+            return builder.zext(value, ir.IntType(64))
+
+        return types.int64(types.int64, types.int64), codegen
+
+    @kernel
+    def crc32c(buf, start, end, t):
+        """CRC32C of buf[start:end] (`t`, the tables, unused here)."""
+        crc = 0xFFFFFFFF
+        i = start
+        while i + 8 <= end:
+            crc = _crc_u64(crc, _load_u64(buf, i))
+            i += 8
+        while i < end:
+            crc = _crc_u8(crc, B(buf[i]))
+            i += 1
+        return crc ^ 0xFFFFFFFF
+
+else:
+    crc32c = crc32c_tables
 
 
 @kernel

@@ -105,17 +105,21 @@ def jit_module():
         return _jit_module
 
 
-def choose_kernel(nbytes: int, prefer: str | None = None):
-    """The kernel module to use for reading `nbytes`: compiled when it pays, pure otherwise."""
+def kernel_name(nbytes: int, prefer: str | None = None) -> str:
+    """ "jit" when reading `nbytes` pays for the compiled kernel, else "pure": `choose_kernel`'s rule, decided without
+    loading numba (~0.3 s), for a caller whose workers do the reading (where numba then fails to load, "jit" reads
+    with the pure path all the same)."""
     prefer = prefer or os.environ.get("TBTRIAGE_KERNEL", "auto")
     if prefer == "pure" or not numba_available():
-        return _pure
+        return "pure"
     if prefer == "jit":
-        return jit_module() or _pure
-    threshold = JIT_MIN_BYTES if _numba_cache_warm() else JIT_COLD_MIN_BYTES
-    if nbytes >= threshold:
-        return jit_module() or _pure
-    return _pure
+        return "jit"
+    return "jit" if nbytes >= (JIT_MIN_BYTES if _numba_cache_warm() else JIT_COLD_MIN_BYTES) else "pure"
+
+
+def choose_kernel(nbytes: int, prefer: str | None = None):
+    """The kernel module to use for reading `nbytes`: compiled when it pays, pure otherwise."""
+    return _pure if kernel_name(nbytes, prefer) == "pure" else jit_module() or _pure
 
 
 class TagTable:

@@ -34,12 +34,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import _kernel as pure_kernel
 from . import verdict_cache
 from .cache import release
 from .config import Config
 from .datamodel import Run, RunReport, Series
-from .decode import JIT_COLD_MIN_BYTES, JIT_MIN_BYTES, choose_kernel
+from .decode import JIT_COLD_MIN_BYTES, JIT_MIN_BYTES, choose_kernel, kernel_name
 from .detectors.stalled import StallFacts, stall, stall_facts
 from .engine import AnalysisContext, LogdirContext, analyze_run, judge_run, related_runs, scalar_span
 from .fleet import slim, slim_run
@@ -345,6 +344,8 @@ def judge_one(
 def _read_and_judge(task: ReadTask) -> list[Judged]:
     """A worker's verdicts on the runs of `task`, read here (through the decoded-column cache when it is on)."""
     readers = _readers(task)
+    for reader in readers.values():
+        reader.map_cached = False  # a cold read's columns stay in the heap: the task lets its runs go at its end
     kernel = choose_kernel(
         sum(reader.pending_bytes(resume=False) for reader in readers.values()), task.read_with or task.kernel
     )
@@ -495,7 +496,7 @@ def _kernel_for(logdir: Logdir, names: Sequence[str]) -> str:
         reader = logdir._readers.get(name)
         if reader is not None and nbytes < enough:
             nbytes += reader.pending_bytes(resume=False)
-    return "pure" if choose_kernel(nbytes, logdir.kernel) is pure_kernel else "jit"
+    return kernel_name(nbytes, logdir.kernel)  # decided without loading numba here: only the workers read
 
 
 def _cached_entries(logdir: Logdir, names: Sequence[str], config: Config | None) -> dict[str, verdict_cache.Entry]:

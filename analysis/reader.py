@@ -168,6 +168,9 @@ class RunReader:
         #: (mapped, then the appended bytes decoded). See `cache.py`.
         self.cache_state: str | None = None
         self._opened = False  # whether read() has run once (the read that caches)
+        #: Whether the columns the first read caches are then viewed from the cache entry (memory bounded by the
+        #: page cache) rather than kept in the heap (`cache.store`'s `map_back`).
+        self.map_cached = True
 
     # -- discovery of files -------------------------------------------------------------------
     def list_files(self) -> list[str]:
@@ -253,7 +256,7 @@ class RunReader:
             if cancel is None or not cancel():
                 from . import cache
 
-                cache.store(self)
+                cache.store(self, self.map_cached)
         return changed or (first and self.cache_state == "hit")
 
     def _read_appended(self, kernel=None, cancel: Callable[[], bool] | None = None) -> bool:

@@ -408,3 +408,41 @@ def test_mapped_runs_hold_no_file_descriptor_each(tmp_path):
     warm = tbtriage.load(tmp_path / "logdir")
     assert set(states(warm).values()) == {"hit"} and len(warm.runs) == len(cold_then_mapped.runs) == 40
     assert len(os.listdir("/proc/self/fd")) - before < 5
+
+
+def test_whether_the_cache_lies_in_the_logdir_is_told_per_cache_and_logdir_whatever_was_asked_before(
+    tmp_path, monkeypatch
+):
+    """The answer is kept per process (the caches ask for every run they write), so it must be keyed on both paths
+    as they resolve: a relative logdir after a chdir, or another cache home, is asked again."""
+    from tbtriage.analysis.reader import RunReader
+
+    outside, logdir = tmp_path / "elsewhere", tmp_path / "logs"
+    (logdir / "run").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(outside))
+    monkeypatch.chdir(logdir)
+    reader = RunReader(".", "run", "run")
+    assert not cache._writes_into_logdir(reader)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(logdir / ".cache"))  # now inside the logdir
+    assert cache._writes_into_logdir(reader)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / ".cache"))
+    assert not cache._writes_into_logdir(reader)
+    monkeypatch.chdir(tmp_path)  # the same relative logdir "." is now a folder that holds the cache
+    assert cache._writes_into_logdir(RunReader(".", "logs/run", "run"))
+
+
+def test_an_entry_written_into_a_cache_directory_removed_meanwhile_is_made_again_and_read_back(tmp_path, monkeypatch):
+    """The cache directory is made when a write finds it missing (not statted before every entry)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("TBTRIAGE_NO_CACHE", raising=False)
+    run = write_pytorch_run(tmp_path / "logs" / "run", n=300, seed=3)
+    for _ in range(2):
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+        r = reader.RunReader(tmp_path / "logs", run, "run")
+        r.read()
+        assert r.cache_state == "miss"
+        again = reader.RunReader(tmp_path / "logs", run, "run")
+        again.read()
+        assert again.cache_state == "hit"
+        for tag, series in r.run.scalars.items():
+            assert again.run.scalars[tag].values.tobytes() == series.values.tobytes()

@@ -67,7 +67,8 @@ def test_the_pool_reads_with_the_kernel_all_its_bytes_call_for_not_each_tasks(ca
         monkeypatch.setattr(module, "JIT_MIN_BYTES", threshold)
         monkeypatch.setattr(module, "JIT_COLD_MIN_BYTES", threshold)
     monkeypatch.setattr(decode, "numba_available", lambda: True)
-    monkeypatch.setattr(decode, "jit_module", lambda: "compiled")
+    loaded = []
+    monkeypatch.setattr(decode, "jit_module", lambda: loaded.append("numba") or "compiled")
     assert decode.choose_kernel(one_task) is _kernel  # what a task sized on its own bytes would read with
 
     tasks = []
@@ -87,3 +88,5 @@ def test_the_pool_reads_with_the_kernel_all_its_bytes_call_for_not_each_tasks(ca
         pipeline.read_and_judge(logdir, found, only, None, None, workers=2)
     assert len(tasks) == 2
     assert all(task.read_with == "jit" for task in tasks)
+    # Chosen without loading numba in the report's process (~0.3 s before the pool starts): only the workers read.
+    assert loaded == []

@@ -206,6 +206,16 @@ def test_workers_read_through_the_column_cache_cold_and_warm(logdir, now, monkey
     monkeypatch.delenv("TBTRIAGE_NO_CACHE", raising=False)
     _slim_matches_serial(logdir.path, now)  # cold: the workers write the entries
     assert len(list((tmp_path / "cache" / "tbtriage" / "columns").glob("*.tbc"))) == len(logdir.runs)
+    # Each entry a worker wrote (keeping the columns in its heap, not mapped back) is a hit holding every point.
+    warm = tbtriage.load(logdir.path)
+    for name, run in logdir.runs.items():
+        assert warm._readers[name].cache_state == "hit", name
+        for tag, series in run.scalars.items():
+            cached = warm.runs[name].scalars[tag]
+            assert not cached.values.flags.writeable  # mapped from the entry, not decoded again
+            assert cached.steps.tobytes() == series.steps.tobytes(), (name, tag)
+            assert cached.wall_times.tobytes() == series.wall_times.tobytes(), (name, tag)
+            assert cached.values.tobytes() == series.values.tobytes(), (name, tag)
     _slim_matches_serial(logdir.path, now)  # warm: mapped from them
 
 
