@@ -265,7 +265,8 @@ class TriageApp(App[int]):
         if isinstance(self.logdir_path, Path) and self.logdir_path.is_dir():  # a store URL is listed by the load
             names = list(find_runs(self.logdir_path, warnings))
             total = len(names)
-            self.post_message(RunsDiscovered(names, warnings))
+            keep_out_of_gc()  # what start-up made: a full collection would walk it while runs load
+            self.post_message(RunsDiscovered({name: Run(name, self.logdir_path / name) for name in names}, warnings))
             self._cached_verdicts(total)
             if judge_in_pool(self, worker):  # many runs, the cache on: read and judged in the pool, as `report` does
                 return
@@ -360,6 +361,7 @@ class TriageApp(App[int]):
         each announcement rebuilds the runs table's rows (every run's, sorted), and the workers' messages of every
         kind (names, progress, verdicts, passes) each asked for one. What arrives in between is merged and announced
         together when the interval is up; `at_once` announces now (the end of a pass: the final state)."""
+        self.store.touch(runs)  # their rows are built again when the change is announced
         pending = self._pending_change
         if pending is _NOTHING:
             self._pending_change = runs
@@ -404,7 +406,7 @@ class TriageApp(App[int]):
         """The frame with every run's health is drawn: the worst run goes under the cursor (its panes follow in
         the next frames), then the load worker may go on."""
         if self.view.current_run is None and not self._user_chose_run:
-            rows, _ = self.store.rows(self.view, self.clock())
+            rows, _ = self.store.rows(self.view)
             if rows:
                 self.view = choose_run(self.view, self.store, rows[0].name)
         self._cached_drawn.set()
@@ -431,11 +433,13 @@ class TriageApp(App[int]):
         """Show the runs' names at once, as empty runs, while their event files are read."""
         for warning in message.warnings:
             self.notify(plain(warning), severity="warning", markup=False)
-        for name in message.names:
-            self.store.slots.slot(name)
-            self.store.runs.setdefault(name, Run(name=name, path=Path(self.logdir_path) / name))
+        runs = self.store.runs
+        came = [run for name, run in message.runs.items() if name not in runs]
+        for run in came:
+            self.store.slots.slot(run.name)
+            runs[run.name] = run
         self.progress = ("reading", 0, 0)  # one read for all runs: no count to show
-        self._data_changed(None)
+        self._data_changed(frozenset(run.name for run in came))
 
     @_while_shown
     def on_logdir_read(self, message: LogdirRead) -> None:
@@ -458,24 +462,28 @@ class TriageApp(App[int]):
     def on_runs_analyzed(self, message: RunsAnalyzed) -> None:
         if not self.loaded:
             keep_out_of_gc()
-        for report in message.reports:
-            self.store.reports[report.name] = report
+        reports = self.store.reports
+        # A pass's last message holds every run's verdict as shown (twins attached): most are those shown already.
+        changed = [report for report in message.reports if reports.get(report.name) is not report]
+        for report in changed:
+            reports[report.name] = report
             if self.logdir is None and report.name in self.store.runs:
                 # A cached verdict before the read: its run as judged (steps, times, files; no points yet).
                 self.store.runs[report.name] = report.run
         if self.logdir is None:
             self.call_after_refresh(self._cached_drawn.set)
         self.progress = None if message.done >= message.total else ("analysing", message.done, message.total)
-        self._adopt_runs(frozenset(report.name for report in message.reports))
+        self._adopt_runs(frozenset(report.name for report in changed))
 
     @_while_shown
     def on_pass_done(self, message: PassDone) -> None:
         self.progress = None
         highlighted = {key[0] for key in self.store.new_findings}  # their runs redraw without the highlight
         if message.first:
+            keep_out_of_gc()  # every run's verdict, as shown: held as long as the app
             self.loaded = True
             self._first_pass_shown.set()
-            rows, _ = self.store.rows(self.view, self.clock())
+            rows, _ = self.store.rows(self.view)
             if not self._user_chose_run and rows:  # the worst run, now that every run has its health
                 self.view = choose_run(self.view, self.store, rows[0].name)
         else:
@@ -520,9 +528,11 @@ class TriageApp(App[int]):
     def _adopt_runs(self, changed: frozenset[str] | None, at_once: bool = False) -> None:
         """Take the logdir's runs (new ones included) into the store; pick a run and tag if none yet."""
         if self.logdir is not None:
-            for name in self.logdir.runs:
-                self.store.slots.slot(name)
-            self.store.runs = dict(self.logdir.runs)
+            runs = self.logdir.runs
+            if runs.keys() != self.store.runs.keys():  # runs came (or went): new ones get their colours
+                for name in runs:
+                    self.store.slots.slot(name)
+            self.store.runs = dict(runs)
         view = self.view
         if view.current_run is None and self.store.runs:
             view = replace(view, current_run=next(iter(self.store.runs)))

@@ -73,6 +73,7 @@ class MainScreen(Screen):
         self._shown_tags: tuple | None = None  # the tag tree's last (tags, roles, kept tag)
         self._shown_findings: tuple | None = None  # the findings list's last (findings, with run, new, empty)
         self._details_from: ViewState | None = None  # the view the run's panes show, while their redraw is due
+        self._shown_filter = ""  # the runs filter the runs table last showed
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -192,7 +193,13 @@ class MainScreen(Screen):
 
     def refresh_runs(self, restyle: bool = False) -> None:
         app, view = self.app, self.app.view
-        rows, error = app.store.rows(view, app.clock())
+        rows, error = app.store.rows(view)
+        # Unfiltered, every row is shown: the rows built since the last time are all the table has not measured.
+        # A filter shows some; when it changes, the table measures the rows it shows then.
+        filtered = view.run_filter.strip()
+        fresh = app.store.take_fresh()
+        measured_apart = not filtered and not self._shown_filter and fresh is not None
+        self._shown_filter = filtered
         self.query_one("#run-filter").set_class(error is not None, "-invalid")
         self._show_text("#run-filter-error", Text(plain(error or "")))
         shown_error = self.query_one("#run-filter-error", Static)
@@ -201,7 +208,15 @@ class MainScreen(Screen):
             name: series_style(app.store.slots.slot(name), app.theme_variables, app.ascii_only).swatch
             for name in view.selected
         }
-        self.query_one(RunTable).sync_rows(rows, swatches, keep=view.current_run, restyle=restyle)
+        self.query_one(RunTable).sync_rows(
+            rows,
+            swatches,
+            keep=view.current_run,
+            restyle=restyle,
+            now=app.clock(),
+            fresh=fresh if measured_apart else None,
+            walls=app.store.walls if measured_apart else None,
+        )
         total = len(app.store.runs)
         shown = f"{len(rows)}/{total}" if view.run_filter else str(total)
         self.query_one("#runs-pane").border_title = f"Runs ({shown}){app.separator}sort: {view.sort_key}"
