@@ -240,7 +240,7 @@ def test_the_store_builds_again_only_the_rows_of_runs_it_is_told_changed_and_sor
         store.runs[name] = Run(name=name, path=Path(name), last_step=10, last_wall_time=wall)
     rows = store.rows(ViewState())[0]
     assert rows == [run_row(store.runs[name], None) for name in "abc"]
-    assert store.take_fresh() == rows and store.take_fresh() == []
+    assert sorted(store.take_fresh() or [], key=lambda r: r.name) == rows and store.take_fresh() == []
     assert store.walls == [NOW - 30.0, NOW - 5.0]
     assert store.rows(ViewState())[0] is rows  # nothing changed: the same rows, not sorted again
     assert [r.name for r in store.rows(ViewState(sort_key="liveness"))[0]] == ["b", "a", "c"]
@@ -265,3 +265,27 @@ def test_the_store_builds_again_only_the_rows_of_runs_it_is_told_changed_and_sor
     assert store.walls == [NOW - 1.0, NOW]
     store.touch(None)
     assert store.rows(ViewState(run_filter="^[bd]$"))[0] == [run_row(store.runs[n], None) for n in "bd"]
+
+
+def test_the_store_builds_many_rows_in_pieces_runs_never_shown_first(monkeypatch):
+    from pathlib import Path
+
+    from tbtriage.analysis.config import Config
+    from tbtriage.tui import state
+    from tbtriage.tui.state import RunStore, ViewState
+
+    monkeypatch.setattr(state, "ROWS_AT_ONCE", 4)
+    store = RunStore(Config())
+    for i in range(6):
+        store.runs[f"r{i}"] = Run(name=f"r{i}", path=Path("r"), last_step=i)
+    assert len(store.rows(ViewState())[0]) == 4 and store.rows_due  # a run not built yet is not shown
+    assert [r.name for r in store.rows(ViewState())[0]] == [f"r{i}" for i in range(6)] and not store.rows_due
+    store.runs["new"] = Run(name="new", path=Path("n"), last_step=99)
+    for run in store.runs.values():
+        run.last_step = 50
+    store.touch(None)
+    rows = store.rows(ViewState())[0]
+    assert "new" in [r.name for r in rows] and len(rows) == 7 and store.rows_due  # the new run among the first
+    assert sum(r.last_step == 50 for r in rows if r.name != "new") == 3  # the others as they were until built
+    rows = store.rows(ViewState(), whole=True)[0]
+    assert all(r.last_step == 50 for r in rows) and not store.rows_due

@@ -406,7 +406,7 @@ class TriageApp(App[int]):
         """The frame with every run's health is drawn: the worst run goes under the cursor (its panes follow in
         the next frames), then the load worker may go on."""
         if self.view.current_run is None and not self._user_chose_run:
-            rows, _ = self.store.rows(self.view)
+            rows, _ = self.store.rows(self.view, whole=True)
             if rows:
                 self.view = choose_run(self.view, self.store, rows[0].name)
         self._cached_drawn.set()
@@ -483,7 +483,7 @@ class TriageApp(App[int]):
             keep_out_of_gc()  # every run's verdict, as shown: held as long as the app
             self.loaded = True
             self._first_pass_shown.set()
-            rows, _ = self.store.rows(self.view)
+            rows, _ = self.store.rows(self.view, whole=True)
             if not self._user_chose_run and rows:  # the worst run, now that every run has its health
                 self.view = choose_run(self.view, self.store, rows[0].name)
         else:

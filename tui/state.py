@@ -32,6 +32,8 @@ JUMP_CONTEXT = 0.05
 MIN_JUMP_STEPS = 10
 
 
+#: Rows the runs table's refresh builds at most (`RunStore.rows`); ~1.5 ms a thousand.
+ROWS_AT_ONCE = 2_000
 #: Rows built again for more than 1/WALLS_RESORT of the runs: their wall times are sorted again, not moved one by one.
 WALLS_RESORT = 8
 
@@ -107,43 +109,59 @@ class RunStore:
         run = self.runs[name]
         return {tag: role for tag, (role, _) in assign_roles(list(run.scalars), self.config, run_name=name).items()}
 
-    def rows(self, view: ViewState) -> tuple[list[RunRow], str | None]:
+    def rows(self, view: ViewState, whole: bool = False) -> tuple[list[RunRow], str | None]:
         """The runs table's rows as the view filters and sorts them (a `top N by` filter's rank wins over the
         sort), and the filter's error (None: valid). Unfiltered, the sorted rows are kept until a row or the sort
-        key changes: the list returned is shared, and never changed in place."""
-        self._build_rows()
+        key changes: the list returned is shared, and never changed in place.
+
+        At most ROWS_AT_ONCE rows are built per call unless `whole`: the rest show as they were (a run not shown
+        before, not at all) until the next call (`rows_due`), so ten thousand runs read at once hold the UI thread
+        for a few short pieces rather than one long one."""
+        self._build_rows(None if whole else ROWS_AT_ONCE)
         if view.run_filter.strip():
-            ordered = [self._rows[name] for name in self._by_name[1]]
-            rows, error, ranked = value_filter(ordered, view.run_filter, _row_name, self.scalars_of)
+            rows, error, ranked = value_filter(self._in_name_order(), view.run_filter, _row_name, self.scalars_of)
             return (rows if ranked else sort_rows(rows, view.sort_key, by_name=True)), error
         if self._sorted is None or self._sorted[0] != view.sort_key:
-            ordered = [self._rows[name] for name in self._by_name[1]]
-            self._sorted = (view.sort_key, sort_rows(ordered, view.sort_key, by_name=True))
+            self._sorted = (view.sort_key, sort_rows(self._in_name_order(), view.sort_key, by_name=True))
         return self._sorted[1], None
+
+    @property
+    def rows_due(self) -> bool:
+        """Rows are due to be built (`rows` built some of them only)."""
+        return self._stale is None or bool(self._stale)
 
     def take_fresh(self) -> list[RunRow] | None:
         """The rows built since the last call (None: more than there are runs, measure them all)."""
         fresh, self._fresh = self._fresh, []
         return fresh
 
-    def _build_rows(self) -> None:
-        """Build the rows that are due (`touch`), and those of runs that came; drop those of runs gone."""
+    def _in_name_order(self) -> list[RunRow]:
+        rows, names = self._rows, self._by_name[1]
+        if len(rows) == len(names):
+            return [rows[name] for name in names]
+        return [row for name in names if (row := rows.get(name)) is not None]
+
+    def _build_rows(self, at_most: int | None) -> None:
+        """Build the rows that are due (`touch`) and those of runs that came, `at_most` of them; drop those of runs
+        gone."""
         names = tuple(self.runs)
-        came: list[str] = []
         if names != self._by_name[0]:
             self._by_name = (names, sorted(names))
             for gone in [name for name in self._rows if name not in self.runs]:
                 self._forget(gone)
-            came = [name for name in names if name not in self._rows]
-        stale, self._stale = self._stale, set()
-        if stale is None:
-            self._rows.clear()
-            todo: Iterable[str] = names
+            if self._stale is not None:
+                self._stale.update(name for name in names if name not in self._rows)
+        stale = set(names) if self._stale is None else self._stale
+        todo = [name for name in stale if name in self.runs]
+        if at_most is not None and len(todo) > at_most:
+            # Runs never shown first, then the others.
+            todo.sort(key=self._rows.__contains__)
+            todo, rest = todo[:at_most], todo[at_most:]
         else:
-            todo = [name for name in stale if name in self.runs]
-            todo += [name for name in came if name not in stale]
+            rest = []
+        self._stale = set(rest)
         # A few rows' wall times are moved in the sorted list; for many, it is sorted again once.
-        one_by_one = stale is not None and len(todo) * WALLS_RESORT < len(names)
+        one_by_one = len(todo) * WALLS_RESORT < len(names)
         built = [self._build_row(name, one_by_one) for name in todo]
         if not one_by_one:
             self.walls = sorted(row.wall for row in self._rows.values() if row.wall is not None)
@@ -151,7 +169,7 @@ class RunStore:
             self._sorted = None
             if self._fresh is not None:
                 self._fresh += built
-                if len(self._fresh) > len(self._rows):
+                if len(self._fresh) > len(names):
                     self._fresh = None
 
     def _build_row(self, name: str, place_wall: bool) -> RunRow:

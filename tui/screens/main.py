@@ -74,6 +74,7 @@ class MainScreen(Screen):
         self._shown_findings: tuple | None = None  # the findings list's last (findings, with run, new, empty)
         self._details_from: ViewState | None = None  # the view the run's panes show, while their redraw is due
         self._shown_filter = ""  # the runs filter the runs table last showed
+        self._more_rows_due = False  # the runs table shows some rows as they were: a refresh is queued
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -217,9 +218,16 @@ class MainScreen(Screen):
             fresh=fresh if measured_apart else None,
             walls=app.store.walls if measured_apart else None,
         )
+        if app.store.rows_due and not self._more_rows_due:  # built in pieces: the next after the next frame
+            self._more_rows_due = True
+            self.call_after_refresh(self._more_rows)
         total = len(app.store.runs)
         shown = f"{len(rows)}/{total}" if view.run_filter else str(total)
         self.query_one("#runs-pane").border_title = f"Runs ({shown}){app.separator}sort: {view.sort_key}"
+
+    def _more_rows(self) -> None:
+        self._more_rows_due = False
+        self.refresh_runs()
 
     def refresh_tags(self) -> None:
         app, view = self.app, self.app.view
