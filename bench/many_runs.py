@@ -133,6 +133,12 @@ def child_report(logdir: str, workers: str, stages: bool = False) -> dict:
     }
 
 
+def _rss_mb() -> float:
+    """This process's resident memory now."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def _cpu_s(who: int) -> float:
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
@@ -287,15 +293,19 @@ def child_app(logdir: str, key_every: float) -> dict:
     stalls: list[tuple[float, float, str]] = []  # (start, end, the app's stage) of each stall of STALL_REPORT_S+
     shown: dict = {}  # "app": the app, once made
 
+    stage_rss: dict[str, float] = {}  # the app's stage ("reading", "analysing", "loaded") -> its largest RSS, MB
+
     async def lag_probe() -> None:
         while True:
             before = time.perf_counter()
             await asyncio.sleep(0.01)
             after = time.perf_counter()
             lags.append(after - before - 0.01)
+            app = shown.get("app")
+            stage = "loaded" if app is None or app.progress is None else app.progress[0]
+            stage_rss[stage] = max(stage_rss.get(stage, 0.0), _rss_mb())
             if lags[-1] >= STALL_REPORT_S:
-                app = shown.get("app")
-                progress = "loaded" if app is None or app.progress is None else "{} {}/{}".format(*app.progress)
+                progress = stage if app is None or app.progress is None else "{} {}/{}".format(*app.progress)
                 stalls.append((before + 0.01, after, f"at {after - shown['start']:.1f} s, {progress}"))
 
     async def press(app, key: str) -> float | None:
@@ -366,6 +376,7 @@ def child_app(logdir: str, key_every: float) -> dict:
         "table_refresh_ms": 1000 * sum(refreshes) / max(len(refreshes), 1),
         "table_refresh_max_ms": 1000 * max(refreshes, default=0.0),
         "stalls": len(stalls),
+        "stage_rss_mb": stage_rss,
         "longest_stalls": [
             [1000 * (end - begin), stage, sampler.breakdown(begin, end)] for begin, end, stage in longest
         ],
@@ -374,6 +385,8 @@ def child_app(logdir: str, key_every: float) -> dict:
 
 def print_stalls(app: dict) -> None:
     """The UI thread's longest stalls, each with what it ran (the innermost tbtriage/Textual frames sampled)."""
+    rss = ", ".join(f"{stage} {mb:,.0f} MB" for stage, mb in app["stage_rss_mb"].items())
+    print(f"app: largest RSS while {rss}")
     print(f"app: {app['stalls']} UI-thread stalls of {1000 * STALL_REPORT_S:.0f} ms or more; the longest:")
     for ms, stage, lines in app["longest_stalls"]:
         print(f"  {ms:5.0f} ms {stage}")
