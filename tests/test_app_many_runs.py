@@ -69,3 +69,30 @@ def test_a_batch_of_verdicts_rebuilds_its_rows_only_sorts_once_and_keeps_the_cur
         assert 1 <= len(syncs) <= 3 and len(sorts) == len(syncs)  # one sort per batch shown, never per verdict
 
     drive(app, scenario)
+
+
+def test_full_collections_wait_while_the_runs_load_and_resume_once_every_run_is_judged(tmp_path):
+    import gc
+    import time
+
+    from tbtriage.tui.app import FULL_COLLECTIONS_WHILE_LOADING
+    from tests.test_app_live import GatedAnalyzer
+
+    for i in range(3):
+        write_run(tmp_path, f"run{i}", {"train/loss": decaying_loss(20, seed=i)})
+    analyzer = GatedAnalyzer()
+    app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=analyzer)
+    before = gc.get_threshold()
+
+    async def scenario(app, pilot):
+        deadline = time.monotonic() + 10
+        while app.logdir is None:  # read, not judged yet
+            assert time.monotonic() < deadline
+            await pilot.pause(0.05)
+        assert gc.get_threshold() == (*before[:2], FULL_COLLECTIONS_WHILE_LOADING)
+        analyzer.gate.set()
+        await settle(app, pilot)
+        assert app.loaded and gc.get_threshold() == before
+
+    drive(app, scenario, wait=False)
+    assert gc.get_threshold() == before
