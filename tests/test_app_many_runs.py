@@ -66,7 +66,7 @@ def test_a_batch_of_verdicts_rebuilds_its_rows_only_sorts_once_and_keeps_the_cur
         after = {row.name: row for row in table._rows}
         assert all(after[name] is before[name] for name in before if name not in changed)  # the others kept
         assert all(after[name].health == 100 for name in changed)
-        assert 1 <= len(syncs) <= 3 and len(sorts) == len(syncs)  # one sort per batch shown, never per verdict
+        assert 1 <= len(syncs) <= 3 and len(sorts) <= len(syncs)  # a sort per batch shown at most, never per verdict
 
     drive(app, scenario)
 

@@ -289,3 +289,28 @@ def test_the_store_builds_many_rows_in_pieces_runs_never_shown_first(monkeypatch
     assert sum(r.last_step == 50 for r in rows if r.name != "new") == 3  # the others as they were until built
     rows = store.rows(ViewState(), whole=True)[0]
     assert all(r.last_step == 50 for r in rows) and not store.rows_due
+
+
+def test_rows_moved_into_place_one_by_one_are_in_the_order_a_sort_gives():
+    # A batch of verdicts changes a few rows of thousands: they are moved by bisection rather than all sorted again.
+    import random
+
+    from tbtriage.tui.run_rows import RunRow, place_rows
+
+    rng = random.Random(3)
+
+    def row(name: str) -> RunRow:
+        wall = rng.choice([None, NOW - rng.choice([1.0, 5.0, rng.uniform(0, 1e5)])])
+        return RunRow(name, "ok", rng.choice([None, 1, 50, rng.randrange(101)]), "", rng.choice([None, 7, 10]), wall)
+
+    rows = {f"r{i:04d}": row(f"r{i:04d}") for i in range(2000)}
+    for key in ("health", "name", "step", "liveness"):
+        shown = sort_rows(list(rows.values()), key)
+        for _ in range(5):
+            changed = rng.sample(sorted(rows), 40)
+            moves = [(rows[name], row(name)) for name in changed]
+            moves.append((None, row(f"new{len(rows)}")))  # a run that came
+            rows.update((new.name, new) for _, new in moves)
+            assert place_rows(shown, key, moves)
+            assert shown == sort_rows(list(rows.values()), key)
+        assert not place_rows(shown, key, [(row("r0001"), row("r0001"))])  # not the row shown: sort again

@@ -9,6 +9,7 @@ are not built again every second.
 
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 
 from tbtriage.analysis.datamodel import Run, RunReport
@@ -81,11 +82,39 @@ def sort_rows(rows: list[RunRow], key: str, by_name: bool = False) -> list[RunRo
     rows = rows if by_name else sorted(rows, key=_name)
     if key == "name":
         return list(rows)
-    if key == "step":
-        return sorted(rows, key=lambda r: _LAST if r.last_step is None else -r.last_step)
-    if key == "liveness":
-        return sorted(rows, key=lambda r: _LAST if r.wall is None else -r.wall)
-    return sorted(rows, key=lambda r: _LAST if r.health is None else r.health)
+    return sorted(rows, key=_SORT_VALUES[key])
+
+
+def _step_value(r: RunRow) -> float:
+    return _LAST if r.last_step is None else -r.last_step
+
+
+def _wall_value(r: RunRow) -> float:
+    return _LAST if r.wall is None else -r.wall
+
+
+def _health_value(r: RunRow) -> float:
+    return _LAST if r.health is None else r.health
+
+
+#: What each sort (but the name's) orders rows by, before their names.
+_SORT_VALUES = {"step": _step_value, "liveness": _wall_value, "health": _health_value}
+
+
+def place_rows(rows: list[RunRow], key: str, moves: list[tuple[RunRow | None, RunRow]]) -> bool:
+    """Apply `moves` to `rows`, sorted by `key` as `sort_rows` sorts them: each (old row or None, new row) takes the
+    old row out and puts the new one where `sort_rows` would, by bisection. False when an old row is not where its
+    order says (then `rows` is part-changed: sort again)."""
+    value = _SORT_VALUES.get(key)
+    order = _name if value is None else lambda r: (value(r), r.name)
+    for old, new in moves:
+        if old is not None:
+            at = bisect.bisect_left(rows, order(old), key=order)
+            if at == len(rows) or rows[at] is not old:
+                return False
+            del rows[at]
+        bisect.insort(rows, new, key=order)
+    return True
 
 
 #: The sort key of a row without the value sorted on: after every row with one.

@@ -23,7 +23,7 @@ from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.analysis.run_filter import RunScalars
 from tbtriage.tui.chart_data import ChartOptions, SeriesRequest
 from tbtriage.tui.regex_filter import value_filter
-from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows, verdict_cells
+from tbtriage.tui.run_rows import SORTS, RunRow, place_rows, run_row, sort_rows, verdict_cells
 from tbtriage.tui.widgets.series_style import SlotBook
 
 #: A finding-jump shows the finding's step range plus this fraction of the run on each side (at least
@@ -34,7 +34,8 @@ MIN_JUMP_STEPS = 10
 
 #: Rows the runs table's refresh builds at most (`RunStore.rows`); ~1.5 ms a thousand.
 ROWS_AT_ONCE = 2_000
-#: Rows built again for more than 1/WALLS_RESORT of the runs: their wall times are sorted again, not moved one by one.
+#: Rows built again for more than 1/WALLS_RESORT of the runs: they and their wall times are sorted again, not moved
+#: one by one (a bisection and a move of the list's tail each).
 WALLS_RESORT = 8
 
 
@@ -145,10 +146,14 @@ class RunStore:
         """Build the rows that are due (`touch`) and those of runs that came, `at_most` of them; drop those of runs
         gone."""
         names = tuple(self.runs)
+        gone: list[str] = []
         if names != self._by_name[0]:
             self._by_name = (names, sorted(names))
-            for gone in [name for name in self._rows if name not in self.runs]:
-                self._forget(gone)
+            gone = [name for name in self._rows if name not in self.runs]
+            for name in gone:
+                self._forget(name)
+            if gone:
+                self._sorted = None
             if self._stale is not None:
                 self._stale.update(name for name in names if name not in self._rows)
         stale = set(names) if self._stale is None else self._stale
@@ -160,13 +165,19 @@ class RunStore:
         else:
             rest = []
         self._stale = set(rest)
-        # A few rows' wall times are moved in the sorted list; for many, it is sorted again once.
-        one_by_one = len(todo) * WALLS_RESORT < len(names)
-        built = [self._build_row(name, one_by_one) for name in todo]
+        # A few rows are moved in the sorted lists (the walls, the rows shown); for many, each is sorted again once.
+        one_by_one = len(todo) * WALLS_RESORT < len(names) and not gone
+        moves = [(self._rows.get(name), self._build_row(name, one_by_one)) for name in todo]
         if not one_by_one:
             self.walls = sorted(row.wall for row in self._rows.values() if row.wall is not None)
+        built = [new for _, new in moves]
         if built:
-            self._sorted = None
+            if self._sorted is not None:
+                if one_by_one:
+                    moved = list(self._sorted[1])  # a copy: the table holds the list it was given
+                    self._sorted = (self._sorted[0], moved) if place_rows(moved, self._sorted[0], moves) else None
+                else:
+                    self._sorted = None
             if self._fresh is not None:
                 self._fresh += built
                 if len(self._fresh) > len(names):
