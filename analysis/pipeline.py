@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -242,15 +243,18 @@ def _pooled(
     batches = [list(runs[i : i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)]
     pool = _new_pool(workers, _start_worker, shared, config, niceness)
     try:
-        futures: list[Future[list[RunReport]]] = []
+        # Each future is let go of once its verdicts are taken: they carry the worker's copy of each run's points,
+        # and a list of every future kept all of them (~30 KB a run) until the pass ended.
+        futures: deque[tuple[list[Run], Future[list[RunReport]]]] = deque()
         for batch in batches:
             related: dict[str, Run] = {}
             for run in batch:
                 related.update(related_runs(run.name, everything))
-            futures.append(pool.submit(_analyze_batch, batch, related))
-        for batch, future in zip(batches, futures):
+            futures.append((batch, pool.submit(_analyze_batch, batch, related)))
+        while futures:
             if cancel():
                 break
+            batch, future = futures.popleft()
             for run, report in zip(batch, future.result()):
                 reports.append(replace(report, run=run))
                 release(run)  # the pages its pickling touched

@@ -382,12 +382,14 @@ class TriageApp(App[int]):
 
     # Worker messages -> state -----------------------------------------------------------------
 
-    def _data_changed(self, runs: frozenset[str] | None, at_once: bool = False) -> None:
+    def _data_changed(self, runs: frozenset[str] | None, at_once: bool = False, rows: bool = True) -> None:
         """Tell the screens (`data`) that `runs` changed (None: any run may have), at most once per `COALESCE_S`:
-        each announcement rebuilds the runs table's rows (every run's, sorted), and the workers' messages of every
-        kind (names, progress, verdicts, passes) each asked for one. What arrives in between is merged and announced
-        together when the interval is up; `at_once` announces now (the end of a pass: the final state)."""
-        self.store.touch(runs)  # their rows are built again when the change is announced
+        each announcement redraws the panes showing them and builds and places their rows in the runs table, and the
+        workers' messages of every kind (names, progress, verdicts, passes) each asked for one. What arrives in between is merged and announced
+        together when the interval is up; `at_once` announces now (the end of a pass: the final state). `rows`: their
+        rows in the runs table changed too (built again when the change is announced)."""
+        if rows:
+            self.store.touch(runs)
         pending = self._pending_change
         if pending is _NOTHING:
             self._pending_change = runs
@@ -511,9 +513,7 @@ class TriageApp(App[int]):
                 self.full_collections.release()
             self.loaded = True
             self._first_pass_shown.set()
-            rows, _ = self.store.rows(self.view, whole=True)
-            if not self._user_chose_run and rows:  # the worst run, now that every run has its health
-                self.view = choose_run(self.view, self.store, rows[0].name)
+            self._choose_worst_run()  # now that every run has its health
         else:
             # Highlighted until the next pass; the first pass's findings are the starting point, not news.
             self.store.new_findings = {finding_key(f) for f in message.new}
@@ -525,7 +525,19 @@ class TriageApp(App[int]):
                         severity="error" if finding.severity == "critical" else "warning",
                         markup=False,
                     )
-        self._data_changed(frozenset(highlighted | {f.run for f in message.new}), at_once=True)
+        # Their findings lists redraw; their rows stay as they are.
+        self._data_changed(frozenset(highlighted | {f.run for f in message.new}), at_once=True, rows=False)
+
+    def _choose_worst_run(self) -> None:
+        """Put the run on the runs table's first row under the cursor unless the user chose one, once every row is
+        built: the table builds a few thousand a frame (`RunStore.rows`)."""
+        if self._user_chose_run or not self.is_running:
+            return
+        rows, _ = self.store.rows(self.view)
+        if self.store.rows_due:
+            self.call_after_refresh(self._choose_worst_run)
+        elif rows:
+            self.view = choose_run(self.view, self.store, rows[0].name)
 
     @_while_shown
     def on_load_failed(self, message: LoadFailed) -> None:

@@ -194,7 +194,9 @@ class MainScreen(Screen):
 
     def refresh_runs(self, restyle: bool = False) -> None:
         app, view = self.app, self.app.view
-        rows, error = app.store.rows(view)
+        table = self.query_one(RunTable)
+        # Built a few thousand at a time (the rest after the next frame), but all at once for the first rows shown.
+        rows, error = app.store.rows(view, whole=not table.row_count)
         # Unfiltered, every row is shown: the rows built since the last time are all the table has not measured.
         # A filter shows some; when it changes, the table measures the rows it shows then.
         filtered = view.run_filter.strip()
@@ -209,7 +211,7 @@ class MainScreen(Screen):
             name: series_style(app.store.slots.slot(name), app.theme_variables, app.ascii_only).swatch
             for name in view.selected
         }
-        self.query_one(RunTable).sync_rows(
+        table.sync_rows(
             rows,
             swatches,
             keep=view.current_run,
