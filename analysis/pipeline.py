@@ -243,8 +243,8 @@ def _pooled(
     batches = [list(runs[i : i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)]
     pool = _new_pool(workers, _start_worker, shared, config, niceness)
     try:
-        # Each future is let go of once its verdicts are taken: they carry the worker's copy of each run's points,
-        # and a list of every future kept all of them (~30 KB a run) until the pass ended.
+        # Each future is let go of once its verdicts are taken (each is copied with the caller's run): a list of every
+        # future kept the worker's verdicts, each with an empty run of its own, until the pass ended.
         futures: deque[tuple[list[Run], Future[list[RunReport]]]] = deque()
         for batch in batches:
             related: dict[str, Run] = {}
