@@ -96,3 +96,33 @@ def test_full_collections_wait_while_the_runs_load_and_resume_once_every_run_is_
 
     drive(app, scenario, wait=False)
     assert gc.get_threshold() == before
+
+
+def test_the_app_keeps_each_verdict_without_the_detectors_curves(tmp_path, monkeypatch):
+    # Thousands of verdicts are held for the whole session: their features keep the numbers every view and health
+    # read, not the bucketed curves only the detectors read (~30 KB a run).
+    import numpy as np
+
+    import tbtriage
+    from tbtriage.analysis.engine import analyze_run
+
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    for i in range(3):
+        write_run(tmp_path, f"run{i}", {"train/loss": decaying_loss(400, seed=i), "val/loss": decaying_loss(400)})
+    whole = analyze_run(tbtriage.load(tmp_path).runs["run0"])
+
+    def curves(report) -> int:  # the bucketed level (`features.Buckets`) and any array
+        return sum(type(v).__name__ == "Buckets" or isinstance(v, np.ndarray) for f in report.features.values()
+                   for v in f.extra.values())  # fmt: skip
+
+    assert curves(whole) > 0  # what the engine hands over
+    app = make_app(tmp_path, follow=False, clock=fixed_clock)
+
+    async def scenario(app, pilot):
+        assert app.loaded and len(app.reports) == 3
+        assert all(curves(report) == 0 for report in app.reports.values())
+        kept = app.reports["run0"].features["train/loss"]
+        assert kept.extra["recent_median"] == whole.features["train/loss"].extra["recent_median"]
+        assert app.reports["run0"].health == whole.health
+
+    drive(app, scenario)
