@@ -71,7 +71,7 @@ def test_a_batch_of_verdicts_rebuilds_its_rows_only_sorts_once_and_keeps_the_cur
     drive(app, scenario)
 
 
-def test_full_collections_wait_while_the_runs_load_and_resume_once_every_run_is_judged(tmp_path):
+def test_full_collections_wait_while_the_runs_load_and_resume_once_the_load_is_done(tmp_path):
     import gc
     import time
 

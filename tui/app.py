@@ -104,7 +104,7 @@ def keep_out_of_gc() -> None:
 #: 10). Objects made between two `keep_out_of_gc` calls (a reader or the pool's results on a worker thread, a
 #: quarter of a second's worth) were still walked by each full collection, with every thread stopped: up to
 #: 650 ms on 10,000 runs. Young collections still run (cycles among new objects are collected), and the default
-#: is back once every run is judged.
+#: is back once the load worker is done (every run judged, and read where a first pass came from verdicts).
 FULL_COLLECTIONS_WHILE_LOADING = 1_000_000
 
 
@@ -234,7 +234,7 @@ class TriageApp(App[int]):
         # The worker starts at once: it posts a warm reopen's health (its index read since the app was made) for the
         # first frames; anything heavier waits for the first frame (`_first_frame`): reading would hold the GIL.
         self.call_after_refresh(self._first_frame.set)
-        self.full_collections = FullCollectionsHeld()  # until every run is judged (`on_pass_done`)
+        self.full_collections = FullCollectionsHeld()  # until the load worker is done (`on_worker_state_changed`)
         self.load_logdir()
         self.set_interval(self.follow_seconds, self._follow_tick)
 
@@ -509,8 +509,6 @@ class TriageApp(App[int]):
         highlighted = {key[0] for key in self.store.new_findings}  # their runs redraw without the highlight
         if message.first:
             keep_out_of_gc()  # every run's verdict, as shown: held as long as the app
-            if self.full_collections is not None:
-                self.full_collections.release()
             self.loaded = True
             self._first_pass_shown.set()
             self._choose_worst_run()  # now that every run has its health
@@ -566,6 +564,16 @@ class TriageApp(App[int]):
                 self.notify(f"live follow: {plain(str(event.worker.error))}", severity="warning", markup=False)
         if event.worker.group == "load" and event.state == WorkerState.ERROR:
             self.post_message(LoadFailed(plain(str(event.worker.error))))
+        if event.worker.group == "load" and event.state in (
+            WorkerState.SUCCESS,
+            WorkerState.ERROR,
+            WorkerState.CANCELLED,
+        ):
+            # The load is over (a cold or warm open reads the columns lazily after its first pass): what it made
+            # stays out of the collector's sight, and full collections run as usual again.
+            keep_out_of_gc()
+            if self.full_collections is not None:
+                self.full_collections.release()
 
     def _adopt_runs(self, changed: frozenset[str] | None, at_once: bool = False) -> None:
         """Take the logdir's runs (new ones included) into the store; pick a run and tag if none yet."""
