@@ -631,17 +631,19 @@ def _map_columns(reader, path: Path, data_start: int, table: list) -> None:
             run.scalars[tag] = Series(col.steps, col.walls, col.values)
 
 
-def release(run) -> None:
-    """Let go of the resident pages of a run's mapped columns (after analysing it): they stay in the page
+def release(*runs) -> None:
+    """Let go of the resident pages of the runs' mapped columns (after analysing them): they stay in the page
     cache and come back on the next touch, but no longer count in this process's memory, so judging a
-    logdir larger than memory holds one run's pages at a time, not all of them."""
+    logdir larger than memory holds one run's pages at a time, not all of them. A mapping several runs share (a
+    spill file's) is let go of once."""
     views = {}
-    for series in run.scalars.values():
-        base = series.values
-        while isinstance(base, np.ndarray):
-            base = base.base
-        if isinstance(base, memoryview):
-            views[id(base)] = base
+    for run in runs:
+        for series in run.scalars.values():
+            base = series.values
+            while isinstance(base, np.ndarray):
+                base = base.base
+            if isinstance(base, memoryview):
+                views[id(base)] = base
     for view in views.values():
         drop_pages(view)
 

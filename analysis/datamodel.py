@@ -154,6 +154,11 @@ class SeriesFeatures:
         summaries: only detectors read them; health, twins and every view read the numbers)."""
         return replace(self, extra={k: v for k, v in self.extra.items() if isinstance(v, _SMALL)})
 
+    @property
+    def has_curves(self) -> bool:
+        """Whether `extra` holds anything `without_curves` drops."""
+        return not all(isinstance(v, _SMALL) for v in self.extra.values())
+
 
 @dataclass(frozen=True)
 class Finding:

@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -41,7 +42,7 @@ from .datamodel import Run, RunReport, Series
 from .decode import JIT_COLD_MIN_BYTES, JIT_MIN_BYTES, choose_kernel, kernel_name
 from .detectors.stalled import StallFacts, stall, stall_facts
 from .engine import AnalysisContext, LogdirContext, analyze_run, judge_run, related_runs, scalar_span
-from .fleet import slim, slim_run
+from .fleet import slim, slim_run, without_curves
 from .reader import RunReader
 from .spill import map_columns, write_columns
 
@@ -100,8 +101,12 @@ def analyze_runs(
     cancel: Callable[[], bool] = lambda: False,
     niceness: int = 0,
     logdir: Logdir | None = None,
+    curves: bool = True,
 ) -> list[RunReport]:
     """Every run's report, in the order of `runs` (fewer when `cancel()` turned true part-way).
+
+    `curves=False`: the pool's workers send each verdict without the detectors' curves (`fleet.without_curves`;
+    ~3 KB pickled instead of ~30 for four tags), for a caller that would drop them.
 
     With the `logdir` the runs belong to and the engine's analyzer, each run's verdict comes from the verdict
     cache when it still holds (`verdict_cache`), and each verdict judged here is cached: `on_report` then hears
@@ -120,14 +125,14 @@ def analyze_runs(
             context,
             logdir,
             analyzer.config,
-            lambda todo, judged: analyze_runs(todo, context, analyzer, workers, judged, cancel, niceness),
+            lambda todo, judged: analyze_runs(todo, context, analyzer, workers, judged, cancel, niceness, None, curves),
             on_report,
         )
     count = pool_workers(len(runs), workers) if isinstance(analyzer, EngineAnalyzer) else 1
     reports: list[RunReport] = []
     if count > 1 and isinstance(analyzer, EngineAnalyzer):
         try:
-            _pooled(runs, context, analyzer.config, count, reports, on_report, cancel, niceness)
+            _pooled(runs, context, analyzer.config, count, reports, on_report, cancel, niceness, curves)
         except (OSError, ValueError, BrokenProcessPool):
             pass  # no pool here (no /dev/shm, a sandbox, no usable stderr) or a worker died: the rest serially
     for run in runs[len(reports) :]:
@@ -179,12 +184,14 @@ def _start_worker(
             pass  # not allowed here: the workers run at the caller's priority
 
 
-def _analyze_batch(runs: list[Run], related: dict[str, Run]) -> list[RunReport]:
-    """A worker's verdicts on `runs`, each with an empty `Run` in place of the points (the parent has them)."""
+def _analyze_batch(runs: list[Run], related: dict[str, Run], curves: bool = True) -> list[RunReport]:
+    """A worker's verdicts on `runs`, each with an empty `Run` in place of the points (the parent has them), and
+    without the detectors' curves unless `curves`."""
     context = _worker_context
     if isinstance(context, AnalysisContext):
         context = replace(context, runs={**related, **{run.name: run for run in runs}})
-    return [replace(analyze_run(run, _worker_config, context), run=Run(run.name, run.path)) for run in runs]
+    reports = [replace(analyze_run(run, _worker_config, context), run=Run(run.name, run.path)) for run in runs]
+    return reports if curves else [without_curves(report) for report in reports]
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -248,6 +255,7 @@ def _pooled(
     on_report: OnReport | None,
     cancel: Callable[[], bool],
     niceness: int = 0,
+    curves: bool = True,
 ) -> None:
     """Judge `runs` in a pool, appending each verdict to `reports` in order as it arrives."""
     everything = getattr(context, "runs", None) or {}
@@ -255,15 +263,18 @@ def _pooled(
     batches = [list(runs[i : i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)]
     pool = _new_pool(workers, _start_worker, shared, config, niceness)
     try:
-        futures: list[Future[list[RunReport]]] = []
+        # Each future is let go of once its verdicts are taken (each is copied with the caller's run): a list of every
+        # future kept the worker's verdicts, each with an empty run of its own, until the pass ended.
+        futures: deque[tuple[list[Run], Future[list[RunReport]]]] = deque()
         for batch in batches:
             related: dict[str, Run] = {}
             for run in batch:
                 related.update(related_runs(run.name, everything))
-            futures.append(pool.submit(_analyze_batch, batch, related))
-        for batch, future in zip(batches, futures):
+            futures.append((batch, pool.submit(_analyze_batch, batch, related, curves)))
+        while futures:
             if cancel():
                 break
+            batch, future = futures.popleft()
             for run, report in zip(batch, future.result()):
                 reports.append(replace(report, run=run))
                 release(run)  # the pages its pickling touched

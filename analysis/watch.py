@@ -23,6 +23,7 @@ from .config import Config
 from .datamodel import Finding, Run, RunReport
 from .engine import AnalysisContext, LogdirContext, context_from_spans, scalar_span
 from .findings import FindingKey, finding_key, finding_order
+from .fleet import without_curves
 from .json_safe import json_safe
 from .pipeline import EngineAnalyzer, analyze_runs
 from .twins import run_settings, with_twins
@@ -120,6 +121,9 @@ class Watcher:
     judged_at: dict[str, float] = field(default_factory=dict)  # run -> the logdir's newest wall time then
     workers: int | None = None  # processes for a pass (`pipeline.analyze_runs`); None: every core when worth it
     niceness: int = 0  # the pool's workers lower their priority by this much (the app's, to keep keys quick)
+    #: Keep each verdict's features whole; False: without the detectors' curves (`fleet.without_curves`), what an
+    #: app holding thousands of verdicts keeps (~30 KB a run less; only the detectors read them).
+    keep_curves: bool = True
     _spans: dict[str, tuple[float, float] | None] = field(default_factory=dict, repr=False)  # `_context`
 
     def poll(
@@ -143,6 +147,8 @@ class Watcher:
             # Its pages go once it is judged: caching the verdict (`verdict_cache.store`) reads the run again after
             # the analysis let go of it, and a first open with the cache kept most of a 10 GB logdir resident.
             release(self.logdir.runs.get(report.name, report.run))
+            if not self.keep_curves:
+                report = without_curves(report)
             self.reports[report.name] = report
             self.judged_at[report.name] = newest
             if on_report is not None:
@@ -158,6 +164,7 @@ class Watcher:
             cancel=cancel,
             niceness=self.niceness,
             logdir=self.logdir,
+            curves=self.keep_curves,
         )
         self.twinned()
         return self._news()
@@ -196,6 +203,7 @@ class Watcher:
             if known is None or known[0] is not report:
                 self._settings[report.name] = (report, run_settings([report])[report.name])
         fresh = with_twins(reports, {r.name: self._settings[r.name][1] for r in reports})
+        release(*self.logdir.runs.values())  # the losses twins compared: 180 MB of 10,000 runs' columns
         changed = [r for r in fresh if self.shown.get(r.name) is not r]
         self.shown = {r.name: r for r in fresh}
         return changed

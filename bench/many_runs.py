@@ -133,6 +133,12 @@ def child_report(logdir: str, workers: str, stages: bool = False) -> dict:
     }
 
 
+def _rss_mb() -> float:
+    """This process's resident memory now."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def _cpu_s(who: int) -> float:
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
@@ -180,6 +186,74 @@ def child_accumulator(logdir: str, count: int) -> dict:
     return {"runs": len(names), "points": points, "ea_seconds": ea, "ours_points": mine, "ours_seconds": ours}
 
 
+#: A stall of the UI thread at least this long is broken down by what the thread ran (`StallSampler`).
+STALL_REPORT_S = 0.05
+#: The longest stalls broken down in the bench's output.
+STALLS_SHOWN = 6
+#: How often the sampler looks at the UI thread's stack.
+SAMPLE_EVERY_S = 0.002
+
+
+class StallSampler:
+    """What the UI thread runs, sampled every `SAMPLE_EVERY_S` from a thread of its own (the stack's frames in
+    tbtriage and Textual), and the garbage collector's full collections; `breakdown` names what ran in a window."""
+
+    def __init__(self) -> None:
+        import gc
+        import threading
+
+        self.samples: list[tuple[float, tuple[str, ...]]] = []
+        self.collections: list[tuple[float, float]] = []  # (start, end) of each generation-2 collection
+        self._ui = threading.get_ident()
+        self._stop = threading.Event()
+        self._gc_start = 0.0
+        gc.callbacks.append(self._on_gc)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if info.get("generation") == 2:
+            if phase == "start":
+                self._gc_start = time.perf_counter()
+            else:
+                self.collections.append((self._gc_start, time.perf_counter()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_EVERY_S):
+            frame = sys._current_frames().get(self._ui)
+            stack = []
+            while frame is not None:
+                code = frame.f_code
+                where = code.co_filename
+                if "tbtriage" in where or "/tui/" in where or "/analysis/" in where or "textual" in where:
+                    module = where.rsplit("/", 2)
+                    stack.append(f"{module[-2]}/{module[-1][:-3]}.{code.co_name}")
+                frame = frame.f_back
+            self.samples.append((time.perf_counter(), tuple(stack)))
+
+    def stop(self) -> None:
+        import gc
+
+        self._stop.set()
+        self._thread.join()
+        gc.callbacks.remove(self._on_gc)
+
+    def breakdown(self, start: float, end: float) -> list[str]:
+        """The innermost frames the UI thread was in between `start` and `end`, most sampled first, as
+        "share frame < caller < caller"; a full garbage collection in the window is named too."""
+        from collections import Counter
+
+        counts = Counter(stack[:3] for at, stack in self.samples if start <= at <= end)
+        total = sum(counts.values()) or 1
+        lines = [
+            f"{100 * n / total:3.0f}% {' < '.join(stack) or '(idle or outside)'}" for stack, n in counts.most_common(4)
+        ]
+        for gc_start, gc_end in self.collections:
+            if gc_start < end and gc_end > start:
+                lines.append(f"gc (generation 2) {1000 * (gc_end - gc_start):.0f} ms")
+        return lines
+
+
 def child_app(logdir: str, key_every: float) -> dict:
     """Milestones and key latencies of the app loading `logdir` (seconds from the app's creation).
 
@@ -220,11 +294,23 @@ def child_app(logdir: str, key_every: float) -> dict:
     lags: list[float] = []
     frames: list[float] = []
 
+    stalls: list[tuple[float, float, str]] = []  # (start, end, the app's stage) of each stall of STALL_REPORT_S+
+    shown: dict = {}  # "app": the app, once made
+
+    stage_rss: dict[str, float] = {}  # the app's stage ("reading", "analysing", "loaded") -> its largest RSS, MB
+
     async def lag_probe() -> None:
         while True:
             before = time.perf_counter()
             await asyncio.sleep(0.01)
-            lags.append(time.perf_counter() - before - 0.01)
+            after = time.perf_counter()
+            lags.append(after - before - 0.01)
+            app = shown.get("app")
+            stage = "loaded" if app is None or app.progress is None else app.progress[0]
+            stage_rss[stage] = max(stage_rss.get(stage, 0.0), _rss_mb())
+            if lags[-1] >= STALL_REPORT_S:
+                progress = stage if app is None or app.progress is None else "{} {}/{}".format(*app.progress)
+                stalls.append((before + 0.01, after, f"at {after - shown['start']:.1f} s, {progress}"))
 
     async def press(app, key: str) -> float | None:
         """Seconds from sending `key` to the first frame after the cursor left its run (None: it did not move)."""
@@ -244,6 +330,7 @@ def child_app(logdir: str, key_every: float) -> dict:
     async def main() -> None:
         start = time.perf_counter()
         app = make_app(logdir, follow=False)
+        shown.update(app=app, start=start)
         display = app._display
 
         def displayed(screen, renderable) -> None:  # every frame the compositor hands the driver
@@ -279,7 +366,10 @@ def child_app(logdir: str, key_every: float) -> dict:
                 marks["timeout"] = APP_TIMEOUT_S
             probe.cancel()
 
+    sampler = StallSampler()
     asyncio.run(main())
+    sampler.stop()
+    longest = sorted(stalls, key=lambda stall: stall[0] - stall[1])[:STALLS_SHOWN]
     ordered = sorted(latencies)
     return {
         **marks,
@@ -291,7 +381,23 @@ def child_app(logdir: str, key_every: float) -> dict:
         "table_refreshes": len(refreshes),
         "table_refresh_ms": 1000 * sum(refreshes) / max(len(refreshes), 1),
         "table_refresh_max_ms": 1000 * max(refreshes, default=0.0),
+        "stalls": len(stalls),
+        "stage_rss_mb": stage_rss,
+        "longest_stalls": [
+            [1000 * (end - begin), stage, sampler.breakdown(begin, end)] for begin, end, stage in longest
+        ],
     }
+
+
+def print_stalls(app: dict) -> None:
+    """The UI thread's longest stalls, each with what it ran (the innermost tbtriage/Textual frames sampled)."""
+    rss = ", ".join(f"{stage} {mb:,.0f} MB" for stage, mb in app["stage_rss_mb"].items())
+    print(f"app: largest RSS while {rss}")
+    print(f"app: {app['stalls']} UI-thread stalls of {1000 * STALL_REPORT_S:.0f} ms or more; the longest:")
+    for ms, stage, lines in app["longest_stalls"]:
+        print(f"  {ms:5.0f} ms {stage}")
+        for line in lines:
+            print(f"        {line}")
 
 
 def child_main(argv: list[str]) -> int:
@@ -391,6 +497,7 @@ def cache_modes(logdir: Path, repeat: int, app: bool = True, key_every: float = 
                     f"worst {shown.get('worst_key_ms') or float('nan'):.0f} ms, longest UI stall "
                     f"{shown.get('worst_lag_ms') or float('nan'):.0f} ms; peak RSS {shown['rss_mb']:,.0f} MB"
                 )
+                print_stalls(shown)
 
 
 def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
@@ -447,6 +554,7 @@ def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
                 f"worst {worst:.0f} ms (bar: ≤ 100 ms), key sent to the frame showing it; the UI thread's longest "
                 f"stall {app['worst_lag_ms']:.0f} ms; peak RSS {app['rss_mb']:,.0f} MB"
             )
+        print_stalls(app)
         print(
             f"app: the UI thread refreshed the runs table {app['table_refreshes']} times while loading, "
             f"{app['table_refresh_ms']:.1f} ms each on average (longest {app['table_refresh_max_ms']:.1f} ms)"

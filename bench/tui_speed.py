@@ -340,8 +340,8 @@ async def table_updates(runs: int, verdicts: int) -> tuple[float, float]:
     from tbtriage.tui.run_rows import RunRow, sort_rows
     from tbtriage.tui.widgets.run_table import COLUMNS, RunTable
 
-    pending = [RunRow(f"run_{i:05d}", "pending", None, "", 3600, 1.0, True) for i in range(runs)]
-    scored = [RunRow(r.name, "warning", (i * 37) % 100, "plateau@1200", 3600, 1.0, True) for i, r in enumerate(pending)]
+    pending = [RunRow(f"run_{i:05d}", "pending", None, "", 3600, 1.0) for i in range(runs)]
+    scored = [RunRow(r.name, "warning", (i * 37) % 100, "plateau@1200", 3600, 1.0) for i, r in enumerate(pending)]
 
     class TableApp(App):
         def compose(self):
@@ -355,7 +355,7 @@ async def table_updates(runs: int, verdicts: int) -> tuple[float, float]:
             baseline = app.query_one(DataTable)
             for key, label, width in COLUMNS:
                 baseline.add_column(label, key=key, width=width)
-            table.sync_rows(sort_rows(pending, "health"), {})
+            table.sync_rows(sort_rows(pending, "health"), {}, now=2.0)
             await pilot.pause()
             rows = list(pending)
             start = time.perf_counter()
@@ -371,7 +371,7 @@ async def table_updates(runs: int, verdicts: int) -> tuple[float, float]:
         for row in rows:
             baseline.add_row(*table._cells(row, None), key=row.name)
 
-    ours = await one(lambda table, _, rows: table.sync_rows(rows, {}))
+    ours = await one(lambda table, _, rows: table.sync_rows(rows, {}, now=2.0))
     rebuilt = await one(rebuild)
     return ours, rebuilt
 

@@ -20,7 +20,7 @@ from tbtriage.tui.chart_data import (
 )
 from tbtriage.tui.csv_export import export_filename
 from tbtriage.tui.regex_filter import regex_filter
-from tbtriage.tui.run_rows import LIVE_SECONDS, format_age, run_row, sort_rows
+from tbtriage.tui.run_rows import LIVE_SECONDS, age_of, format_age, is_live, run_row, sort_rows
 from tbtriage.tui.safe_text import literal, multiline, plain
 from tbtriage.tui.widgets.grad_heatmap import heatmap_grid, layer_labels
 from tbtriage.tui.widgets.tag_tree import group_tags
@@ -109,13 +109,13 @@ def test_run_rows_rank_worst_health_first_and_mark_live_runs_by_the_injected_clo
             broken, [finding("broken", "divergence", "critical", 7), finding("broken", "plateau", "warning", 3)], 20
         ),
     }
-    rows = [run_row(run, reports.get(run.name), NOW) for run in (live, stale, broken)]
+    rows = [run_row(run, reports.get(run.name)) for run in (live, stale, broken)]
 
     ranked = sort_rows(rows, "health")
     assert [r.name for r in ranked] == ["broken", "live", "stale"]  # unanalysed last
     assert ranked[0].status == "critical" and ranked[0].worst == "divergence@7"
-    assert [r.live for r in ranked] == [False, True, False]
-    assert [format_age(r.age) for r in ranked] == ["5m", "30s", "3h"]
+    assert [is_live(age_of(r, NOW)) for r in ranked] == [False, True, False]
+    assert [format_age(age_of(r, NOW)) for r in ranked] == ["5m", "30s", "3h"]
     assert ranked[2].status == "pending" and ranked[2].health is None
     assert [r.name for r in sort_rows(rows, "liveness")] == ["live", "broken", "stale"]
     assert [r.name for r in regex_filter(rows, "^(LIVE|stale)$", lambda r: r.name)[0]] == ["live", "stale"]
@@ -180,7 +180,8 @@ def test_a_non_negative_series_gets_no_axis_below_zero():
 
 def test_rows_sorted_and_measured_the_fast_way_match_the_plain_definitions():
     # With 10,000 runs the table's rows are sorted and measured on every batch of verdicts: one stable sort on a
-    # number over rows in name order, and widths from each unit's oldest age. Both must equal the plain definitions.
+    # number over rows in name order, and the ages' widths from each unit's oldest age found by bisecting the sorted
+    # wall times. Both must equal the plain definitions.
     import random
 
     from rich.cells import cell_len
@@ -191,7 +192,7 @@ def test_rows_sorted_and_measured_the_fast_way_match_the_plain_definitions():
     rng = random.Random(7)
     rows = []
     for i in range(3000):
-        age = rng.choice([None, rng.uniform(0, 70), rng.uniform(0, 4000), rng.uniform(0, 9e4), rng.uniform(0, 9e7)])
+        age = rng.choice([None, rng.uniform(-5, 70), rng.uniform(0, 4000), rng.uniform(0, 9e4), rng.uniform(0, 9e7)])
         rows.append(
             RunRow(
                 f"run{rng.randrange(10_000):05d}-{i}",
@@ -199,49 +200,117 @@ def test_rows_sorted_and_measured_the_fast_way_match_the_plain_definitions():
                 rng.choice([None, rng.randrange(0, 101)]),
                 rng.choice(["", "divergence@12", "plateau@123456"]),
                 rng.choice([None, rng.randrange(-50, 10 ** rng.randrange(1, 9))]),
-                age,
-                age is not None and age < LIVE_SECONDS,
+                None if age is None else NOW - age,
             )
         )
     plain_keys = {
         "name": lambda r: r.name,
         "step": lambda r: (r.last_step is None, -(r.last_step or 0), r.name),
-        "liveness": lambda r: (r.age is None, r.age or 0.0, r.name),
+        "liveness": lambda r: (r.wall is None, -(r.wall or 0.0), r.name),
         "health": lambda r: (r.health is None, r.health or 0, r.name),
     }
     by_name = sorted(rows, key=lambda r: r.name)
     for key, definition in plain_keys.items():
         assert sort_rows(rows, key) == sorted(rows, key=definition)
         assert sort_rows(by_name, key, by_name=True) == sorted(rows, key=definition)
-    for sample in (rows, rows[:1], [r for r in rows if r.age is None or r.age < 100], []):
+    samples = (rows, rows[:1], [r for r in rows if r.wall is None or NOW - r.wall < 100], [])
+    for sample, now in [(sample, NOW) for sample in samples] + [(rows, NOW + 250.0), (rows[:40], NOW + 86400.0)]:
         table = RunTable()
-        table._grow_columns(sample)
+        table._now = now
+        table._grow_columns(sample, sorted(r.wall for r in sample if r.wall is not None))
         start = RunTable()._widths
+        ages = [age_of(r, now) for r in sample]
         expected = {
             "health": max([start["health"], *(1 if r.health is None else len(str(r.health)) for r in sample)]),
             "step": max([start["step"], *(1 if r.last_step is None else len(str(r.last_step)) for r in sample)]),
-            "live": max([start["live"], *(len(format_age(r.age)) + (2 if r.live else 0) for r in sample)]),
+            "live": max([start["live"], *(len(format_age(age)) + (2 if is_live(age) else 0) for age in ages)]),
             "worst": max([start["worst"], *(cell_len(r.worst) for r in sample)]),
         }
         assert {k: table._widths[k] for k in expected} == expected
 
 
-def test_the_store_builds_a_row_again_only_when_its_run_report_or_shown_age_may_have_changed():
+def test_the_store_builds_again_only_the_rows_of_runs_it_is_told_changed_and_sorts_once_per_change():
     from pathlib import Path
 
     from tbtriage.analysis.config import Config
     from tbtriage.tui.state import RunStore, ViewState
 
     store = RunStore(Config())
-    run = Run(name="a", path=Path("a"))
-    run.last_step, run.last_wall_time = 10, NOW - 30.0
-    store.runs["a"] = run
-    first = store.rows(ViewState(), NOW)[0][0]
-    assert first == run_row(run, None, NOW)
-    assert store.rows(ViewState(), NOW + 0.5)[0][0] is first  # the same second: the same row
-    assert store.rows(ViewState(), NOW + 1.0)[0][0].age == 31.0
-    store.reports["a"] = report_for(run, [finding("a", "divergence", "critical", 5)], score=12)
-    row = store.rows(ViewState(), NOW + 1.0)[0][0]
-    assert (row.status, row.health, row.worst) == ("critical", 12, "divergence@5")
-    run.last_step = 20
-    assert store.rows(ViewState(), NOW + 1.0)[0][0].last_step == 20
+    for name, wall in (("a", NOW - 30.0), ("b", NOW - 5.0), ("c", None)):
+        store.runs[name] = Run(name=name, path=Path(name), last_step=10, last_wall_time=wall)
+    rows = store.rows(ViewState())[0]
+    assert rows == [run_row(store.runs[name], None) for name in "abc"]
+    assert sorted(store.take_fresh() or [], key=lambda r: r.name) == rows and store.take_fresh() == []
+    assert store.walls == [NOW - 30.0, NOW - 5.0]
+    assert store.rows(ViewState())[0] is rows  # nothing changed: the same rows, not sorted again
+    assert [r.name for r in store.rows(ViewState(sort_key="liveness"))[0]] == ["b", "a", "c"]
+    rows = store.rows(ViewState())[0]
+
+    store.reports["a"] = report_for(store.runs["a"], [finding("a", "divergence", "critical", 5)], score=12)
+    store.runs["b"].last_step, store.runs["b"].last_wall_time = 20, NOW
+    assert store.rows(ViewState())[0] is rows  # not told: the rows stay as they were
+    store.touch({"a", "b"})
+    rows = store.rows(ViewState())[0]
+    assert [(r.name, r.status, r.health, r.worst, r.last_step) for r in rows] == [
+        ("a", "critical", 12, "divergence@5", 10),
+        ("b", "pending", None, "", 20),
+        ("c", "pending", None, "", 10),
+    ]
+    assert sorted(r.name for r in store.take_fresh() or []) == ["a", "b"]
+    assert store.walls == [NOW - 30.0, NOW]
+
+    del store.runs["a"]
+    store.runs["d"] = Run(name="d", path=Path("d"), last_wall_time=NOW - 1.0)
+    assert [r.name for r in store.rows(ViewState())[0]] == ["b", "c", "d"]  # runs gone and come need no telling
+    assert store.walls == [NOW - 1.0, NOW]
+    store.touch(None)
+    assert store.rows(ViewState(run_filter="^[bd]$"))[0] == [run_row(store.runs[n], None) for n in "bd"]
+
+
+def test_the_store_builds_many_rows_in_pieces_runs_never_shown_first(monkeypatch):
+    from pathlib import Path
+
+    from tbtriage.analysis.config import Config
+    from tbtriage.tui import state
+    from tbtriage.tui.state import RunStore, ViewState
+
+    monkeypatch.setattr(state, "ROWS_AT_ONCE", 4)
+    store = RunStore(Config())
+    for i in range(6):
+        store.runs[f"r{i}"] = Run(name=f"r{i}", path=Path("r"), last_step=i)
+    assert len(store.rows(ViewState())[0]) == 4 and store.rows_due  # a run not built yet is not shown
+    assert [r.name for r in store.rows(ViewState())[0]] == [f"r{i}" for i in range(6)] and not store.rows_due
+    store.runs["new"] = Run(name="new", path=Path("n"), last_step=99)
+    for run in store.runs.values():
+        run.last_step = 50
+    store.touch(None)
+    rows = store.rows(ViewState())[0]
+    assert "new" in [r.name for r in rows] and len(rows) == 7 and store.rows_due  # the new run among the first
+    assert sum(r.last_step == 50 for r in rows if r.name != "new") == 3  # the others as they were until built
+    rows = store.rows(ViewState(), whole=True)[0]
+    assert all(r.last_step == 50 for r in rows) and not store.rows_due
+
+
+def test_rows_moved_into_place_one_by_one_are_in_the_order_a_sort_gives():
+    # A batch of verdicts changes a few rows of thousands: they are moved by bisection rather than all sorted again.
+    import random
+
+    from tbtriage.tui.run_rows import RunRow, place_rows
+
+    rng = random.Random(3)
+
+    def row(name: str) -> RunRow:
+        wall = rng.choice([None, NOW - rng.choice([1.0, 5.0, rng.uniform(0, 1e5)])])
+        return RunRow(name, "ok", rng.choice([None, 1, 50, rng.randrange(101)]), "", rng.choice([None, 7, 10]), wall)
+
+    rows = {f"r{i:04d}": row(f"r{i:04d}") for i in range(2000)}
+    for key in ("health", "name", "step", "liveness"):
+        shown = sort_rows(list(rows.values()), key)
+        for _ in range(5):
+            changed = rng.sample(sorted(rows), 40)
+            moves = [(rows[name], row(name)) for name in changed]
+            moves.append((None, row(f"new{len(rows)}")))  # a run that came
+            rows.update((new.name, new) for _, new in moves)
+            assert place_rows(shown, key, moves)
+            assert shown == sort_rows(list(rows.values()), key)
+        assert not place_rows(shown, key, [(row("r0001"), row("r0001"))])  # not the row shown: sort again

@@ -54,7 +54,7 @@ def _open(path: Path, clock: float = NOW) -> dict[str, tuple]:
 
 
 def _rows(app) -> dict[str, tuple]:
-    return {row.name: (row.status, row.health, row.worst, row.last_step) for row in app.store.rows(app.view, NOW)[0]}
+    return {row.name: (row.status, row.health, row.worst, row.last_step) for row in app.store.rows(app.view)[0]}
 
 
 def _index(path: Path, config: Config | None = None, now: float = NOW):
@@ -100,7 +100,7 @@ def test_a_warm_reopen_shows_every_runs_health_before_reading_any_column(logdir,
         assert app._index_read.inline is inline
         assert _rows(app) == first  # every row as the first session's first pass showed it, stalled seed1 included
         assert first["seed1"][0] == "warning"
-        assert app.view.current_run == next(iter(app.store.rows(app.view, NOW)[0])).name  # the worst run, at once
+        assert app.view.current_run == next(iter(app.store.rows(app.view)[0])).name  # the worst run, at once
         held.release()
         await settle(app, pilot)
         assert app.loaded and app.columns_read == EVERY_RUN
@@ -123,7 +123,7 @@ def test_the_run_under_the_cursor_is_read_first_and_the_one_the_user_moves_to_ne
         while not held.names:
             assert time.monotonic() < deadline, "nothing read"
             await pilot.pause(0.02)
-        rows = [row.name for row in app.store.rows(app.view, NOW)[0]]
+        rows = [row.name for row in app.store.rows(app.view)[0]]
         assert held.names == [rows[0]] == [app.view.current_run]  # the worst run, under the cursor: read first
         await pilot.press("down", "down")  # the user moves to the third row while the first is being read
         await pilot.pause()

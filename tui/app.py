@@ -105,6 +105,28 @@ def keep_out_of_gc() -> None:
     gc.freeze()
 
 
+#: While a logdir loads, automatic full collections wait until this many younger ones have run (Python's default:
+#: 10). Objects made between two `keep_out_of_gc` calls (a reader or the pool's results on a worker thread, a
+#: quarter of a second's worth) were still walked by each full collection, with every thread stopped: up to
+#: 650 ms on 10,000 runs. Young collections still run (cycles among new objects are collected), and the default
+#: is back once the load worker is done (every run judged, and read where a first pass came from verdicts).
+FULL_COLLECTIONS_WHILE_LOADING = 1_000_000
+
+
+class FullCollectionsHeld:
+    """Holds off automatic full collections (`FULL_COLLECTIONS_WHILE_LOADING`) until `release`."""
+
+    def __init__(self) -> None:
+        self.thresholds = gc.get_threshold()
+        gc.set_threshold(self.thresholds[0], self.thresholds[1], FULL_COLLECTIONS_WHILE_LOADING)
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            gc.set_threshold(*self.thresholds)
+
+
 def _while_shown(handler):
     """Worker messages can land while the app shuts down; with the main screen gone there is nothing to update."""
 
@@ -192,6 +214,7 @@ class TriageApp(App[int]):
         self._pending_change: object = _NOTHING  # runs changed since `data` was last announced (`_data_changed`)
         self._last_announced = float("-inf")  # time.monotonic() of that announcement
         self._announce_timer: Timer | None = None
+        self.full_collections: FullCollectionsHeld | None = None  # while the logdir loads
 
     @property
     def runs(self) -> dict[str, Run]:
@@ -226,10 +249,13 @@ class TriageApp(App[int]):
         # The worker starts at once: it posts a warm reopen's health (its index read since the app was made) for the
         # first frames; anything heavier waits for the first frame (`_first_frame`): reading would hold the GIL.
         self.call_after_refresh(self._first_frame.set)
+        self.full_collections = FullCollectionsHeld()  # until the load worker is done (`on_worker_state_changed`)
         self.load_logdir()
         self.set_interval(self.follow_seconds, self._follow_tick)
 
     def on_unmount(self) -> None:
+        if self.full_collections is not None:
+            self.full_collections.release()
         if self.spill is not None:
             self.spill.close()
 
@@ -282,7 +308,8 @@ class TriageApp(App[int]):
         if isinstance(self.logdir_path, Path) and self.logdir_path.is_dir():  # a store URL is listed by the load
             names = list(find_runs(self.logdir_path, warnings))
             total = len(names)
-            self.post_message(RunsDiscovered(names, warnings))
+            keep_out_of_gc()  # what start-up made: a full collection would walk it while runs load
+            self.post_message(RunsDiscovered({name: Run(name, self.logdir_path / name) for name in names}, warnings))
             if self._analyzer is None:
                 from tbtriage.analysis.pipeline import pool_workers, warm_pool
 
@@ -382,11 +409,14 @@ class TriageApp(App[int]):
 
     # Worker messages -> state -----------------------------------------------------------------
 
-    def _data_changed(self, runs: frozenset[str] | None, at_once: bool = False) -> None:
+    def _data_changed(self, runs: frozenset[str] | None, at_once: bool = False, rows: bool = True) -> None:
         """Tell the screens (`data`) that `runs` changed (None: any run may have), at most once per `COALESCE_S`:
-        each announcement rebuilds the runs table's rows (every run's, sorted), and the workers' messages of every
-        kind (names, progress, verdicts, passes) each asked for one. What arrives in between is merged and announced
-        together when the interval is up; `at_once` announces now (the end of a pass: the final state)."""
+        each announcement redraws the panes showing them and builds and places their rows in the runs table, and the
+        workers' messages of every kind (names, progress, verdicts, passes) each asked for one. What arrives in between is merged and announced
+        together when the interval is up; `at_once` announces now (the end of a pass: the final state). `rows`: their
+        rows in the runs table changed too (built again when the change is announced)."""
+        if rows:
+            self.store.touch(runs)
         pending = self._pending_change
         if pending is _NOTHING:
             self._pending_change = runs
@@ -432,7 +462,7 @@ class TriageApp(App[int]):
         """The frame with every run's health is drawn: the worst run goes under the cursor (its panes follow in
         the next frames), then the load worker may go on."""
         if self.view.current_run is None and not self._user_chose_run:
-            rows, _ = self.store.rows(self.view, self.clock())
+            rows, _ = self.store.rows(self.view, whole=True)
             if rows:
                 self.view = choose_run(self.view, self.store, rows[0].name)
         self._cached_drawn.set()
@@ -463,11 +493,13 @@ class TriageApp(App[int]):
         """Show the runs' names at once, as empty runs, while their event files are read."""
         for warning in message.warnings:
             self.notify(plain(warning), severity="warning", markup=False)
-        for name in message.names:
-            self.store.slots.slot(name)
-            self.store.runs.setdefault(name, Run(name=name, path=Path(self.logdir_path) / name))
+        runs = self.store.runs
+        came = [run for name, run in message.runs.items() if name not in runs]
+        for run in came:
+            self.store.slots.slot(run.name)
+            runs[run.name] = run
         self.progress = ("reading", 0, 0)  # one read for all runs: no count to show
-        self._data_changed(None)
+        self._data_changed(frozenset(run.name for run in came))
 
     @_while_shown
     def on_logdir_read(self, message: LogdirRead) -> None:
@@ -490,26 +522,28 @@ class TriageApp(App[int]):
     def on_runs_analyzed(self, message: RunsAnalyzed) -> None:
         if not self.loaded:
             keep_out_of_gc()
-        for report in message.reports:
-            self.store.reports[report.name] = report
+        reports = self.store.reports
+        # A pass's last message holds every run's verdict as shown (twins attached): most are those shown already.
+        changed = [report for report in message.reports if reports.get(report.name) is not report]
+        for report in changed:
+            reports[report.name] = report
             if self.logdir is None and report.name in self.store.runs:
                 # A cached verdict before the read: its run as judged (steps, times, files; no points yet).
                 self.store.runs[report.name] = report.run
         if self.logdir is None:
             self.call_after_refresh(self._cached_drawn.set)
         self.progress = None if message.done >= message.total else ("analysing", message.done, message.total)
-        self._adopt_runs(frozenset(report.name for report in message.reports))
+        self._adopt_runs(frozenset(report.name for report in changed))
 
     @_while_shown
     def on_pass_done(self, message: PassDone) -> None:
         self.progress = None
         highlighted = {key[0] for key in self.store.new_findings}  # their runs redraw without the highlight
         if message.first:
+            keep_out_of_gc()  # every run's verdict, as shown: held as long as the app
             self.loaded = True
             self._first_pass_shown.set()
-            rows, _ = self.store.rows(self.view, self.clock())
-            if not self._user_chose_run and rows:  # the worst run, now that every run has its health
-                self.view = choose_run(self.view, self.store, rows[0].name)
+            self._choose_worst_run()  # now that every run has its health
         else:
             # Highlighted until the next pass; the first pass's findings are the starting point, not news.
             self.store.new_findings = {finding_key(f) for f in message.new}
@@ -521,10 +555,24 @@ class TriageApp(App[int]):
                         severity="error" if finding.severity == "critical" else "warning",
                         markup=False,
                     )
-        self._data_changed(frozenset(highlighted | {f.run for f in message.new}), at_once=True)
+        # Their findings lists redraw; their rows stay as they are.
+        self._data_changed(frozenset(highlighted | {f.run for f in message.new}), at_once=True, rows=False)
+
+    def _choose_worst_run(self) -> None:
+        """Put the run on the runs table's first row under the cursor unless the user chose one, once every row is
+        built: the table builds a few thousand a frame (`RunStore.rows`)."""
+        if self._user_chose_run or not self.is_running:
+            return
+        rows, _ = self.store.rows(self.view)
+        if self.store.rows_due:
+            self.call_after_refresh(self._choose_worst_run)
+        elif rows:
+            self.view = choose_run(self.view, self.store, rows[0].name)
 
     @_while_shown
     def on_load_failed(self, message: LoadFailed) -> None:
+        if self.full_collections is not None:
+            self.full_collections.release()
         self.progress = None
         self.load_error = message.message
         self.notify(message.message, title="Cannot read the logdir", severity="error", markup=False)
@@ -548,13 +596,25 @@ class TriageApp(App[int]):
                 self.notify(f"live follow: {plain(str(event.worker.error))}", severity="warning", markup=False)
         if event.worker.group == "load" and event.state == WorkerState.ERROR:
             self.post_message(LoadFailed(plain(str(event.worker.error))))
+        if event.worker.group == "load" and event.state in (
+            WorkerState.SUCCESS,
+            WorkerState.ERROR,
+            WorkerState.CANCELLED,
+        ):
+            # The load is over (a cold or warm open reads the columns lazily after its first pass): what it made
+            # stays out of the collector's sight, and full collections run as usual again.
+            keep_out_of_gc()
+            if self.full_collections is not None:
+                self.full_collections.release()
 
     def _adopt_runs(self, changed: frozenset[str] | None, at_once: bool = False) -> None:
         """Take the logdir's runs (new ones included) into the store; pick a run and tag if none yet."""
         if self.logdir is not None:
-            for name in self.logdir.runs:
-                self.store.slots.slot(name)
-            self.store.runs = dict(self.logdir.runs)
+            runs = self.logdir.runs
+            if runs.keys() != self.store.runs.keys():  # runs came (or went): new ones get their colours
+                for name in runs:
+                    self.store.slots.slot(name)
+            self.store.runs = dict(runs)
         view = self.view
         if view.current_run is None and self.store.runs:
             view = replace(view, current_run=next(iter(self.store.runs)))

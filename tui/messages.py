@@ -18,11 +18,12 @@ from tbtriage.analysis.datamodel import Finding, Run, RunReport
 
 
 class RunsDiscovered(Message):
-    """Run directories found under the logdir (before any of them is read)."""
+    """Run directories found under the logdir (before any of them is read), each as an empty run: made on the
+    worker's thread, since ten thousand of them held the UI thread for tens of milliseconds."""
 
-    def __init__(self, names: list[str], warnings: list[str]) -> None:
+    def __init__(self, runs: dict[str, Run], warnings: list[str]) -> None:
         super().__init__()
-        self.names = names
+        self.runs = runs
         self.warnings = warnings
 
 

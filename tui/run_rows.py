@@ -1,12 +1,15 @@
 """One row of the runs table per run: status, health, worst finding, last step, liveness.
 
-Pure functions of a `Run`, its `RunReport` (None while it is still being analysed) and the
-clock, so the table's content and order are tested without a terminal and snapshot tests
-get fixed ages from a fixed clock.
+Pure functions of a `Run` and its `RunReport` (None while it is still being analysed), so the
+table's content and order are tested without a terminal. A row holds the run's last wall time, not
+its age: the clock moves every run's age at once, and the table works the ages out from it for the
+lines it draws (`age_of`), so snapshot tests get fixed ages from a fixed clock and ten thousand rows
+are not built again every second.
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 
 from tbtriage.analysis.datamodel import Run, RunReport
@@ -27,7 +30,7 @@ STATUS_COLOURS = {"critical": "error", "warning": "warning", "info": "primary", 
 
 
 class RunRow(NamedTuple):
-    """A tuple rather than a frozen dataclass: one is built per run on every batch of verdicts, and with 10,000
+    """A tuple rather than a frozen dataclass: thousands are built while a large logdir loads, and with 10,000
     runs the dataclass's `__init__` alone held the UI thread for tens of milliseconds."""
 
     name: str
@@ -35,8 +38,17 @@ class RunRow(NamedTuple):
     health: int | None
     worst: str  # "divergence@600", or "" when there is none
     last_step: int | None
-    age: float | None  # seconds since the last event
-    live: bool
+    wall: float | None  # the wall time of the run's last event (its age: `age_of`)
+
+
+def age_of(row: RunRow, now: float) -> float | None:
+    """Seconds from the run's last event to `now` (None: no event yet); a clock behind the run's reads 0."""
+    return None if row.wall is None else max(now - row.wall, 0.0)
+
+
+def is_live(age: float | None) -> bool:
+    """A run whose last event is this recent is marked live (`LIVE_SECONDS`)."""
+    return age is not None and age < LIVE_SECONDS
 
 
 def verdict_cells(report: RunReport | None, health: RunHealth | None = None) -> tuple[str, int | None, str]:
@@ -53,29 +65,56 @@ def verdict_cells(report: RunReport | None, health: RunHealth | None = None) -> 
 def run_row(
     run: Run,
     report: RunReport | None,
-    now: float,
     verdict: tuple[str, int | None, str] | None = None,
     health: RunHealth | None = None,
 ) -> RunRow:
     """`verdict` is `verdict_cells(report, health)` when the caller kept it (it changes only with the report)."""
     status, score, worst = verdict_cells(report, health) if verdict is None else verdict
-    age = None if run.last_wall_time is None else max(now - run.last_wall_time, 0.0)
-    return RunRow(run.name, status, score, worst, run.last_step, age, age is not None and age < LIVE_SECONDS)
+    return RunRow(run.name, status, score, worst, run.last_step, run.last_wall_time)
 
 
 def sort_rows(rows: list[RunRow], key: str, by_name: bool = False) -> list[RunRow]:
     """Order rows for display; health puts the worst (lowest score) first and unscored runs last; ties by name.
 
     `by_name`: `rows` are in name order already (`RunStore` keeps that order), so one stable sort on a number does
-    it: comparing (flag, number, name) tuples took 6x as long, every batch of verdicts, with 10,000 runs."""
+    it: comparing (flag, number, name) tuples took 6x as long, every batch of verdicts, with 10,000 runs. Liveness is
+    the youngest first, i.e. the latest wall time first, whatever the clock reads."""
     rows = rows if by_name else sorted(rows, key=_name)
     if key == "name":
         return list(rows)
-    if key == "step":
-        return sorted(rows, key=lambda r: _LAST if r.last_step is None else -r.last_step)
-    if key == "liveness":
-        return sorted(rows, key=lambda r: _LAST if r.age is None else r.age)
-    return sorted(rows, key=lambda r: _LAST if r.health is None else r.health)
+    return sorted(rows, key=_SORT_VALUES[key])
+
+
+def _step_value(r: RunRow) -> float:
+    return _LAST if r.last_step is None else -r.last_step
+
+
+def _wall_value(r: RunRow) -> float:
+    return _LAST if r.wall is None else -r.wall
+
+
+def _health_value(r: RunRow) -> float:
+    return _LAST if r.health is None else r.health
+
+
+#: What each sort (but the name's) orders rows by, before their names.
+_SORT_VALUES = {"step": _step_value, "liveness": _wall_value, "health": _health_value}
+
+
+def place_rows(rows: list[RunRow], key: str, moves: list[tuple[RunRow | None, RunRow]]) -> bool:
+    """Apply `moves` to `rows`, sorted by `key` as `sort_rows` sorts them: each (old row or None, new row) takes the
+    old row out and puts the new one where `sort_rows` would, by bisection. False when an old row is not where its
+    order says (then `rows` is part-changed: sort again)."""
+    value = _SORT_VALUES.get(key)
+    order = _name if value is None else lambda r: (value(r), r.name)
+    for old, new in moves:
+        if old is not None:
+            at = bisect.bisect_left(rows, order(old), key=order)
+            if at == len(rows) or rows[at] is not old:
+                return False
+            del rows[at]
+        bisect.insort(rows, new, key=order)
+    return True
 
 
 #: The sort key of a row without the value sorted on: after every row with one.

@@ -9,6 +9,8 @@ here. The transitions are pure functions of (view, store), so they are tested wi
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,13 +22,20 @@ from tbtriage.analysis.roles import assign_roles, primary_tags
 from tbtriage.analysis.run_filter import RunScalars
 from tbtriage.tui.chart_options import ChartOptions, SeriesRequest
 from tbtriage.tui.regex_filter import value_filter
-from tbtriage.tui.run_rows import SORTS, RunRow, run_row, sort_rows, verdict_cells
+from tbtriage.tui.run_rows import SORTS, RunRow, place_rows, run_row, sort_rows, verdict_cells
 from tbtriage.tui.widgets.series_style import SlotBook
 
 #: A finding-jump shows the finding's step range plus this fraction of the run on each side (at least
 #: MIN_JUMP_STEPS steps), enough context to see the curve before and after.
 JUMP_CONTEXT = 0.05
 MIN_JUMP_STEPS = 10
+
+
+#: Rows the runs table's refresh builds at most (`RunStore.rows`); ~1.5 ms a thousand.
+ROWS_AT_ONCE = 2_000
+#: Rows built again for more than 1/WALLS_RESORT of the runs: they and their wall times are sorted again, not moved
+#: one by one (a bisection and a move of the list's tail each).
+WALLS_RESORT = 8
 
 
 @dataclass(frozen=True)
@@ -66,18 +75,32 @@ class RunStore:
     health: dict[str, RunHealth] = field(default_factory=dict)
     slots: SlotBook = field(default_factory=SlotBook)  # each run keeps its colour for the session
     new_findings: set[tuple] = field(default_factory=set)  # appeared in the latest live pass, highlighted once
-    #: run -> (the report and index health its row's verdict cells were worked out from, those cells): rows are
-    #: built for every run several times a second while thousands load, and a report changes far less often.
+    #: run -> (the report and index health its row's verdict cells were worked out from, those cells): a report
+    #: changes far less often than its run's row.
     _verdicts: dict[str, tuple[RunReport | None, RunHealth | None, tuple[str, int | None, str]]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    #: run -> (its row, the verdict cells, step, wall time and clock it was built from): `rows` builds a row again
-    #: only when one of these changed, the clock by a second or more (ages are shown in whole seconds).
-    _rows: dict[str, tuple[RunRow, tuple, int | None, float | None, float]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
+    #: run -> its row, built again only for the runs the app says changed (`touch`): while thousands of runs load,
+    #: the rows are asked for several times a second and a batch of verdicts changes a few of them.
+    _rows: dict[str, RunRow] = field(default_factory=dict, repr=False, compare=False)
+    #: The runs whose rows are due to be built again (None: every run's).
+    _stale: set[str] | None = field(default=None, repr=False, compare=False)
     #: (the runs' names as last seen, the same sorted): sorted again only when runs come or go.
     _by_name: tuple[tuple[str, ...], list[str]] = field(default=((), []), repr=False, compare=False)
+    #: (sort key, every row sorted by it): sorted again only when a row changed or the key did.
+    _sorted: tuple[str, list[RunRow]] | None = field(default=None, repr=False, compare=False)
+    #: Rows built since the runs table last measured them (`take_fresh`); None: too many to measure apart.
+    _fresh: list[RunRow] | None = field(default_factory=list, repr=False, compare=False)
+    #: Every row's last wall time, sorted: the table measures its ages column from them (`RunTable.sync_rows`).
+    walls: list[float] = field(default_factory=list, repr=False, compare=False)
+
+    def touch(self, names: Iterable[str] | None) -> None:
+        """Runs whose run, report or index health changed (None: any run's may have): their rows are built again
+        when next asked for. Whoever changes `runs`, `reports` or `health` says so here."""
+        if names is None:
+            self._stale = None
+        elif self._stale is not None:
+            self._stale.update(names)
 
     def roles_of(self, name: str) -> dict[str, str | None]:
         report = self.reports.get(name)
@@ -86,34 +109,95 @@ class RunStore:
         run = self.runs[name]
         return {tag: role for tag, (role, _) in assign_roles(list(run.scalars), self.config, run_name=name).items()}
 
-    def rows(self, view: ViewState, now: float) -> tuple[list[RunRow], str | None]:
+    def rows(self, view: ViewState, whole: bool = False) -> tuple[list[RunRow], str | None]:
         """The runs table's rows as the view filters and sorts them (a `top N by` filter's rank wins over the
-        sort), and the filter's error (None: valid)."""
+        sort), and the filter's error (None: valid). Unfiltered, the sorted rows are kept until a row or the sort
+        key changes: the list returned is shared, and never changed in place.
+
+        At most ROWS_AT_ONCE rows are built per call unless `whole`: the rest show as they were (a run not shown
+        before, not at all) until the next call (`rows_due`), so ten thousand runs read at once hold the UI thread
+        for a few short pieces rather than one long one."""
+        self._build_rows(None if whole else ROWS_AT_ONCE)
+        if view.run_filter.strip():
+            rows, error, ranked = value_filter(self._in_name_order(), view.run_filter, _row_name, self.scalars_of)
+            return (rows if ranked else sort_rows(rows, view.sort_key, by_name=True)), error
+        if self._sorted is None or self._sorted[0] != view.sort_key:
+            self._sorted = (view.sort_key, sort_rows(self._in_name_order(), view.sort_key, by_name=True))
+        return self._sorted[1], None
+
+    @property
+    def rows_due(self) -> bool:
+        """Rows are due to be built (`rows` built some of them only)."""
+        return self._stale is None or bool(self._stale)
+
+    def take_fresh(self) -> list[RunRow] | None:
+        """The rows built since the last call (None: more than there are runs, measure them all)."""
+        fresh, self._fresh = self._fresh, []
+        return fresh
+
+    def _in_name_order(self) -> list[RunRow]:
+        rows, names = self._rows, self._by_name[1]
+        if len(rows) == len(names):
+            return [rows[name] for name in names]
+        return [row for name in names if (row := rows.get(name)) is not None]
+
+    def _build_rows(self, at_most: int | None) -> None:
+        """Build the rows that are due (`touch`) and those of runs that came, `at_most` of them; drop those of runs
+        gone."""
         names = tuple(self.runs)
+        gone: list[str] = []
         if names != self._by_name[0]:
             self._by_name = (names, sorted(names))
-        rows = [self._row_of(name, now) for name in self._by_name[1]]
-        rows, error, ranked = value_filter(rows, view.run_filter, lambda row: row.name, self.scalars_of)
-        return (rows if ranked else sort_rows(rows, view.sort_key, by_name=True)), error
+            gone = [name for name in self._rows if name not in self.runs]
+            for name in gone:
+                self._forget(name)
+            if gone:
+                self._sorted = None
+            if self._stale is not None:
+                self._stale.update(name for name in names if name not in self._rows)
+        stale = set(names) if self._stale is None else self._stale
+        todo = [name for name in stale if name in self.runs]
+        if at_most is not None and len(todo) > at_most:
+            # Runs never shown first, then the others.
+            todo.sort(key=self._rows.__contains__)
+            todo, rest = todo[:at_most], todo[at_most:]
+        else:
+            rest = []
+        self._stale = set(rest)
+        # A few rows are moved in the sorted lists (the walls, the rows shown); for many, each is sorted again once.
+        one_by_one = len(todo) * WALLS_RESORT < len(names) and not gone
+        moves = [(self._rows.get(name), self._build_row(name, one_by_one)) for name in todo]
+        if not one_by_one:
+            self.walls = sorted(row.wall for row in self._rows.values() if row.wall is not None)
+        built = [new for _, new in moves]
+        if built:
+            if self._sorted is not None:
+                if one_by_one:
+                    moved = list(self._sorted[1])  # a copy: the table holds the list it was given
+                    self._sorted = (self._sorted[0], moved) if place_rows(moved, self._sorted[0], moves) else None
+                else:
+                    self._sorted = None
+            if self._fresh is not None:
+                self._fresh += built
+                if len(self._fresh) > len(names):
+                    self._fresh = None
 
-    def _row_of(self, name: str, now: float) -> RunRow:
-        run, verdict = self.runs[name], self._verdict_of(name)
-        known = self._rows.get(name)
-        if (
-            known is None
-            or known[1] is not verdict
-            or known[2] != run.last_step
-            or known[3] != run.last_wall_time
-            or not 0.0 <= now - known[4] < 1.0
-        ):
-            known = self._rows[name] = (
-                run_row(run, None, now, verdict),
-                verdict,
-                run.last_step,
-                run.last_wall_time,
-                now,
-            )
-        return known[0]
+    def _build_row(self, name: str, place_wall: bool) -> RunRow:
+        row = run_row(self.runs[name], None, self._verdict_of(name))
+        if place_wall:
+            self._forget(name)
+            if row.wall is not None:
+                bisect.insort(self.walls, row.wall)
+        self._rows[name] = row
+        return row
+
+    def _forget(self, name: str) -> None:
+        """Drop run `name`'s row and its wall time."""
+        row = self._rows.pop(name, None)
+        if row is not None and row.wall is not None:
+            at = bisect.bisect_left(self.walls, row.wall)
+            if at < len(self.walls) and self.walls[at] == row.wall:
+                del self.walls[at]
 
     def _verdict_of(self, name: str) -> tuple[str, int | None, str]:
         report, health = self.reports.get(name), self.health.get(name)
@@ -182,6 +266,10 @@ class RunStore:
             findings = tuple(f for f in report.findings if not f.tags or tag in f.tags) if report else ()
             requests.append(SeriesRequest(name, self.slots.slot(name), series, findings, tag))
         return requests
+
+
+def _row_name(row: RunRow) -> str:
+    return row.name
 
 
 # Transitions: each returns the next view ----------------------------------------------------

@@ -205,7 +205,9 @@ def new_watcher(app: TriageApp, logdir: Logdir) -> None:
 
     analyzer = app._analyzer or engine_analyzer(app.config)
     silent_s = RECHECK_SILENT_S if app.recheck_silent_s is None else app.recheck_silent_s
-    app.watcher = Watcher(logdir, analyzer, clock=app.clock, recheck_silent_s=silent_s, niceness=app.pool_niceness)
+    app.watcher = Watcher(
+        logdir, analyzer, clock=app.clock, recheck_silent_s=silent_s, niceness=app.pool_niceness, keep_curves=False
+    )
 
 
 class _Cancelled(Exception):

@@ -85,6 +85,8 @@ class MainScreen(Screen):
         #: The filter boxes opened so far: each is mounted when first opened (`open_filter`), not for the first frame,
         #: where styling two hidden inputs cost a fifth of the app's start.
         self._filters: dict[str, FilterInput] = {}
+        self._shown_filter = ""  # the runs filter the runs table last showed
+        self._more_rows_due = False  # the runs table shows some rows as they were: a refresh is queued
 
     def compose(self) -> ComposeResult:
         ascii_only = self.app.ascii_only
@@ -218,7 +220,15 @@ class MainScreen(Screen):
 
     def refresh_runs(self, restyle: bool = False) -> None:
         app, view = self.app, self.app.view
-        rows, error = app.store.rows(view, app.clock())
+        table = self.query_one(RunTable)
+        # Built a few thousand at a time (the rest after the next frame), but all at once for the first rows shown.
+        rows, error = app.store.rows(view, whole=not table.row_count)
+        # Unfiltered, every row is shown: the rows built since the last time are all the table has not measured.
+        # A filter shows some; when it changes, the table measures the rows it shows then.
+        filtered = view.run_filter.strip()
+        fresh = app.store.take_fresh()
+        measured_apart = not filtered and not self._shown_filter and fresh is not None
+        self._shown_filter = filtered
         if (box := self._filters.get("run-filter")) is not None:
             box.set_class(error is not None, "-invalid")
         self._show_text("#run-filter-error", Text(plain(error or "")))
@@ -228,10 +238,25 @@ class MainScreen(Screen):
             name: series_style(app.store.slots.slot(name), app.theme_variables, app.ascii_only).swatch
             for name in view.selected
         }
-        self.query_one(RunTable).sync_rows(rows, swatches, keep=view.current_run, restyle=restyle)
+        table.sync_rows(
+            rows,
+            swatches,
+            keep=view.current_run,
+            restyle=restyle,
+            now=app.clock(),
+            fresh=fresh if measured_apart else None,
+            walls=app.store.walls if measured_apart else None,
+        )
+        if app.store.rows_due and not self._more_rows_due:  # built in pieces: the next after the next frame
+            self._more_rows_due = True
+            self.call_after_refresh(self._more_rows)
         total = len(app.store.runs)
         shown = f"{len(rows)}/{total}" if view.run_filter else str(total)
         self.query_one("#runs-pane").border_title = f"Runs ({shown}){app.separator}sort: {view.sort_key}"
+
+    def _more_rows(self) -> None:
+        self._more_rows_due = False
+        self.refresh_runs()
 
     def refresh_tags(self) -> None:
         app, view = self.app, self.app.view

@@ -9,6 +9,7 @@ with a row cursor: the same component classes, styles, cell padding and keys.
 
 from __future__ import annotations
 
+import bisect
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -26,7 +27,16 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tbtriage.tui.bindings import bindings
-from tbtriage.tui.run_rows import ASCII_GLYPHS, GLYPHS, STATUS_COLOURS, RunRow, format_age
+from tbtriage.tui.run_rows import (
+    ASCII_GLYPHS,
+    GLYPHS,
+    LIVE_SECONDS,
+    STATUS_COLOURS,
+    RunRow,
+    age_of,
+    format_age,
+    is_live,
+)
 from tbtriage.tui.safe_text import plain
 
 #: (key, header, width or None for the content's width). Health comes before the name so a narrow
@@ -52,19 +62,31 @@ LINE_CACHE = 400
 CELL_CACHE = 4000
 
 
-#: The ages `format_age` writes in one unit each: (from, to) seconds.
-_AGE_UNITS = ((0.0, 60.0), (60.0, 3600.0), (3600.0, 86400.0), (86400.0, float("inf")))
+#: The ages `format_age` writes in one unit each, split where a run stops being live: (from, to) seconds, live.
+_AGE_SPANS = (
+    (0.0, 60.0, True), (60.0, LIVE_SECONDS, True),
+    (LIVE_SECONDS, 3600.0, False), (3600.0, 86400.0, False), (86400.0, float("inf"), False),
+)  # fmt: skip
 
 
-def _widest_age(ages: list[float]) -> int:
-    """The cells of the widest `format_age` of `ages`: within a unit the text grows with the age, so it is the
-    oldest age of one of the units."""
-    widest = 0
-    for low, high in _AGE_UNITS:
-        oldest = max((age for age in ages if low <= age < high), default=None)
-        if oldest is not None:
-            widest = max(widest, len(format_age(oldest)))
-    return widest
+def widest_ages(walls: list[float], now: float) -> tuple[int, int]:
+    """The cells of the widest age `format_age` writes at `now` for the sorted wall times `walls`: (of the live
+    runs, of the others). Within a unit the text grows with the age, so each is the oldest age of one of the
+    units; a bisection finds it, whatever the number of runs."""
+    widest = [0, 0]
+    for low, high, live in _AGE_SPANS:
+        # The walls whose age is in [low, high) are those in (now - high, now - low]; with low 0, any later one
+        # too (a clock behind the run's reads age 0).
+        at = bisect.bisect_right(walls, now - high)
+        while at < len(walls) and max(now - walls[at], 0.0) >= high:  # rounding at the bound
+            at += 1
+        if at == len(walls):
+            continue
+        age = max(now - walls[at], 0.0)
+        if age < low:
+            continue
+        widest[not live] = max(widest[not live], len(format_age(age)))
+    return widest[0], widest[1]
 
 
 class RunTable(ScrollView, can_focus=True):
@@ -162,6 +184,7 @@ class RunTable(ScrollView, can_focus=True):
         self._lines: LRUCache[tuple, Strip] = LRUCache(LINE_CACHE)
         self._cells_drawn: LRUCache[tuple, list[Segment]] = LRUCache(CELL_CACHE)
         self._hover: int | None = None  # the row under the mouse
+        self._now = 0.0  # the clock the rows' ages are drawn at (`sync_rows`)
 
     # What the table shows ------------------------------------------------------------------
 
@@ -187,22 +210,37 @@ class RunTable(ScrollView, can_focus=True):
         return self._cells(row, self._swatches.get(row.name))
 
     def sync_rows(
-        self, rows: list[RunRow], swatches: dict[str, str], keep: str | None = None, restyle: bool = False
+        self,
+        rows: list[RunRow],
+        swatches: dict[str, str],
+        keep: str | None = None,
+        restyle: bool = False,
+        *,
+        now: float,
+        fresh: list[RunRow] | None = None,
+        walls: list[float] | None = None,
     ) -> None:
-        """Show `rows` in their order, the cursor on `keep` (default: the run it is on).
+        """Show `rows` in their order, the cursor on `keep` (default: the run it is on), their ages at `now`.
 
-        `swatches` maps selected runs to their colour; `restyle` redraws every line (the theme
-        changed). Only the lines on the screen are drawn, so this costs a pass over `rows` however
-        many there are: a logdir of thousands of runs gets a batch of verdicts several times a second.
+        `swatches` maps selected runs to their colour; `restyle` redraws every line (the theme changed). The
+        columns grow to fit the rows: `fresh`, the rows not shown before, and `walls`, every row's wall time,
+        sorted, are enough to measure them (None: measure every row). Only the lines on the screen are drawn, so
+        with `fresh` this costs little more than finding the cursor's run: a logdir of thousands of runs gets a
+        batch of verdicts several times a second.
         """
         keep = keep if keep is not None else self.current_run
+        previous = self._rows[self.cursor_row] if self._rows else None
         self._rows = rows
         self._swatches = swatches
+        self._now = now
         if restyle:
             self._looks += 1
-        self._grow_columns(rows)
+        if fresh is None or walls is None:
+            self._grow_columns(rows, sorted(row.wall for row in rows if row.wall is not None))
+        else:
+            self._grow_columns(fresh, walls)
         self.virtual_size = Size(self._table_width(), len(rows) + HEADER_LINES)
-        kept = self.index_of(keep) if keep is not None else None
+        kept = self._index_in(rows, keep, previous)
         if kept is not None:
             moved = kept != self.cursor_row
             self.cursor_row = kept
@@ -214,9 +252,23 @@ class RunTable(ScrollView, can_focus=True):
         if rows and self.current_run != keep:  # the kept run was filtered out, or the first rows arrived
             self.post_message(self.Highlighted(self, rows[self.cursor_row].name))
 
-    def _grow_columns(self, rows: list[RunRow]) -> None:
-        """Widen the content-sized columns to their widest cell (what `_cells` draws, measured without drawing each
-        row's: this runs on every batch of verdicts, over every run)."""
+    def _index_in(self, rows: list[RunRow], run: str | None, previous: RunRow | None) -> int | None:
+        """Where run `run` is in `rows`. Its row as the cursor was on it (`previous`) is most often still the same
+        object, found where it was or by `list.index`, which compares in C; else a search by name."""
+        if run is None:
+            return None
+        if previous is not None and previous.name == run:
+            if self.cursor_row < len(rows) and rows[self.cursor_row] is previous:
+                return self.cursor_row
+            try:
+                return rows.index(previous)
+            except ValueError:
+                pass
+        return next((index for index, row in enumerate(rows) if row.name == run), None)
+
+    def _grow_columns(self, rows: list[RunRow], walls: list[float]) -> None:
+        """Widen the content-sized columns to the widest cell of `rows` and of the ages of `walls` (what `_cells`
+        draws, measured without drawing each row's)."""
         widths = self._widths
         scores = {row.health for row in rows}
         health = max((1 if score is None else len(str(score)) for score in scores), default=0)
@@ -224,13 +276,8 @@ class RunTable(ScrollView, can_focus=True):
         step = max((len(str(v)) for v in (min(steps), max(steps))), default=0) if steps else 0
         if len(steps) < len(rows):
             step = max(step, 1)  # "-"
-        live = max(
-            _widest_age([row.age for row in rows if row.live and row.age is not None]) + 2
-            if any(row.live for row in rows)
-            else 0,
-            _widest_age([row.age for row in rows if not row.live and row.age is not None]),
-            1 if any(row.age is None for row in rows) else 0,  # "-"
-        )
+        live, idle = widest_ages(walls, self._now)
+        live = max(live + 2 if live else 0, idle, 1 if any(row.wall is None for row in rows) else 0)  # "-"
         worst = max((cell_len(label) for label in {row.worst for row in rows}), default=0)
         for key, width in (("health", health), ("step", step), ("live", live), ("worst", worst)):
             widths[key] = max(widths[key], width)
@@ -247,10 +294,11 @@ class RunTable(ScrollView, can_focus=True):
         status_colour = variables.get(STATUS_COLOURS[row.status], "")
         sel = Text(ASCII_SWATCH if self.ascii_only else SWATCH, style=swatch) if swatch else Text(" ")
         live_mark = ASCII_LIVE_MARK if self.ascii_only else LIVE_MARK
+        age = age_of(row, self._now)
         live = (
-            Text(f"{live_mark} {format_age(row.age)}", style=variables.get("success", ""))
-            if row.live
-            else Text(format_age(row.age), style="dim")
+            Text(f"{live_mark} {format_age(age)}", style=variables.get("success", ""))
+            if is_live(age)
+            else Text(format_age(age), style="dim")
         )
         return [
             sel,
@@ -281,7 +329,8 @@ class RunTable(ScrollView, can_focus=True):
         else:
             row = self._rows[index]
             swatch = self._swatches.get(row.name)
-            look = (row.status, row.health, row.worst, row.last_step, format_age(row.age), row.live, swatch)
+            age = age_of(row, self._now)
+            look = (row.status, row.health, row.worst, row.last_step, format_age(age), is_live(age), swatch)
             key = (index, row.name, look, index == self.cursor_row, index == self._hover, widths)
         key = (*key, width, scroll_x, base_style, cursor_style, hover_style, self._looks)
         strip = self._lines.get(key)
