@@ -47,17 +47,22 @@ class _HeldLazyRead:
         self.gate.set()
 
 
+async def _judged_by_the_pool(app, pilot) -> None:
+    """Until the pool's pass has shown every run's health (and one frame more)."""
+    deadline = time.monotonic() + 60
+    while not app.loaded:
+        assert time.monotonic() < deadline, "no health from the pool"
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
 def test_a_cold_open_shows_every_runs_health_from_workers_that_read_before_the_app_reads_a_column(logdir, monkeypatch):  # noqa: F811
     expected = {r["run"]: r for r in _cold(logdir, monkeypatch)}
     held = _HeldLazyRead(monkeypatch)
     app = make_app(logdir, follow=False, clock=lambda: NOW)
 
     async def scenario(app, pilot):
-        deadline = time.monotonic() + 60
-        while not app.loaded:
-            assert time.monotonic() < deadline, "no health from the pool"
-            await pilot.pause(0.02)
-        await pilot.pause()
+        await _judged_by_the_pool(app, pilot)
         assert set(app.reports) == EVERY_RUN
         assert app.columns_read == set()  # judged by the workers, which read the runs: none read here yet
         assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected  # the report's verdicts
@@ -82,11 +87,7 @@ def test_with_no_cache_the_pool_judges_too_and_the_columns_are_read_afterwards_i
     app = make_app(logdir, follow=False, clock=lambda: NOW)
 
     async def scenario(app, pilot):
-        deadline = time.monotonic() + 60
-        while not app.loaded:
-            assert time.monotonic() < deadline, "no health from the pool"
-            await pilot.pause(0.02)
-        await pilot.pause()
+        await _judged_by_the_pool(app, pilot)
         assert app.columns_read == set()  # judged by the workers: none read here yet
         assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected
         assert _rows(app)["seed1"][0] == "warning"  # stalled: judged here once every span was known
