@@ -95,6 +95,14 @@ def drive(app, scenario, size: tuple[int, int] = (160, 48), wait: bool = True) -
     asyncio.run(main())
 
 
+async def until(pilot, condition, what: str = "timed out waiting", timeout: float = 20.0) -> None:
+    """Let the app run until `condition()` holds; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await pilot.pause(0.02)
+
+
 async def settle(app, pilot, timeout: float = 30.0) -> None:
     """Wait until no worker is pending or running, after the messages they posted are handled too.
 

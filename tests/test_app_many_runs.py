@@ -9,7 +9,7 @@ from tbtriage.tui import state
 from tbtriage.tui.app import make_app
 from tbtriage.tui.messages import COALESCE_S, RunsAnalyzed
 from tbtriage.tui.widgets.run_table import RunTable
-from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, write_run
+from tests._app_data import HandAnalyzer, decaying_loss, drive, fixed_clock, settle, until, write_run
 
 RUNS = 300
 
@@ -73,7 +73,6 @@ def test_a_batch_of_verdicts_rebuilds_its_rows_only_sorts_once_and_keeps_the_cur
 
 def test_full_collections_wait_while_the_runs_load_and_resume_once_the_load_is_done(tmp_path):
     import gc
-    import time
 
     from tbtriage.tui.app import FULL_COLLECTIONS_WHILE_LOADING
     from tests.test_app_live import GatedAnalyzer
@@ -85,10 +84,7 @@ def test_full_collections_wait_while_the_runs_load_and_resume_once_the_load_is_d
     before = gc.get_threshold()
 
     async def scenario(app, pilot):
-        deadline = time.monotonic() + 10
-        while app.logdir is None:  # read, not judged yet
-            assert time.monotonic() < deadline
-            await pilot.pause(0.05)
+        await until(pilot, lambda: app.logdir is not None, timeout=10)  # read, not judged yet
         assert gc.get_threshold() == (*before[:2], FULL_COLLECTIONS_WHILE_LOADING)
         analyzer.gate.set()
         await settle(app, pilot)

@@ -9,7 +9,6 @@ every span is known); the pool is let in for three runs (`POOL_MIN_RUNS`) on two
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -19,7 +18,7 @@ from tbtriage.analysis.engine import run_report_dict
 from tbtriage.analysis.spill import is_mapped
 from tbtriage.tui import warm_open
 from tbtriage.tui.app import make_app
-from tests._app_data import drive, settle
+from tests._app_data import drive, settle, until
 from tests.test_health_index import _rows, logdir  # noqa: F401 - the fixture
 from tests.test_verdict_cache import EVERY_RUN, NOW, _cold
 
@@ -49,10 +48,7 @@ class _HeldLazyRead:
 
 async def _judged_by_the_pool(app, pilot) -> None:
     """Until the pool's pass has shown every run's health (and one frame more)."""
-    deadline = time.monotonic() + 60
-    while not app.loaded:
-        assert time.monotonic() < deadline, "no health from the pool"
-        await pilot.pause(0.02)
+    await until(pilot, lambda: app.loaded, "no health from the pool", timeout=60)
     await pilot.pause()
 
 
@@ -132,10 +128,12 @@ def test_quitting_once_the_pool_judged_every_run_leaves_an_index_the_next_open_d
     shown: dict[str, tuple] = {}
 
     async def scenario(app, pilot):
-        deadline = time.monotonic() + 60
-        while not (app.loaded and health_index.index_path(logdir).exists()):
-            assert time.monotonic() < deadline, "no index after the pool's pass"
-            await pilot.pause(0.02)
+        await until(
+            pilot,
+            lambda: app.loaded and health_index.index_path(logdir).exists(),
+            "no index after the pool's pass",
+            timeout=60,
+        )
         assert app.columns_read == set()  # written before the lazy read took a single run
         shown.update(_rows(app))
         await app.action_quit()  # a quick quit: the lazy read never ran
@@ -153,10 +151,9 @@ def test_quitting_once_the_pool_judged_every_run_leaves_an_index_the_next_open_d
     warm = make_app(logdir, follow=False, clock=lambda: NOW)
 
     async def reopened(app, pilot):
-        deadline = time.monotonic() + 30
-        while set(app.store.health) != EVERY_RUN:
-            assert time.monotonic() < deadline, "the next open did not draw from the index"
-            await pilot.pause(0.02)
+        await until(
+            pilot, lambda: set(app.store.health) == EVERY_RUN, "the next open did not draw from the index", timeout=30
+        )
         assert app.columns_read == set() and app.reports == {}  # every run's health, not a run read or judged
         assert _rows(app) == shown
         assert shown["seed1"][0] == "warning"  # stalled, as the pool's pass judged it in the logdir's context

@@ -23,7 +23,7 @@ from tbtriage.tui import app as app_module
 from tbtriage.tui import warm_open
 from tbtriage.tui.app import make_app
 from tbtriage.tui.warm_open import ReadOrder
-from tests._app_data import drive, settle
+from tests._app_data import drive, settle, until
 from tests.test_verdict_cache import EVERY_RUN, NOW, _cold, _hits, _records, _write
 
 
@@ -91,10 +91,7 @@ def test_a_warm_reopen_shows_every_runs_health_before_reading_any_column(logdir,
     app = make_app(logdir, follow=False, clock=lambda: NOW)
 
     async def scenario(app, pilot):
-        deadline = time.monotonic() + 30
-        while set(app.store.health) != EVERY_RUN:
-            assert time.monotonic() < deadline, "no health from the index"
-            await pilot.pause(0.02)
+        await until(pilot, lambda: set(app.store.health) == EVERY_RUN, "no health from the index", timeout=30)
         await pilot.pause()
         assert app.columns_read == set() and app.logdir is None  # nothing read: every column still on disk
         assert app._index_read.inline is inline
@@ -119,10 +116,7 @@ def test_the_run_under_the_cursor_is_read_first_and_the_one_the_user_moves_to_ne
     app = make_app(logdir, follow=False, clock=lambda: NOW)
 
     async def scenario(app, pilot):
-        deadline = time.monotonic() + 30
-        while not held.names:
-            assert time.monotonic() < deadline, "nothing read"
-            await pilot.pause(0.02)
+        await until(pilot, lambda: held.names, "nothing read", timeout=30)
         rows = [row.name for row in app.store.rows(app.view)[0]]
         assert held.names == [rows[0]] == [app.view.current_run]  # the worst run, under the cursor: read first
         await pilot.press("down", "down")  # the user moves to the third row while the first is being read
@@ -163,10 +157,9 @@ def test_a_run_appended_to_while_the_index_is_shown_is_judged_again_in_the_first
     app = make_app(logdir, follow=False, clock=lambda: NOW)
 
     async def scenario(app, pilot):
-        deadline = time.monotonic() + 30
-        while not held.names:  # the index is shown and the lazy read has begun
-            assert time.monotonic() < deadline, "nothing read"
-            await pilot.pause(0.02)
+        await until(
+            pilot, lambda: held.names, "nothing read", timeout=30
+        )  # the index is shown and the lazy read has begun
         with open(next((logdir / "seed2").iterdir()), "ab") as f:  # seed2 trains on meanwhile
             f.write(_records(300, 400))
         held.release()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from textual.widgets import Markdown, Static
 
 from tbtriage.analysis import llm
 from tbtriage.tui.widgets.llm_explanation import LLMExplanation
+from tests._app_data import until
 from tests._llm_data import blowup_report
 from tests.tiny_gguf import build_tiny_gguf
 
@@ -60,14 +60,6 @@ def drive(app: App, scenario, size=(120, 40)) -> None:
             await scenario(pilot)
 
     asyncio.run(main())
-
-
-async def until(pilot, condition, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the widget")
-        await pilot.pause(0.02)
 
 
 def test_the_answer_streams_into_the_pane_with_model_speed_and_grounding(tiny_model):

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ from tbtriage.analysis.twins import attach_twins
 from tbtriage.analysis.watch import Watcher, engine_analyzer
 from tbtriage.cli.main import main
 from tbtriage.tui.app import make_app
-from tests._app_data import drive, settle
+from tests._app_data import drive, settle, until
 from tests._event_files import write_keras_pair
 
 CORPUS = Path(__file__).resolve().parent.parent / "bench" / "corpus" / "runs"
@@ -344,10 +343,7 @@ def test_a_warm_app_shows_every_verdict_before_it_reads_a_run(logdir, monkeypatc
     app = make_app(logdir, follow=False, clock=lambda: NOW, loader=loader)
 
     async def scenario(app, pilot):
-        deadline = time.monotonic() + 30
-        while set(app.reports) != set(expected):
-            assert time.monotonic() < deadline, "no verdict before the read"
-            await pilot.pause(0.02)
+        await until(pilot, lambda: set(app.reports) == set(expected), "no verdict before the read", timeout=30)
         assert app.logdir is None  # not read yet
         assert {name: run_report_dict(r) for name, r in app.reports.items()} == expected
         assert app.runs["seed1"].last_step == 120  # the row's step, from the cached run
