@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
@@ -18,8 +16,8 @@ from tbtriage.analysis import health_index
 from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
 from tbtriage.tui.widgets.tag_chart import TagChart
 from tests._app_data import drive
-from tests.test_health_index import _open
-from tests.test_verdict_cache import NOW, _write
+from tests.test_health_index import _open, logdir  # noqa: F401 - the fixture
+from tests.test_verdict_cache import NOW
 
 #: Modules the first screen does without: each is imported later, where its work starts (reading, charting, judging).
 OFF_THE_FIRST_SCREEN = (
@@ -78,15 +76,7 @@ asyncio.run(main())
 """
 
 
-@pytest.fixture
-def logdir(tmp_path) -> Path:
-    root = tmp_path / "logdir"
-    for name, stop in (("seed0", 300), ("seed1", 121), ("seed2", 300)):
-        _write(root / name, stop)
-    return root
-
-
-def test_a_warm_reopen_draws_every_runs_health_before_importing_numpy_the_chart_or_the_reader(logdir):
+def test_a_warm_reopen_draws_every_runs_health_before_importing_numpy_the_chart_or_the_reader(logdir):  # noqa: F811
     _open(logdir)  # yesterday's session: it wrote the health index
     assert health_index.read(logdir, None, NOW) is not None
     # A fresh interpreter, as from the shell (this one has imported everything already).
