@@ -147,3 +147,17 @@ def step_span(start: Any, end: Any = None) -> str:
     if end is None or end == start:
         return step(start)
     return f"{step(start)}–{step(end)}"
+
+
+def duration(seconds: float) -> str:
+    """A span of time in the largest unit that keeps it readable: `40 s`, `17 min`, `5 h`, `3 days`, `4.1 years`
+    (no "2175576 min" for a run silent since 2022)."""
+    s = max(float(seconds), 0.0)
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 48 * 3600:
+        return f"{s / 3600:.0f} h"
+    days = s / 86400
+    return f"{days:.0f} days" if days < 730 else f"{days / 365.25:.1f} years"

@@ -25,7 +25,7 @@ from tbtriage.analysis import prompt as prompt_mod
 from tbtriage.analysis.detectors.base import fmt
 from tbtriage.analysis.llm import strip_control
 from tbtriage.analysis.render_markdown import num
-from tbtriage.analysis.text import UNSAFE, clean, number, one_line, step, step_span, strip, tick
+from tbtriage.analysis.text import UNSAFE, clean, duration, number, one_line, step, step_span, strip, tick
 from tbtriage.cli.main import main
 from tbtriage.tui.app import make_app
 from tbtriage.tui.widgets.tag_tree import TagTree
@@ -118,6 +118,21 @@ def test_numbers_are_spelled_one_way_in_every_view():
 def test_steps_are_whole_and_a_span_uses_an_en_dash():
     assert [step(600), step(np.int64(600)), step(600.0), step(None)] == ["600", "600", "600", "—"]
     assert step_span(600, 900) == "600–900" and step_span(600, 600) == "600" and step_span(600) == "600"
+
+
+def test_a_duration_is_written_in_the_unit_a_person_reads_it_in():
+    # a stalled run in a logdir of old public runs was "silent for 2175576 min": years are years
+    assert [duration(s) for s in (0, 40, 119.4, 1020, 7199, 5 * 3600, 47.9 * 3600)] == [
+        "0 s",
+        "40 s",
+        "119 s",
+        "17 min",
+        "120 min",
+        "5 h",
+        "48 h",
+    ]
+    assert duration(3 * 86400) == "3 days" and duration(2175576 * 60) == "4.1 years"
+    assert duration(-5) == "0 s"  # a clock running backwards is no negative age
 
 
 # ---- issue 10 item 6: what goes to a terminal is cleaned, what goes to a file stays exact ------------------

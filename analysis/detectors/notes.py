@@ -19,6 +19,7 @@ import numpy as np
 
 from ..findings import SEVERITIES
 from ..smoothing import median
+from ..text import duration
 from .base import RunData, finding
 
 #: A run silent this long is not mid-write: an incomplete last record is what a crash or kill left. Writers
@@ -102,9 +103,7 @@ def _crash_tail(data: RunData) -> list:
         return []
     file, offset = tail
     hours = (now - last) / 3600.0
-    ago = (
-        f"{hours / 24:.0f} days" if hours >= 48 else f"{hours:.0f} h" if hours >= 1 else f"{(now - last) / 60:.0f} min"
-    )
+    ago = duration(now - last)
     message = (
         f"{file.rsplit('/', 1)[-1]} ends in an incomplete record at byte {offset}, and the run last wrote {ago} ago: "
         "a crash or kill cut its last write"

@@ -20,6 +20,7 @@ from ..datamodel import Run
 from ..features import finite_view
 from ..reader import activity_span
 from ..smoothing import median
+from ..text import duration
 from .base import LogdirContext, RunData, finding
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -121,17 +122,17 @@ def detect(data: RunData) -> list:
     if found is None:
         return []
     silence, alongside, live, interval = found.silence, found.alongside, found.live, facts.interval
-    minutes = silence / 60.0
+    quiet = duration(silence)
     evidence = {
         "summary": (
-            f"last event at step {data.run.last_step}, {minutes:.0f} min before the logdir's newest; "
+            f"last event at step {data.run.last_step}, {quiet} before the logdir's newest; "
             f"{len(alongside)} run(s) that ran alongside kept writing"
         ),
         "silence_s": round(silence, 1),
         "typical_interval_s": round(interval, 2),
         "still_writing": list(alongside[:10]),
     }
-    message = f"stalled: no event for {minutes:.0f} min (step {data.run.last_step}) while other runs kept writing"
+    message = f"stalled: no event for {quiet} (step {data.run.last_step}) while other runs kept writing"
     suggestion = (
         "Check the job: is the process alive (a hang in a collective/NCCL call or a dead dataloader "
         "worker writes nothing), was it pre-empted or out of memory, is its disk full? py-spy dump "
