@@ -43,13 +43,17 @@ class CauseRow:
     id: str
     summary: str
     fix: str
+    #: Appended to `fix` only when the loss had fallen LEARNED_DROP before the finding's onset: there is a checkpoint
+    #: worth going back to (a run that went wrong from its first steps is re-run from scratch).
+    resume: str = ""
 
 
 CAUSES: dict[str, CauseRow] = {
     row.id: row
     for row in (
         CauseRow("lr_too_high", "the learning rate is too high for this model and batch size",
-                 "lower the peak learning rate 3-10x (or raise the batch size) and re-run from the last good checkpoint"),
+                 "lower the peak learning rate 3-10x (or raise the batch size) and re-run",
+                 " from the last good checkpoint"),
         CauseRow("lr_schedule_unbounded", "the learning-rate schedule keeps increasing with no cap",
                  "cap the schedule: warm up to a fixed peak, then hold or decay (check the scheduler's step count and max)"),
         CauseRow("no_warmup", "the full learning rate hit the untrained model at once (no or too short warmup)",
@@ -417,7 +421,8 @@ def rank_causes(finding: Finding, data: RunData, hparams: Mapping[str, Any] | No
     _score_hparams(cases, hparams)
     _score_signals(cases, finding, data, movers, lr)
     ranked = sorted(cases.items(), key=lambda item: (-item[1].confidence, item[0]))
-    causes = [_cause(cid, case, chain) for cid, case in ranked]
+    resumable = learned is not None and learned >= LEARNED_DROP
+    causes = [_cause(cid, case, chain, resumable) for cid, case in ranked]
     best_id, best = ranked[0]
     singled_out = best.weight > 0 and best.confidence >= UNCLEAR_BELOW
     if finding.kind in SELF_EVIDENT or singled_out:
@@ -433,7 +438,7 @@ def rank_causes(finding: Finding, data: RunData, hparams: Mapping[str, Any] | No
     return (unclear, *causes)
 
 
-def _cause(cid: str, case: _Case, chain: str) -> Cause:
+def _cause(cid: str, case: _Case, chain: str, resumable: bool) -> Cause:
     row = CAUSES[cid]
     evidence: dict[str, Any] = dict(case.numbers)
     if case.facts:
@@ -442,7 +447,7 @@ def _cause(cid: str, case: _Case, chain: str) -> Cause:
         evidence["against"] = case.against
     if chain:
         evidence["chain"] = chain
-    return Cause(cid, row.summary, case.confidence, evidence, row.fix)
+    return Cause(cid, row.summary, case.confidence, evidence, row.fix + (row.resume if resumable else ""))
 
 
 def optimizer_family(hparams: Mapping[str, Any], lr_tag: str | None) -> str | None:
@@ -681,6 +686,13 @@ def _score_signals(
         add("lr_too_low", -1.0, "the loss stopped falling instead of crawling on, as a small lr would make it")
         if learned and "identical" not in signals:
             add("lr_zero_or_frozen", -1.0, f"the loss fell {gain:.0%} below ln(K): the weights do move")
+    if finding.kind == "no_learning" and "memorised" in signals and "identical" not in signals:
+        add("labels_or_loss_bug", 1.5,
+            "the held-out accuracy moves between evaluations yet stays at chance, and the held-out loss never "
+            "improved: the model changes, but nothing it learns carries over, as with labels that do not match "
+            "their inputs")  # fmt: skip
+        add("lr_zero_or_frozen", -1.0, "the held-out accuracy changes between evaluations: the weights move")
+        add("lr_too_low", -0.5, "a small lr makes held-out curves improve slowly, not stay at chance")
     if finding.kind in ("loss_spike", "periodic_spikes"):
         _score_spikes(cases, finding, data)
     if finding.kind == "exploding_gradients" and "no_grad_clipping" in cases:

@@ -190,7 +190,8 @@ def test_healthy_twins_that_level_off_are_not_slow(case):
 @pytest.mark.parametrize("convention", ["pytorch", "keras", "detectron2"])
 def test_labels_shuffled_against_inputs_settle_just_under_ln_k_and_are_no_learning_from_a_label_bug(convention):
     findings, _ = _verdict(_first("shuffled_labels", convention))
-    stuck = [f for f in findings if f.kind == "no_learning"]
+    # (a Keras validation sibling has its own: `memorised`, below)
+    stuck = [f for f in findings if f.kind == "no_learning" and not f.run.endswith("validation")]
     assert stuck and stuck[0].severity == "warning" and "prior" in stuck[0].evidence["signals"]
     assert stuck[0].evidence["chance_classes"] == 4 and _top_cause(stuck[0]) == "labels_or_loss_bug"
 
@@ -313,3 +314,52 @@ def test_every_rnn_without_clipping_still_explodes_from_its_labelled_onset():
         expect = next(e for e in LABELS[folder]["expect"] if e["kind"] == "exploding_gradients")
         assert exploding and exploding[0].severity == "critical", folder
         assert abs(exploding[0].step - expect["onset_step"]) <= expect["tolerance"], folder
+
+
+@pytest.mark.parametrize("convention", ["pytorch", "tensorboardx"])
+def test_a_loss_that_bounces_above_the_untrained_models_for_the_whole_run_is_an_lr_too_high(convention):
+    # SGD at 40x its twin's lr: a few steps of learning, then the loss bounces at 1.2-1.6x where it started
+    findings, health = _verdict(_first("lr_far_too_high", convention))
+    bouncing = [f for f in findings if f.kind == "oscillation"]
+    assert bouncing and bouncing[0].severity == "warning" and health[0] is not None and health[0] <= 80
+    assert bouncing[0].evidence["pattern"] == "above_untrained" and bouncing[0].evidence["ratio"] >= 1.2
+    assert bouncing[0].step is not None and bouncing[0].step < 64, "it went wrong within the first tenth"
+    assert _top_cause(bouncing[0]) == "lr_too_high"
+    # nothing was learned before the trouble: no "last good checkpoint" to go back to
+    assert "checkpoint" not in bouncing[0].causes[0].fix
+
+
+def test_a_healthy_sgd_twin_never_sits_above_its_untrained_loss():
+    for folder in [n for n, label in LABELS.items() if label["case"] in ("healthy_sgd", "healthy_small_batch")]:
+        findings, _ = _verdict(folder)
+        assert not [f for f in findings if f.evidence.get("pattern") == "above_untrained"], folder
+
+
+def test_a_fix_goes_back_to_the_last_good_checkpoint_only_when_the_run_had_learned_before_the_trouble():
+    findings, _ = _verdict(_first("dying_relu_histograms", "pytorch"))
+    dead = next(f for f in findings if f.kind == "dead_units")
+    assert _top_cause(dead) == "lr_too_high" and dead.causes[0].fix.endswith("from the last good checkpoint")
+
+
+@pytest.mark.parametrize("convention", ["pytorch", "tensorboardx"])
+def test_a_net_that_memorises_shuffled_labels_is_no_learning_though_its_training_loss_falls(convention):
+    # training loss 1.3 -> 0.05 and training accuracy 1.0: on the training side it looks like learning; the
+    # validation accuracy stays at chance and the validation loss never improves on ln 4
+    findings, _ = _verdict(_first("shuffled_labels_memorising", convention))
+    stuck = [f for f in findings if f.kind == "no_learning"]
+    assert stuck and stuck[0].severity == "warning" and stuck[0].evidence["signals"] == ["memorised"]
+    assert stuck[0].evidence["chance_classes"] == 4 and _top_cause(stuck[0]) == "labels_or_loss_bug"
+
+
+@pytest.mark.parametrize(
+    "case, convention",
+    [
+        ("overfitting_small_data", "hf"),  # binary accuracy at ~0.58: above chance, memorising real labels
+        ("lr_too_low_sgd", "tensorboardx"),  # accuracy climbing slowly from chance: learning, too slowly
+        ("lr_too_high_divergence", "timm"),  # at chance because it blew up: divergence's story
+        ("no_warmup_transformer", "keras_batch"),  # one output for every input: a collapse, not memorising
+    ],
+)
+def test_a_held_out_accuracy_near_chance_that_climbs_or_follows_a_collapse_is_not_called_memorising(case, convention):
+    findings, _ = _verdict(_first(case, convention))
+    assert not [f for f in findings if "memorised" in (f.evidence.get("signals") or ())], case

@@ -123,7 +123,7 @@ def _nonfinite(data: RunData, tag: str) -> dict | None:
     return out
 
 
-def _rl_run(data: RunData) -> bool:
+def rl_run(data: RunData) -> bool:
     """The run logs an episode reward or return: reinforcement learning."""
     return any(rl_return(tag) for tag in data.run.scalars)
 
@@ -137,6 +137,17 @@ def _signed_surrogate(values: np.ndarray) -> bool:
     return bool(lo < 0 < hi and abs(mid) <= SIGNED_CENTRE * (hi - lo))
 
 
+def final_stretch(values: np.ndarray) -> np.ndarray:
+    """The points whose level is "the end": the last SUSTAIN_FRAC (at least EDGE_FRAC, at least 3) of them."""
+    return values[-max(3, int(np.ceil(SUSTAIN_FRAC * values.size)), int(np.ceil(EDGE_FRAC * values.size))) :]
+
+
+def blown_up_from(first: float, tail: np.ndarray, end_level: float) -> bool:
+    """A loss whose final stretch `tail` (median `end_level`) ends at INIT_RATIO x its first value `first` and never
+    came back under INIT_HOLD x it: it blew up from the start."""
+    return end_level >= INIT_RATIO * first and percentile(tail, 10) >= INIT_HOLD * first
+
+
 def _from_start(
     data: RunData, tag: str, steps: np.ndarray, values: np.ndarray, tail: np.ndarray, end_level: float
 ) -> dict | None:
@@ -147,7 +158,7 @@ def _from_start(
         return None
     if steps[0] - (data.first_step or 0) > INIT_FRAC * data.span:
         return None
-    if end_level < INIT_RATIO * first or percentile(tail, 10) < INIT_HOLD * first:
+    if not blown_up_from(first, tail, end_level):
         return None
     # The onset: the first point from which the loss stays above INIT_HOLD × its first value (a running
     # median of 5, so one lucky batch does not end the blow-up).
@@ -176,15 +187,14 @@ def _blowup(data: RunData, tag: str) -> dict | None:
     n = values.size
     if n < 8:
         return None
-    if role in _LOSSES and (_rl_run(data) or _signed_surrogate(values)):
+    if role in _LOSSES and (rl_run(data) or _signed_surrogate(values)):
         return None
     worse_up = values * (-direction)  # turn the curve so that worse is up
     level = feats.extra["level"]
     smooth = -direction * level.medians
     if smooth.size >= 5:  # a 5-bucket running median: one bad bucket is not a level
         smooth = running_median(smooth, 5)
-    tail_count = max(3, int(np.ceil(SUSTAIN_FRAC * n)), int(np.ceil(EDGE_FRAC * n)))
-    tail = worse_up[-tail_count:]
+    tail = final_stretch(worse_up)
     end_level = median(tail)
     best_index = int(np.argmin(smooth))
     best_level = float(smooth[best_index])

@@ -9,6 +9,10 @@
 - identical: a validation loss or metric that is the same number at every one of at least MIN_EVALS
   evaluations (within float32 rounding): the evaluated model never changed, or collapsed to a constant output.
   A metric pinned at its perfect value (accuracy 1.0, a loss of 0) is a solved task, not a stuck one;
+- memorised: a held-out accuracy at chance 1/K (K read from the accuracy alone: the loss may be in nats or, as
+  fairseq logs it, in bits) at every one of at least MIN_EVALS evaluations, while the held-out loss never fell
+  more than HELD_OUT_GAIN below its first evaluation: whatever the training loss does (it may fall, memorising
+  the training labels), nothing the model learns carries over to data it has not seen;
 - flat: the main loss moved less than NO_DROP of its start over the whole run and never dipped by LEARNED of
   it (a run resumed late, or still in its lr warmup, is not judged: its curve is meant to look like that).
 
@@ -62,6 +66,9 @@ PRIOR_ACC_CLASSES = 2.0
 MIN_EVALS = 5
 #: Within float32 rounding: values written as float32 agree to ~1e-7 relative.
 IDENTICAL_RTOL = 1e-6
+#: memorised: the held-out loss never fell more than this share below its first evaluation (a model that learns
+#: anything that generalises lowers it well beyond the scatter of a validation set of a few hundred samples).
+HELD_OUT_GAIN = 0.03
 #: flat: the loss moved less than NO_DROP of its start and never dipped by LEARNED of it.
 NO_DROP = 0.02
 LEARNED = 0.1
@@ -207,6 +214,75 @@ def _chance(data: RunData, tag: str) -> dict | None:
     return out
 
 
+def _untrained_classes(loss: float) -> list[tuple[int, float]]:
+    """(K, the untrained loss for K) for every class count whose uniform-guess loss, in nats (ln K) or in bits
+    (log2 K, as fairseq logs it), is within CHANCE_START of `loss`."""
+    if not 0.5 < loss < 20.0:
+        return []
+    found = []
+    for log in (math.log, math.log2):
+        unit = log(math.e)  # 1 for nats, 1/ln 2 for bits
+        for k in range(
+            max(2, math.ceil(math.exp((1 - CHANCE_START) * loss / unit))),
+            math.floor(math.exp((1 + CHANCE_START) * loss / unit)) + 1,
+        ):
+            if k <= MAX_CLASSES and abs(log(k) - loss) <= CHANCE_START * loss:
+                found.append((k, log(k)))
+    return found
+
+
+def _memorised(data: RunData) -> dict | None:
+    """A held-out accuracy that never beat what the class frequencies give while the held-out loss, which started at
+    a uniform guess's, never improved (see the module docstring)."""
+    val = data.primary.val_loss
+    if val is None or adversarial(val) or "level" not in data.features[val].extra:
+        return None
+    train = data.primary.train_loss
+    if train is not None:
+        extra = data.features[train].extra
+        start, end = extra.get("start_level"), extra.get("end_level")
+        if start is None or end is None or start <= 0 or end > start:
+            return None  # no training curve to read, or it got worse: divergence's or oscillation's story
+        if (start - float(np.min(smoothed_level(data.features[train])[1]))) / start < LEARNED:
+            return None  # the training loss did not move either: `flat`'s story, not memorising
+    feats = data.features[val]
+    losses = data.finite(val)[1]
+    first = float(losses[0]) if losses.size else 0.0
+    lowest = float(np.min(smoothed_level(feats)[1]))
+    if first <= 0 or lowest < (1.0 - HELD_OUT_GAIN) * first:
+        return None
+    for tag in _accuracies(data):
+        if data.phases.get(tag) != "val":
+            continue
+        values = data.finite(tag)[1]
+        if values.size < MIN_EVALS:
+            continue
+        if 2 * np.unique(values).size < values.size:  # one output for every input: a collapse, not memorising
+            continue
+        fractions = values / 100.0 if values.max() > 1.0 else values
+        best, typical = float(fractions.max()), median(fractions)
+        end = median(fractions[-max(2, fractions.size // 3) :])
+        if end > typical + CHANCE_ACC_MARGIN:
+            continue  # climbing: a slow learner
+        # A class count the held-out loss started at (a uniform guess's loss), under which the accuracy never beat
+        # chance by more than the scatter of a validation set (the bar `_accuracy_at_chance` uses); of those, the
+        # one whose chance the accuracy sits nearest.
+        for k, untrained in sorted(_untrained_classes(first), key=lambda pair: abs(1.0 / pair[0] - typical)):
+            if best <= 1.0 / k + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / k):
+                return {
+                    "tag": tag,
+                    "classes": k,
+                    "chance_loss": untrained,
+                    "accuracy_best": best,
+                    "evaluations": int(values.size),
+                    "loss_tag": val,
+                    "loss_first": first,
+                    "loss_lowest": lowest,
+                    "loss_end": feats.extra["end_level"],
+                }
+    return None
+
+
 def _loss_curves(data: RunData, tag: str) -> list[tuple[str, SeriesFeatures]]:
     """(label, features) of the main loss and its validation loss (this run's, or a Keras validation sibling's)."""
     out = [(tag, data.features[tag])]
@@ -335,7 +411,8 @@ def detect(data: RunData) -> list:
     if chance is None and loss is not None:
         chance = _prior(data, loss)
     flat = _flat(data, loss) if loss else None
-    if not (chance or identical or flat):
+    memorised = _memorised(data) if not chance else None
+    if not (chance or identical or flat or memorised):
         return []
     lr_max = _lr_max(data)
     lr_text = f" (lr never above {fmt(lr_max)})" if lr_max is not None and lr_max <= LR_ZERO else ""
@@ -372,6 +449,21 @@ def detect(data: RunData) -> list:
         parts.append(f"{tag} was {fmt(value)} at every one of its {count} {what}{others}")
         tags += [t for t, _, _ in identical[:5]]
         evidence.update(identical_tag=tag, identical_value=value, evaluations=count)
+    if memorised:
+        m = memorised
+        parts.append(
+            f"{m['loss_tag']} started at {fmt(m['loss_first'])}, a uniform guess's over {m['classes']} classes "
+            f"({fmt(m['chance_loss'])}), and never fell below it (lowest {fmt(m['loss_lowest'])}, ended at "
+            f"{fmt(m['loss_end'])}); {m['tag']} never beat {fmt(m['accuracy_best'])} in {m['evaluations']} "
+            f"evaluations (chance: {fmt(1 / m['classes'])})"
+        )
+        tags += [m["tag"], m["loss_tag"]]
+        evidence.update(
+            chance_classes=m["classes"],
+            chance_loss=m["chance_loss"],
+            accuracy_best=m["accuracy_best"],
+            evaluations=m["evaluations"],
+        )
     if flat:
         parts.append(
             f"{flat['tag']} {fmt(flat['start'])} → {fmt(flat['end'])} ({pct(-flat['drop'])}) over {flat['span']} steps"
@@ -383,6 +475,7 @@ def detect(data: RunData) -> list:
     signals = (
         ("prior" if chance and chance.get("prior") else "chance", chance),
         ("identical", identical),
+        ("memorised", memorised),
         ("flat", flat),
     )
     evidence["signals"] = [name for name, hit in signals if hit]
@@ -423,8 +516,21 @@ def detect(data: RunData) -> list:
             "evaluated (requires_grad, param groups, lr not ~0), that evaluation does not load a stale checkpoint "
             "or copy, and whether the model collapsed to a constant output (dead activations, a saturated last layer)"
         )
+    elif memorised:
+        m = memorised
+        message = (
+            f"{m['loss_tag']} never improved on its first evaluation, a uniform guess's over {m['classes']} classes, "
+            f"and {m['tag']} never beat {fmt(m['accuracy_best'])} in {m['evaluations']} evaluations: nothing the "
+            "model learns carries over to data it has not seen"
+        )
+        suggestion = (
+            "A held-out accuracy at chance while training goes on usually means the labels do not match the inputs "
+            "(shuffled or indexed separately, the wrong label column, a split whose labels were permuted): the "
+            "model can only memorise the training labels, so its training loss may still fall. Check one batch's "
+            "inputs against its labels, then overfit a single batch to prove the model can learn"
+        )
     else:
-        assert flat is not None  # the three signals: chance, identical, or a flat loss
+        assert flat is not None  # the four signals: chance, identical, memorised, or a flat loss
         message = (
             f"{flat['tag']} has not moved in {flat['span']} steps ({fmt(flat['start'])} → {fmt(flat['end'])}): "
             "the model is not learning"
@@ -437,7 +543,7 @@ def detect(data: RunData) -> list:
     message += lr_text
     first, last = data.first_step, data.last_step
     points = max([data.features[t].points for t in tags if t] or [0])
-    needed = MIN_EVALS if identical and not (chance or flat) else MIN_CONFIDENT_POINTS
+    needed = MIN_EVALS if (identical or memorised) and not (chance or flat) else MIN_CONFIDENT_POINTS
     severity = confident("warning", points, needed)
     return [finding(data, "no_learning", severity, [t for t in tags if t], first, last, evidence, message, suggestion)]
 

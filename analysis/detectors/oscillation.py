@@ -22,6 +22,12 @@ is back-and-forth motion shorter than its window. Two signatures:
   (batches of 4 to 64, Adam or SGD, RNNs with clipping included). A batch of a few samples scatters this
   much too, a log does not say the batch size, and a loss memorising noisy labels scatters widely around its
   low level, so this pattern is information, never a warning.
+- above the untrained model: through both quarters of its second half the training loss (a running median of
+  SCATTER_WINDOW points) sits at least UNTRAINED_RATIO times its first logged value, the loss of the untrained
+  model (logged within divergence's INIT_FRAC of the run), and scatters by at least UNTRAINED_SCATTER of that
+  level. Training is meant to lower the loss below where it started, and any run that learned anything ends
+  below it; one that keeps bouncing above it has an lr too high to settle anywhere (a smooth climb that stays
+  up, or one that ends blown up from the start, is `divergence`'s). Not judged on reinforcement-learning runs, whose losses chase a moving target.
 - against a twin (`against_twin`, called by `twins.attach_twins` once every run is judged): from one run,
   an lr too high to settle cannot be told from healthy noise (a small-batch, RNN or transformer loss jumps as
   much), but a healthy sibling that differs ONLY in a lower lr can tell it: through the second half this
@@ -44,6 +50,7 @@ import numpy as np
 from ..datamodel import Finding, Series
 from ..smoothing import bucket_medians, diff_noise, mad_sigma, median, percentile, running_median
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, num
+from .divergence import INIT_FRAC, blown_up_from, final_stretch, rl_run
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
 KINDS = ("oscillation",)
@@ -71,6 +78,12 @@ SCATTER_LR_KEEP = 0.5
 TWIN_LEVEL_RATIO = 1.5
 #: ...its relative scatter at least this many times the twin's...
 TWIN_SCATTER_RATIO = 1.5
+#: Above the untrained model: the second half's level (each quarter's) at least this many times the first logged
+#: loss. A run that learned anything ends below its start: real runs of every healthy shape in the corpus and the
+#: held-out set end at most at 1.0x it, SGD runs at 25-40x too high an lr bounce at 1.3-1.9x.
+UNTRAINED_RATIO = 1.2
+#: ...scattering by at least this share of that level (relative to a running median of SCATTER_WINDOW points).
+UNTRAINED_SCATTER = 0.15
 #: A scatter below this share of the level is a smooth curve (a loss averaged over an epoch or a window): the
 #: twin's scatter counts as at least this much, so a run bouncing beside a smooth twin is compared with it.
 SMOOTH_SCATTER = 0.02
@@ -145,6 +158,8 @@ def detect(data: RunData) -> list:
     if found is None:
         found = _bouncing(steps, values, scale, whole_range)
     if found is None:
+        found = _above_untrained(data, tag)
+    if found is None:
         found = _scatter(data, tag, whole_range)
     # A cyclic lr explains any pattern: asked only once there is one (most runs have none), the same verdict.
     if found is None or _lr_cycles(data):
@@ -156,6 +171,12 @@ def detect(data: RunData) -> list:
         message = f"{tag} oscillates with an amplitude of {amplitude_rel:.0%} of its level from step {onset}"
     elif evidence["pattern"] == "bouncing":
         message = f"{tag} bounces up and down every step from step {onset} (spread {amplitude_rel:.0%} of its level)"
+    elif evidence["pattern"] == "above_untrained":
+        message = (
+            f"{tag} rose above the untrained model's loss {fmt(evidence['untrained'])} at step {onset} and through its "
+            f"second half bounces around {fmt(evidence['level'])} ({evidence['ratio']:.1f}x it, "
+            f"±{evidence['relative_scatter']:.0%}): training made the model worse than it started"
+        )
     else:
         message = (
             f"{tag} keeps bouncing by ±{evidence['relative_scatter']:.0%} of its level from one logged point to "
@@ -276,6 +297,40 @@ def _bouncing(steps, values, scale: _Once, whole_range: _Once):
         "lag1_autocorrelation": rho,
         "summary": f"consecutive points alternate (lag-1 autocorrelation {rho:.2f}), spread {fmt(spread)} "
         f"({spread / scale():.0%} of the level)",
+    }
+
+
+def _above_untrained(data: RunData, tag: str):
+    """The training loss bounces above the untrained model's through its second half (see the module docstring)."""
+    if data.features[tag].role != "train_loss" or rl_run(data):
+        return None
+    steps, values = data.finite(tag)
+    if steps[0] - (data.first_step or 0) > INIT_FRAC * data.span:
+        return None  # logged first after training began (a resumed run): not the untrained model's loss
+    first = float(values[0])
+    if first <= 0:
+        return None
+    half = second_half(data.run.scalars[tag])
+    if half is None or min(half.quarters) < UNTRAINED_RATIO * first or half.scatter < UNTRAINED_SCATTER:
+        return None
+    tail = final_stretch(values)
+    if blown_up_from(first, tail, median(tail)):
+        return None  # it blew up from the start and stayed up: divergence's finding, not a second story
+    level, _ = _relative_deviations(values)
+    # The onset: where the running level first rose above the untrained loss (the second half shows it stayed up).
+    onset_index = int(np.argmax(level > first))
+    return int(steps[onset_index]), {
+        "pattern": "above_untrained",
+        "amplitude": half.scatter * half.level,
+        "level": half.level,
+        "untrained": first,
+        "ratio": half.level / first,
+        "relative_scatter": half.scatter,
+        "summary": (
+            f"through its second half the loss sits at {fmt(half.level)}, {half.level / first:.1f}x its first "
+            f"logged value {fmt(first)} (step {int(steps[0])}, the untrained model), and scatters by "
+            f"±{half.scatter:.0%} of that level"
+        ),
     }
 
 

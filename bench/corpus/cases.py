@@ -79,11 +79,11 @@ def overfit_onset(trace: Trace) -> int:
     return int(steps[int(np.argmin(_rolling_median(val, 3)))])
 
 
-def whole_run(kind: str) -> Callable[[Trace, Setup], list[Expect]]:
+def whole_run(kind: str, alternatives: tuple[str, ...] = ()) -> Callable[[Trace, Setup], list[Expect]]:
     """A pathology present from the first step to the last: any onset inside the run is right."""
 
     def expect(trace: Trace, setup) -> list[Expect]:
-        return [Expect(kind, 0, trace.last_step)]
+        return [Expect(kind, 0, trace.last_step, alternatives)]
 
     return expect
 
@@ -431,6 +431,22 @@ def cases() -> list[Case]:
             note="SGD lr 0.45 (22x the twin): the loss bounces at ~2x the healthy level, validation jumps",
         ),
         Case(
+            "lr_far_too_high",
+            "lr_too_high",
+            # The same SGD at lr 0.8 (40x the twin): after a few steps of learning the updates throw the weights out
+            # of the valley for good, and the loss bounces at 1.2-1.6x the untrained model's for the rest of the run:
+            # worse than where it started, without the climb of a divergence (at lr 1.2 it doubles: divergence).
+            replace(MLP_SGD, lr=0.8),
+            ("pytorch", "tensorboardx", "hf", "lightning"),
+            twin="healthy_sgd",
+            # Bouncing at twice the untrained loss, "it blew up and never came back" is as right a name.
+            expect=whole_run("oscillation", alternatives=("divergence",)),
+            also_ok=("loss_spike", "overfitting"),
+            check=check_bouncing,
+            seeds=(0, 1, 2, 3),
+            note="SGD lr 0.8 (40x the twin): the loss bounces above the untrained model's for the whole run",
+        ),
+        Case(
             "lr_too_high_divergence",
             "lr_too_high",
             replace(MLP_SGD, lr=3.0),
@@ -506,6 +522,20 @@ def cases() -> list[Case]:
             also_ok=("overfitting", "plateau", "slow_convergence"),
             check=check_no_learning,
             note="labels permuted against inputs: training memorises a little, validation stays at chance",
+        ),
+        Case(
+            "shuffled_labels_memorising",
+            "shuffled_labels",
+            # A wider net on a quarter of the data memorises the permuted labels outright: its training loss falls to
+            # ~0.05 and its training accuracy to 1.0, while the validation accuracy stays at chance and the
+            # validation loss climbs from ln 4 (nothing learned carries over): no longer a loss pinned near ln K.
+            replace(MLP, shuffle_labels=True, hidden=256, n_train=512, eval_every=32),
+            ("pytorch", "tensorboardx", "hf"),
+            twin="healthy_adam",
+            expect=whole_run("no_learning"),
+            also_ok=("overfitting", "plateau", "slow_convergence"),
+            check=check_no_learning,
+            note="labels permuted against inputs, memorised: training loss -> 0.05, validation at chance",
         ),
         Case(
             "warmup_uncapped",
