@@ -84,7 +84,8 @@ KINDS: tuple[FindingKind, ...] = (
     ),
     FindingKind(
         "oscillation",
-        "the loss keeps bouncing with an amplitude large against its trend (lr too high, batch too small)",
+        "the loss keeps bouncing with an amplitude large against its trend, or above the untrained model's loss "
+        "(lr too high, batch too small)",
         "stability",
         causes=(
             ("lr_too_high", 0.35),
