@@ -204,6 +204,47 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     return out
 
 
+def _monotone(y: np.ndarray) -> bool:
+    """Whether `y` never rises or never falls (its first and last values say which to test)."""
+    if y.size < 2:
+        return True
+    return bool((y[1:] >= y[:-1]).all() if y[-1] >= y[0] else (y[1:] <= y[:-1]).all())
+
+
+def _no_spikes(y: np.ndarray) -> bool:
+    """True when `_spikes_at` finds nothing in `y` at any baseline, and nor does any scale of `find_spikes`.
+
+    A monotone curve has no spike. Never rising: a cluster's peak is its first point, and every point before it
+    (so the median `before`) is at least as high: the excess is ≤ 0. Never falling: the peak is its last point
+    and every point after it (so `after`) is at least as high: after - before ≥ excess, never "recovered"
+    (and excess ≤ 0 is no spike either). A sigma is always > 0, so z follows the sign of the excess, and a
+    NaN level (at an edge) keeps nothing. Bucket medians of a monotone curve are monotone too (each is one of
+    its bucket's values, or the mean of two, which stays between them while |y| < 1e307: no overflow).
+    """
+    return _monotone(y) and (y.size == 0 or max(abs(float(y[0])), abs(float(y[-1]))) < 1e307)
+
+
+def _judged_buckets(steps: np.ndarray, y: np.ndarray, max_buckets: int, level: Buckets | None, log_scale: bool):
+    """bucket_medians(steps, y, max_buckets), read off `level` when those are the same buckets.
+
+    `level` is bucket_medians(steps, x, LEVEL_BUCKETS) of the same points, with y = x or y = log10(x). Same
+    count and size: the same buckets, the same middle steps, and each full bucket's median is its upper middle
+    value, which log10 keeps (monotone: the k-th smallest of the logs is the log of the k-th smallest). The
+    short last bucket, whose median may be a mean of two, is taken again from `y`.
+    """
+    n = y.size
+    size = max(1, -(-n // max(1, max_buckets)))
+    if level is None or level.size != size or len(level) != -(-n // size) or n == 0:
+        return bucket_medians(steps, y, max_buckets)
+    if not log_scale:
+        return level
+    medians = np.log10(level.medians)
+    full = n // size
+    if full < medians.size:
+        medians[-1] = median(y[full * size :])
+    return Buckets(level.steps, level.first, size, medians)
+
+
 def find_spikes(
     steps: np.ndarray,
     values: np.ndarray,
@@ -211,13 +252,18 @@ def find_spikes(
     base: Baseline | None = None,
     judged: tuple[np.ndarray, np.ndarray] | None = None,
     scales: tuple[int, ...] = SPIKE_SCALES,
+    level: Buckets | None = None,
 ) -> tuple[Spike, ...]:
     """Upward excursions that recover, at every resolution of SPIKE_SCALES, overlaps merged, worst first.
 
     `base` and `judged`: the local baseline of the judged values and those (steps, values) themselves
-    (log10 of the positive points for `log_scale`), when the caller has them already.
+    (log10 of the positive points for `log_scale`), when the caller has them already. `level`:
+    bucket_medians(steps, values, LEVEL_BUCKETS), when the caller has it and the judged points are all the
+    points of `values` (nothing left out of the log): a scale whose buckets are the level's reads them off it.
     """
     steps, y = judged if judged is not None else _judged(steps, values, log_scale)
+    if _no_spikes(y):
+        return ()
     value_at = (lambda i: float(10.0 ** y[i])) if log_scale else (lambda i: float(y[i]))
     found: list[Spike] = []
     for scale in scales:
@@ -226,8 +272,11 @@ def find_spikes(
             continue
         if y.size < scale * 4 * MIN_POINTS_NOISE:
             break
-        buckets = bucket_medians(steps, y, -(-y.size // scale))
-        coarse = _spikes_at(buckets.steps.astype(np.int64), buckets.medians, log_scale)
+        buckets = _judged_buckets(steps, y, -(-y.size // scale), level, log_scale)
+        if _no_spikes(buckets.medians):  # the baseline, the costly part, would find nothing
+            continue
+        # int() of a float step truncates as astype(np.int64) does: the bucket's steps stay float here.
+        coarse = _spikes_at(buckets.steps, buckets.medians, log_scale)
         # Report bucket spikes with the real first/last steps of the buckets they cover.
         for spike in coarse:
             i0 = int(np.searchsorted(buckets.steps, spike.start_step))
@@ -258,15 +307,17 @@ def find_spikes(
     return tuple(sorted(kept, key=lambda s: -s.z))
 
 
-def _step_medians(steps: np.ndarray, buckets: Buckets, max_buckets: int) -> np.ndarray:
-    """bucket_medians(steps, steps, max_buckets).medians, where `buckets` is bucket_medians(steps, _, max_buckets):
-    read off directly when the steps are in order (each bucket's upper middle value, the last one's median)."""
+def _step_medians(steps: np.ndarray, buckets: Buckets, max_buckets: int, at: np.ndarray) -> np.ndarray:
+    """bucket_medians(steps, steps, max_buckets).medians[at], where `buckets` is bucket_medians(steps, _,
+    max_buckets): read off directly when the steps are in order (each bucket's upper middle value, the last
+    one's median), and only at the few buckets `at` asked for."""
     if steps.size < 2 or not (steps[1:] >= steps[:-1]).all():
-        return bucket_medians(steps, steps, max_buckets).medians
+        return bucket_medians(steps, steps, max_buckets).medians[at]
     full = steps.size // buckets.size
-    medians = steps[buckets.first[:full] + buckets.size // 2]
-    if full < len(buckets):
-        medians = np.append(medians, median(steps[full * buckets.size :]))
+    if full == len(buckets) or not (at >= full).any():
+        return steps[buckets.first[at] + buckets.size // 2]
+    medians = steps[np.minimum(buckets.first[at] + buckets.size // 2, steps.size - 1)]
+    medians[at >= full] = median(steps[full * buckets.size :])
     return medians
 
 
@@ -281,11 +332,10 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     if len(level) < 20:
         return ()
     y = level.medians
+    coarse = None
     if y.size > PLATEAU_BUCKETS:  # coarser still: flatness over ≥10 % of a run needs no finer view
         coarse = bucket_medians(level.steps, y, PLATEAU_BUCKETS)
-        y, centres = coarse.medians, _step_medians(level.steps, coarse, PLATEAU_BUCKETS)
-    else:
-        centres = level.steps
+        y = coarse.medians
     m = y.size
     width = max(8, int(np.ceil(PLATEAU_MIN_FRAC * m)))
     if m < width + 2:
@@ -297,12 +347,17 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)
     lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * drift_noise, PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
-    flat = drift <= band
-    if not flat.any():
+    # The points some flat window covers: a stretch of flat window starts b..f covers b .. f + width - 1, and two
+    # such stretches join when the next starts at most `width` after the previous one's last start.
+    first, last = true_stretches(drift <= band)
+    if first.size == 0:
         return ()
-    covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
-    begins, finishes = true_stretches(covered)
-    return tuple((int(centres[b]), int(centres[f])) for b, f in zip(begins, finishes))
+    apart = first[1:] > last[:-1] + width
+    begins = first[np.concatenate(([True], apart))]
+    finishes = last[np.concatenate((apart, [True]))] + width - 1
+    ends = np.concatenate((begins, finishes))
+    centres = level.steps[ends] if coarse is None else _step_medians(level.steps, coarse, PLATEAU_BUCKETS, ends)
+    return tuple((int(centres[k]), int(centres[k + begins.size])) for k in range(begins.size))
 
 
 def _trend(level: Buckets, scale: float) -> float | None:
@@ -405,6 +460,7 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
                 base=base,
                 judged=(judged_steps, judged),
                 scales=SPIKE_SCALES if role in SPIKE_BUMP_ROLES else SPIKE_SCALES[:1],
+                level=level if judged.size == finite.size else None,
             )
             extra["spikes"] = spikes
             extra["max_jump"] = _max_jump(judged_steps, judged, base.sigma, log_scale)
