@@ -321,6 +321,18 @@ def _step_medians(steps: np.ndarray, buckets: Buckets, max_buckets: int, at: np.
     return medians
 
 
+def _covered(starts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first, last index) of the stretches of points that some window of `width` points covers, the windows
+    starting where `starts` is True: true_stretches of np.convolve(starts, np.ones(width))[:n] > 0 (n the number of
+    points, starts.size + width - 1), from the stretches of `starts` alone. A stretch of window starts b..f covers
+    b .. f + width - 1, and two such stretches join when the next begins at most `width` after the last start."""
+    first, last = true_stretches(starts)
+    if first.size == 0:
+        return first, last
+    apart = first[1:] > last[:-1] + width
+    return first[np.concatenate(([True], apart))], last[np.concatenate((apart, [True]))] + width - 1
+
+
 def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     """(start_step, end_step) of stretches of at least PLATEAU_MIN_FRAC of the run where the level is flat.
 
@@ -347,14 +359,9 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)
     lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * drift_noise, PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
-    # The points some flat window covers: a stretch of flat window starts b..f covers b .. f + width - 1, and two
-    # such stretches join when the next starts at most `width` after the previous one's last start.
-    first, last = true_stretches(drift <= band)
-    if first.size == 0:
+    begins, finishes = _covered(drift <= band, width)
+    if begins.size == 0:
         return ()
-    apart = first[1:] > last[:-1] + width
-    begins = first[np.concatenate(([True], apart))]
-    finishes = last[np.concatenate((apart, [True]))] + width - 1
     ends = np.concatenate((begins, finishes))
     centres = level.steps[ends] if coarse is None else _step_medians(level.steps, coarse, PLATEAU_BUCKETS, ends)
     return tuple((int(centres[k]), int(centres[k + begins.size])) for k in range(begins.size))
