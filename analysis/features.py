@@ -450,8 +450,10 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
     outliers = empty
     spike_period = None
     if role in SHAPE_ROLES and finite.size >= 2 * MIN_POINTS_NOISE:
-        log_scale = role in LOG_ROLES or (role in POSITIVE_LOG_ROLES and bool(finite.min() > 0))
-        judged_steps, judged = _judged(steps, finite, log_scale)
+        positive = role in POSITIVE_LOG_ROLES and bool(finite.min() > 0)
+        log_scale = role in LOG_ROLES or positive
+        # Every value positive: what _judged gives, without testing each value again.
+        judged_steps, judged = (steps, np.log10(finite)) if positive else _judged(steps, finite, log_scale)
         if judged.size >= 2 * MIN_POINTS_NOISE:
             base = local_baseline(judged, baseline_block(judged.size))
             z = (judged - base.level) / base.sigma
@@ -471,7 +473,7 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
             )
             extra["spikes"] = spikes
             extra["max_jump"] = _max_jump(judged_steps, judged, base.sigma, log_scale)
-            spike_period = periodicity([s.peak_step for s in spikes])
+            spike_period = periodicity([s.peak_step for s in spikes]) if len(spikes) >= PERIOD_MIN_EVENTS else None
     plateaus = find_plateaus(level) if role in PLATEAU_ROLES else ()
     return SeriesFeatures(
         tag=tag,
