@@ -376,15 +376,16 @@ def _trend(level: Buckets, scale: float) -> float | None:
     if span <= 0:
         return None
     recent = level.steps >= last - RECENT_FRAC * span
-    if recent.sum() < 3:
+    if np.count_nonzero(recent) < 3:
         recent = np.zeros(len(level), dtype=bool)
         recent[-3:] = True
     x, y = level.steps[recent], level.medians[recent]
-    x = x - x.mean()
+    # sum / size is np.mean's own arithmetic (the same pairwise sum, one division) without its dispatch.
+    x = x - x.sum() / x.size
     denominator = float((x * x).sum())
     if denominator <= 0:
         return None
-    slope = float((x * (y - y.mean())).sum()) / denominator
+    slope = float((x * (y - y.sum() / y.size)).sum()) / denominator
     return slope * (span / 100.0) / scale
 
 
@@ -457,11 +458,12 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
         if judged.size >= 2 * MIN_POINTS_NOISE:
             base = local_baseline(judged, baseline_block(judged.size))
             z = (judged - base.level) / base.sigma
-            outliers = judged_steps[np.abs(z) > OUTLIER_K].astype(np.int64)
+            outliers = judged_steps[np.abs(z) > OUTLIER_K].astype(np.int64, copy=False)
             # How heavy the upper tail of this series' own noise is: spikes must stand out against it. The
             # 95th percentile, not the 99th: in a 400-point run the few spike points would be the top 1 %.
             at = int(0.95 * (z.size - 1))
-            extra["tail_z95"] = float(np.partition(z, at)[at])
+            z.partition(at)  # z is this function's own: selected in place
+            extra["tail_z95"] = float(z[at])
             spikes = find_spikes(
                 steps,
                 finite,
