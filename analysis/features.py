@@ -307,30 +307,16 @@ def find_spikes(
     return tuple(sorted(kept, key=lambda s: -s.z))
 
 
-def _step_medians(steps: np.ndarray, buckets: Buckets, max_buckets: int, at: np.ndarray) -> np.ndarray:
-    """bucket_medians(steps, steps, max_buckets).medians[at], where `buckets` is bucket_medians(steps, _,
-    max_buckets): read off directly when the steps are in order (each bucket's upper middle value, the last
-    one's median), and only at the few buckets `at` asked for."""
+def _step_medians(steps: np.ndarray, buckets: Buckets, max_buckets: int) -> np.ndarray:
+    """bucket_medians(steps, steps, max_buckets).medians, where `buckets` is bucket_medians(steps, _, max_buckets):
+    read off directly when the steps are in order (each bucket's upper middle value, the last one's median)."""
     if steps.size < 2 or not (steps[1:] >= steps[:-1]).all():
-        return bucket_medians(steps, steps, max_buckets).medians[at]
+        return bucket_medians(steps, steps, max_buckets).medians
     full = steps.size // buckets.size
-    if full == len(buckets) or not (at >= full).any():
-        return steps[buckets.first[at] + buckets.size // 2]
-    medians = steps[np.minimum(buckets.first[at] + buckets.size // 2, steps.size - 1)]
-    medians[at >= full] = median(steps[full * buckets.size :])
+    medians = steps[buckets.first[:full] + buckets.size // 2]
+    if full < len(buckets):
+        medians = np.append(medians, median(steps[full * buckets.size :]))
     return medians
-
-
-def _covered(starts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(first, last index) of the stretches of points that some window of `width` points covers, the windows
-    starting where `starts` is True: true_stretches of np.convolve(starts, np.ones(width))[:n] > 0 (n the number of
-    points, starts.size + width - 1), from the stretches of `starts` alone. A stretch of window starts b..f covers
-    b .. f + width - 1, and two such stretches join when the next begins at most `width` after the last start."""
-    first, last = true_stretches(starts)
-    if first.size == 0:
-        return first, last
-    apart = first[1:] > last[:-1] + width
-    return first[np.concatenate(([True], apart))], last[np.concatenate((apart, [True]))] + width - 1
 
 
 def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
@@ -344,10 +330,11 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     if len(level) < 20:
         return ()
     y = level.medians
-    coarse = None
     if y.size > PLATEAU_BUCKETS:  # coarser still: flatness over ≥10 % of a run needs no finer view
         coarse = bucket_medians(level.steps, y, PLATEAU_BUCKETS)
-        y = coarse.medians
+        y, centres = coarse.medians, _step_medians(level.steps, coarse, PLATEAU_BUCKETS)
+    else:
+        centres = level.steps
     m = y.size
     width = max(8, int(np.ceil(PLATEAU_MIN_FRAC * m)))
     if m < width + 2:
@@ -359,12 +346,12 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)
     lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * drift_noise, PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
-    begins, finishes = _covered(drift <= band, width)
-    if begins.size == 0:
+    flat = drift <= band
+    if not flat.any():
         return ()
-    ends = np.concatenate((begins, finishes))
-    centres = level.steps[ends] if coarse is None else _step_medians(level.steps, coarse, PLATEAU_BUCKETS, ends)
-    return tuple((int(centres[k]), int(centres[k + begins.size])) for k in range(begins.size))
+    covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
+    begins, finishes = true_stretches(covered)
+    return tuple((int(centres[b]), int(centres[f])) for b, f in zip(begins, finishes))
 
 
 def _trend(level: Buckets, scale: float) -> float | None:

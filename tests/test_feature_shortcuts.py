@@ -11,14 +11,12 @@ from tbtriage.analysis.features import (
     LEVEL_BUCKETS,
     SPIKE_SCALES,
     Spike,
-    _covered,
     _judged_buckets,
     _spikes_at,
-    _step_medians,
     find_spikes,
     series_features,
 )
-from tbtriage.analysis.smoothing import Baseline, bucket_medians, true_stretches
+from tbtriage.analysis.smoothing import Baseline, bucket_medians
 
 # Values with many ties (a logger's rounding) and both signs, up to magnitudes where a mean of two could overflow.
 tied_values = st.lists(
@@ -130,28 +128,3 @@ def test_series_features_find_the_spikes_the_long_way_finds():
         scales = SPIKE_SCALES if role != "grad_norm" else SPIKE_SCALES[:1]
         expected = find_spikes(steps[finite], values[finite], log_scale=log_scale, scales=scales)
         assert features.extra.get("spikes", ()) == expected, (role, values.size)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.booleans(), min_size=1, max_size=300), st.integers(1, 40))
-def test_plateau_cover_is_the_convolution_of_the_flat_windows(flags, width):
-    starts = np.array(flags, dtype=bool)
-    convolved = np.convolve(starts.astype(np.int64), np.ones(width, dtype=np.int64))[: starts.size + width - 1] > 0
-    begins, finishes = _covered(starts, width)
-    expected_begins, expected_finishes = true_stretches(convolved)
-    np.testing.assert_array_equal(begins, expected_begins)
-    np.testing.assert_array_equal(finishes, expected_finishes)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.integers(2, 3000), st.integers(1, 300), st.booleans(), st.integers(0, 1000))
-def test_step_medians_at_a_few_buckets_are_the_bucket_medians_of_the_steps(n, max_buckets, in_order, seed):
-    rng = np.random.default_rng(seed)
-    steps = np.cumsum(rng.integers(0, 3, n)).astype(np.float64)  # repeats included
-    if not in_order:
-        rng.shuffle(steps)
-    buckets = bucket_medians(steps, rng.normal(size=n), max_buckets)
-    at = np.unique(rng.integers(0, len(buckets), 4))
-    at = np.append(at, len(buckets) - 1)  # the last bucket, short when n does not divide evenly
-    expected = bucket_medians(steps, steps, max_buckets).medians[at]
-    np.testing.assert_array_equal(_step_medians(steps, buckets, max_buckets, at), expected)
