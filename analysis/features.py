@@ -224,7 +224,9 @@ def _no_spikes(y: np.ndarray) -> bool:
     return _monotone(y) and (y.size == 0 or max(abs(float(y[0])), abs(float(y[-1]))) < 1e307)
 
 
-def _judged_buckets(steps: np.ndarray, y: np.ndarray, max_buckets: int, level: Buckets | None, log_scale: bool):
+def _judged_buckets(
+    steps: np.ndarray, y: np.ndarray, max_buckets: int, level: Buckets | None, log_scale: bool
+) -> Buckets:
     """bucket_medians(steps, y, max_buckets), read off `level` when those are the same buckets.
 
     `level` is bucket_medians(steps, x, LEVEL_BUCKETS) of the same points, with y = x or y = log10(x). Same
