@@ -204,6 +204,49 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     return out
 
 
+def _monotone(y: np.ndarray) -> bool:
+    """Whether `y` never rises or never falls (its first and last values say which to test)."""
+    if y.size < 2:
+        return True
+    return bool((y[1:] >= y[:-1]).all() if y[-1] >= y[0] else (y[1:] <= y[:-1]).all())
+
+
+def _no_spikes(y: np.ndarray) -> bool:
+    """True when `_spikes_at` finds nothing in `y` at any baseline, and nor does any scale of `find_spikes`.
+
+    A monotone curve has no spike. Never rising: a cluster's peak is its first point, and every point before it
+    (so the median `before`) is at least as high: the excess is ≤ 0. Never falling: the peak is its last point
+    and every point after it (so `after`) is at least as high: after - before ≥ excess, never "recovered"
+    (and excess ≤ 0 is no spike either). A sigma is always > 0, so z follows the sign of the excess, and a
+    NaN level (at an edge) keeps nothing. Bucket medians of a monotone curve are monotone too (each is one of
+    its bucket's values, or the mean of two, which stays between them while |y| < 1e307: no overflow).
+    """
+    return _monotone(y) and (y.size == 0 or max(abs(float(y[0])), abs(float(y[-1]))) < 1e307)
+
+
+def _judged_buckets(
+    steps: np.ndarray, y: np.ndarray, max_buckets: int, level: Buckets | None, log_scale: bool
+) -> Buckets:
+    """bucket_medians(steps, y, max_buckets), read off `level` when those are the same buckets.
+
+    `level` is bucket_medians(steps, x, LEVEL_BUCKETS) of the same points, with y = x or y = log10(x). Same
+    count and size: the same buckets, the same middle steps, and each full bucket's median is its upper middle
+    value, which log10 keeps (monotone: the k-th smallest of the logs is the log of the k-th smallest). The
+    short last bucket, whose median may be a mean of two, is taken again from `y`.
+    """
+    n = y.size
+    size = max(1, -(-n // max(1, max_buckets)))
+    if level is None or level.size != size or len(level) != -(-n // size) or n == 0:
+        return bucket_medians(steps, y, max_buckets)
+    if not log_scale:
+        return level
+    medians = np.log10(level.medians)
+    full = n // size
+    if full < medians.size:
+        medians[-1] = median(y[full * size :])
+    return Buckets(level.steps, level.first, size, medians)
+
+
 def find_spikes(
     steps: np.ndarray,
     values: np.ndarray,
@@ -211,13 +254,18 @@ def find_spikes(
     base: Baseline | None = None,
     judged: tuple[np.ndarray, np.ndarray] | None = None,
     scales: tuple[int, ...] = SPIKE_SCALES,
+    level: Buckets | None = None,
 ) -> tuple[Spike, ...]:
     """Upward excursions that recover, at every resolution of SPIKE_SCALES, overlaps merged, worst first.
 
     `base` and `judged`: the local baseline of the judged values and those (steps, values) themselves
-    (log10 of the positive points for `log_scale`), when the caller has them already.
+    (log10 of the positive points for `log_scale`), when the caller has them already. `level`:
+    bucket_medians(steps, values, LEVEL_BUCKETS), when the caller has it and the judged points are all the
+    points of `values` (nothing left out of the log): a scale whose buckets are the level's reads them off it.
     """
     steps, y = judged if judged is not None else _judged(steps, values, log_scale)
+    if _no_spikes(y):
+        return ()
     value_at = (lambda i: float(10.0 ** y[i])) if log_scale else (lambda i: float(y[i]))
     found: list[Spike] = []
     for scale in scales:
@@ -226,8 +274,11 @@ def find_spikes(
             continue
         if y.size < scale * 4 * MIN_POINTS_NOISE:
             break
-        buckets = bucket_medians(steps, y, -(-y.size // scale))
-        coarse = _spikes_at(buckets.steps.astype(np.int64), buckets.medians, log_scale)
+        buckets = _judged_buckets(steps, y, -(-y.size // scale), level, log_scale)
+        if _no_spikes(buckets.medians):  # the baseline, the costly part, would find nothing
+            continue
+        # int() of a float step truncates as astype(np.int64) does: the bucket's steps stay float here.
+        coarse = _spikes_at(buckets.steps, buckets.medians, log_scale)
         # Report bucket spikes with the real first/last steps of the buckets they cover.
         for spike in coarse:
             i0 = int(np.searchsorted(buckets.steps, spike.start_step))
@@ -314,15 +365,16 @@ def _trend(level: Buckets, scale: float) -> float | None:
     if span <= 0:
         return None
     recent = level.steps >= last - RECENT_FRAC * span
-    if recent.sum() < 3:
+    if np.count_nonzero(recent) < 3:
         recent = np.zeros(len(level), dtype=bool)
         recent[-3:] = True
     x, y = level.steps[recent], level.medians[recent]
-    x = x - x.mean()
+    # sum / size is np.mean's own arithmetic (the same pairwise sum, one division) without its dispatch.
+    x = x - x.sum() / x.size
     denominator = float((x * x).sum())
     if denominator <= 0:
         return None
-    slope = float((x * (y - y.mean())).sum()) / denominator
+    slope = float((x * (y - y.sum() / y.size)).sum()) / denominator
     return slope * (span / 100.0) / scale
 
 
@@ -388,16 +440,19 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
     outliers = empty
     spike_period = None
     if role in SHAPE_ROLES and finite.size >= 2 * MIN_POINTS_NOISE:
-        log_scale = role in LOG_ROLES or (role in POSITIVE_LOG_ROLES and bool(finite.min() > 0))
-        judged_steps, judged = _judged(steps, finite, log_scale)
+        positive = role in POSITIVE_LOG_ROLES and bool(finite.min() > 0)
+        log_scale = role in LOG_ROLES or positive
+        # Every value positive: what _judged gives, without testing each value again.
+        judged_steps, judged = (steps, np.log10(finite)) if positive else _judged(steps, finite, log_scale)
         if judged.size >= 2 * MIN_POINTS_NOISE:
             base = local_baseline(judged, baseline_block(judged.size))
             z = (judged - base.level) / base.sigma
-            outliers = judged_steps[np.abs(z) > OUTLIER_K].astype(np.int64)
+            outliers = judged_steps[np.abs(z) > OUTLIER_K].astype(np.int64, copy=False)
             # How heavy the upper tail of this series' own noise is: spikes must stand out against it. The
             # 95th percentile, not the 99th: in a 400-point run the few spike points would be the top 1 %.
             at = int(0.95 * (z.size - 1))
-            extra["tail_z95"] = float(np.partition(z, at)[at])
+            z.partition(at)  # z is this function's own: selected in place
+            extra["tail_z95"] = float(z[at])
             spikes = find_spikes(
                 steps,
                 finite,
@@ -405,10 +460,11 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
                 base=base,
                 judged=(judged_steps, judged),
                 scales=SPIKE_SCALES if role in SPIKE_BUMP_ROLES else SPIKE_SCALES[:1],
+                level=level if judged.size == finite.size else None,
             )
             extra["spikes"] = spikes
             extra["max_jump"] = _max_jump(judged_steps, judged, base.sigma, log_scale)
-            spike_period = periodicity([s.peak_step for s in spikes])
+            spike_period = periodicity([s.peak_step for s in spikes]) if len(spikes) >= PERIOD_MIN_EVENTS else None
     plateaus = find_plateaus(level) if role in PLATEAU_ROLES else ()
     return SeriesFeatures(
         tag=tag,
