@@ -393,15 +393,85 @@ def _block_medians(values: np.ndarray, block: int) -> np.ndarray:
 _GRID_CACHED = 1 << 16
 
 
+@dataclass(frozen=True, eq=False)
+class _Grid:
+    """Where every point of a series of n points sits between the centres of its blocks of `block` points: what
+    np.interp(arange(n), centres, fp) looks up for each point, worked out once (every array read-only).
+
+    Points before the first centre take the first block's value and points from the last centre on the last
+    one's; in between, the gaps between the centres of two whole blocks hold `block` points each, at the same
+    offsets `pattern` past their left centre (a block's centre is its middle: centres of whole blocks are
+    `block` apart), and the last gap (to the centre of a short last block) holds the points at offsets `rest`.
+    """
+
+    index: np.ndarray  # every point's index (float64)
+    centres: np.ndarray  # each block's centre
+    gaps: np.ndarray  # centres[1:] - centres[:-1]
+    left: int  # points before the first centre
+    right: int  # the first point at or after the last centre
+    rows: int  # whole gaps of `block` points from `left` on
+    pattern: np.ndarray  # each point's distance from its gap's left centre, in every whole gap
+    rest: np.ndarray  # the distances in the gap after those (to the short last block's centre), if any
+    hits: bool  # some points lie on a centre (odd blocks)
+
+
 @lru_cache(maxsize=16)
-def _block_grid(n: int, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(every point's index, each block's centre), read-only float64: a run's curves, and the runs of a sweep,
-    share a few lengths, so the grid is built once for them."""
+def _block_grid(n: int, block: int) -> _Grid:
+    """The grid of a series of n points cut into blocks of `block` (n >= 2·block): a run's curves, and the runs of
+    a sweep, share a few lengths, so it is built once for them."""
     index = np.arange(n, dtype=np.float64)
     starts = np.arange(0, n, block)
     centres = 0.5 * (starts + np.minimum(starts + block - 1, n - 1))
-    index.flags.writeable = centres.flags.writeable = False
-    return index, centres
+    left, right = math.ceil(centres[0]), math.ceil(centres[-1])
+    rows = n // block - 1  # the gaps between the centres of consecutive whole blocks
+    offsets = index[left:right] - np.repeat(centres[:-1], np.diff(np.ceil(centres).astype(np.int64)))
+    grid = _Grid(
+        index,
+        centres,
+        np.diff(centres),
+        left,
+        right,
+        rows,
+        offsets[:block].copy(),
+        offsets[rows * block :].copy(),
+        bool((offsets == 0).any()),
+    )
+    for array in (grid.index, grid.centres, grid.gaps, grid.pattern, grid.rest):
+        array.flags.writeable = False
+    return grid
+
+
+#: From this many points `_grid_interp` computes what np.interp does itself (on fewer, np.interp's search
+#: costs less than the dozen array operations that replace it).
+_GRID_INTERP = 2048
+
+
+def _grid_interp(grid: _Grid, fp: np.ndarray) -> np.ndarray:
+    """np.interp(grid.index, grid.centres, fp), value for value, in a few whole-array operations (np.interp
+    searches for every point's gap: most of its cost on the grids of a baseline).
+
+    For a point between centres c_j and c_j+1 numpy computes slope_j·(x - c_j) + fp_j with slope_j =
+    (fp_j+1 - fp_j) / (c_j+1 - c_j): the same operations here, on all the points of all the whole gaps at once
+    (rows of `block` points). Where numpy would take another branch (a slope or value that is not finite, and
+    its NaN retries; a point on a centre whose value is a zero, whose sign numpy keeps), np.interp itself."""
+    if grid.index.size < _GRID_INTERP:
+        return np.interp(grid.index, grid.centres, fp)
+    slopes = np.subtract(fp[1:], fp[:-1])
+    slopes /= grid.gaps
+    if not np.isfinite(slopes).all() or (grid.hits and not fp.all()):
+        return np.interp(grid.index, grid.centres, fp)
+    out = np.empty(grid.index.size)
+    out[: grid.left] = fp[0]
+    out[grid.right :] = fp[-1]
+    width = grid.pattern.size
+    body = out[grid.left : grid.left + grid.rows * width].reshape(grid.rows, width)
+    np.multiply(slopes[: grid.rows, None], grid.pattern, out=body)
+    body += fp[: grid.rows, None]
+    if grid.rest.size:
+        tail = out[grid.left + grid.rows * width : grid.right]
+        np.multiply(grid.rest, slopes[grid.rows], out=tail)
+        tail += fp[grid.rows]
+    return out
 
 
 def local_baseline(values: np.ndarray, block: int) -> Baseline:
@@ -411,9 +481,9 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
         level = np.full(n, median(values)) if n else np.empty(0)
         sigma_value = max(diff_noise(values), 1e-12 * max(abs(float(level[0])) if n else 0.0, 1e-300))
         return Baseline(level, np.full(n, sigma_value), block)
-    index, centres = _block_grid(n, block) if n <= _GRID_CACHED else _block_grid.__wrapped__(n, block)
+    grid = _block_grid(n, block) if n <= _GRID_CACHED else _block_grid.__wrapped__(n, block)
     block_level = _block_medians(values, block)
-    level = np.interp(index, centres, block_level)
+    level = _grid_interp(grid, block_level)
     deviation = values - level
     block_sigma = MAD_TO_SIGMA * _block_medians(np.abs(deviation, out=deviation), block)
     if block_sigma.size >= SIGMA_POOL_BLOCKS:
@@ -423,8 +493,8 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
     typical = median(block_sigma)
     scale = median(np.abs(block_level))
     floor = max(LOCAL_SIGMA_FLOOR * typical, 1e-9 * scale, 1e-300)
-    sigma = np.maximum(np.interp(index, centres, block_sigma), floor)
-    return Baseline(level, sigma, block)
+    sigma = _grid_interp(grid, block_sigma)
+    return Baseline(level, np.maximum(sigma, floor, out=sigma), block)
 
 
 def medians_around(

@@ -9,6 +9,8 @@ from tbtriage.analysis.smoothing import (
     LOCAL_SIGMA_FLOOR,
     MAD_TO_SIGMA,
     NOISE_LAGS,
+    _block_grid,
+    _grid_interp,
     bucket_medians,
     local_baseline,
     mad_sigma,
@@ -72,6 +74,22 @@ def test_the_local_baseline_pools_block_noise_over_reflected_ends():
     assert np.array_equal(
         base.sigma, np.maximum(np.interp(np.arange(values.size, dtype=np.float64), centres, pooled), floor)
     )
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_the_baselines_interpolation_is_numpys_value_for_value():
+    """`_grid_interp` (the whole-gap arithmetic, and its hand-over to np.interp) gives np.interp's every bit:
+    even and odd blocks, with and without a short last block, zeros of both signs, NaN, ±inf, huge slopes."""
+    rng = np.random.default_rng(13)
+    for n in (2048, 2049, 3600, 3601, 4000, 4096, 5003):
+        for block in (5, 6, 19, 22, 31, 32):
+            grid = _block_grid(n, block)
+            for case in range(12):
+                fp = _awkward(rng, grid.centres.size, case)
+                if case == 11:
+                    fp[::2] = 1e308  # differences that overflow
+                    fp[1::2] = -1e308
+                assert _same(_grid_interp(grid, fp), np.interp(grid.index, grid.centres, fp)), (n, block, case)
 
 
 def _awkward(rng: np.random.Generator, n: int, case: int) -> np.ndarray:
