@@ -159,6 +159,13 @@ def percentile(values: np.ndarray, q):
 _NETWORK_ROWS = 256
 
 
+#: Rows of this many values (the widths of blocks and buckets), this many values in all, take their medians
+#: from a sort of every row (SIMD sorting networks: ~20-30 % less than one selection per row; on fewer values
+#: the saving is below the cost of checking zeros), the order statistics the selection gives.
+_SORTED_WIDTHS = (8, 256)
+_SORTED_SIZE = 2048
+
+
 def _median3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
@@ -201,6 +208,16 @@ def row_medians(rows: np.ndarray, exact: bool = True) -> np.ndarray:
         if found is not None:
             return found
     k = width // 2
+    if _SORTED_WIDTHS[0] <= width <= _SORTED_WIDTHS[1] and rows.size >= _SORTED_SIZE:
+        ordered = np.sort(rows, axis=1)
+        out = ordered[:, k].copy() if width % 2 or not exact else 0.5 * (ordered[:, k - 1] + ordered[:, k])
+        # The same values as the selection's (both sort a NaN last); only the sign of a zero result depends
+        # on how each arranges the equal -0.0 and 0.0, so a row of those values with a -0.0 is selected.
+        if out.all():
+            return out
+        zeros = ordered[out == 0]
+        if not np.signbit(zeros[zeros == 0]).any():
+            return out
     part = np.partition(rows, k, axis=1)
     if width % 2 or not exact:
         return part[:, k].copy()

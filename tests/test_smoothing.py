@@ -127,13 +127,15 @@ def test_median_and_percentile_are_numpys_value_for_value():
                 assert type(got) is type(expected) and _same(got, expected), (case, n, q)
 
 
-@pytest.mark.parametrize("width", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 8, 9, 16, 22, 32, 255, 256, 257])
 @pytest.mark.parametrize("exact", [True, False])
-def test_row_medians_of_narrow_rows_are_the_selections_value(width, exact):
+def test_row_medians_are_the_selections_value(width, exact):
     rng = np.random.default_rng(width)
     k = width // 2
     for case in range(60):
         rows = _awkward(rng, 600 * width, case).reshape(600, width)
+        if case % 6 == 5:
+            rows = rows[:7]  # few rows: neither the selection network nor the sort
         part = np.partition(rows, k, axis=1)
         expected = part[:, k] if width % 2 or not exact else 0.5 * (part[:, :k].max(axis=1) + part[:, k])
         assert _same(row_medians(rows, exact=exact), expected), case
