@@ -331,20 +331,22 @@ def scale_noise(values: np.ndarray) -> float:
     # Each lag's differences and deviations are temporaries: selected and overwritten in place. Values within
     # ±1e300 make finite differences and deviations (each at most 4e300): their medians need no NaN test.
     finite = bool(-1e300 < x.min() and x.max() < 1e300)  # False for a NaN or an inf
-    best_mad = _median_in_place(_deviations(_second_differences(x, 1), own=True, finite=finite), finite=finite)
-    best = _mad_noise(best_mad)
-    # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
-    # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
-    for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
+    # The estimate is the noise of the largest of the lags' MADs (_mad_noise never decreases), in any order.
+    # The longest lag first: on a curve it usually sees the most (trend curvature as well as noise), and then
+    # the others are settled by counting; lag 1 last.
+    best_mad = -1.0
+    for lag in [*(lag for lag in reversed(NOISE_LAGS) if 1 < lag <= x.size // 16), 1]:
         deviation = _deviations(_second_differences(x, lag), own=True, finite=finite)
-        # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
-        # cannot raise the estimate, which counting tells without a second selection.
-        if np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
+        # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger,
+        # which counting tells without a second selection. (Lag 1's NaN MAD is the estimate, so with a NaN
+        # about, lag 1 is always selected; a longer lag's NaN MAD is no estimate.)
+        if best_mad >= 0 and (finite or lag > 1) and np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
             continue
         mad = _median_in_place(deviation, finite=finite)
-        if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
-            best, best_mad = _mad_noise(mad), mad
-    return best
+        if lag == 1 and math.isnan(mad):
+            return _mad_noise(mad)
+        best_mad = mad if mad > best_mad else best_mad
+    return _mad_noise(best_mad)
 
 
 @dataclass(frozen=True, eq=False)
