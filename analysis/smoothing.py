@@ -335,12 +335,24 @@ def scale_noise(values: np.ndarray) -> float:
     # The longest lag first: on a curve it usually sees the most (trend curvature as well as noise), and then
     # the others are settled by counting; lag 1 last.
     best_mad = -1.0
+    magnitude = np.empty(max(x.size - 2, 0))
     for lag in [*(lag for lag in reversed(NOISE_LAGS) if 1 < lag <= x.size // 16), 1]:
-        deviation = _deviations(_second_differences(x, lag), own=True, finite=finite)
+        residual = _second_differences(x, lag)
+        # Whether this lag's MAD can exceed the best so far, told by counting where possible. (Lag 1's NaN MAD
+        # is the estimate, so with a NaN about, lag 1 is always selected; a longer lag's NaN MAD is no
+        # estimate.)
+        settle = best_mad >= 0 and (finite or lag > 1)
+        half = 0.5 * best_mad
+        # More than half the residuals within ±b/2: so is their median m (fewer than half lie on either side
+        # of that band), and those residuals are within b of m, so the MAD is at most b, the best MAD: no
+        # selection at all (on a curve most lags are settled so). (b/2 exact: b is not subnormal.)
+        if settle and half + half == best_mad:
+            if np.count_nonzero(np.abs(residual, out=magnitude[: residual.size]) <= half) > residual.size // 2:
+                continue
+        deviation = _deviations(residual, own=True, finite=finite)
         # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger,
-        # which counting tells without a second selection. (Lag 1's NaN MAD is the estimate, so with a NaN
-        # about, lag 1 is always selected; a longer lag's NaN MAD is no estimate.)
-        if best_mad >= 0 and (finite or lag > 1) and np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
+        # which counting tells without a second selection.
+        if settle and np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
             continue
         mad = _median_in_place(deviation, finite=finite)
         if lag == 1 and math.isnan(mad):

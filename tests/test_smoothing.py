@@ -144,11 +144,17 @@ def test_row_medians_are_the_selections_value(width, exact):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_scale_noise_is_the_largest_lags_mad_sigma():
     rng = np.random.default_rng(3)
-    for case in range(150):
+    for case in range(300):
         n = int(rng.integers(3, 5000))
         values = np.cumsum(rng.normal(size=n)) * 0.01 + _awkward(rng, n, case)
         if case % 3 == 0:
             values = np.repeat(values[: n // 8 + 1], 8)[:n]  # a curve logged as a running value: long lags see more
+        if case % 11 == 5:
+            values = values * 1e-310  # subnormal differences (their MADs are not halved exactly)
+        elif case % 11 == 6:
+            values = np.round(values * 4)  # flat stretches: MADs of 0
+        elif case % 11 == 7:
+            values = values * 1e299
         estimates = []
         for lag in NOISE_LAGS:
             if lag > 1 and lag > n // 16:
