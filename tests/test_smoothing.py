@@ -11,6 +11,7 @@ from tbtriage.analysis.smoothing import (
     NOISE_LAGS,
     _block_grid,
     _grid_interp,
+    _indexed_medians,
     bucket_medians,
     local_baseline,
     mad_sigma,
@@ -209,3 +210,22 @@ def test_medians_around_are_the_medians_of_the_clipped_windows_either_side():
             for got, window in ((before[k], left), (after[k], right)):
                 expected = np.median(window) if window.size else np.nan
                 assert np.array_equal(got, expected, equal_nan=True), (case, k)  # a zero's sign aside
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_medians_around_few_windows_are_the_all_at_once_medians_bit_for_bit():
+    """A few excursions take their windows one slice at a time: the same medians, NaN and zero signs included,
+    as the index arithmetic that handles many at once."""
+    rng = np.random.default_rng(17)
+    for case in range(300):
+        n = int(rng.integers(1, 400))
+        values = _awkward(rng, n, case)
+        width = int(rng.integers(1, 40))
+        starts = np.sort(rng.integers(-2, n + 3, size=int(rng.integers(1, 7))))
+        stops = starts + rng.integers(0, 6, size=starts.size)
+        offsets = np.arange(width)
+        expected = _indexed_medians(
+            values, np.concatenate((starts[:, None] - width + offsets, stops[:, None] + offsets))
+        )
+        before, after = medians_around(values, starts, stops, width)
+        assert _same(before, expected[: starts.size]) and _same(after, expected[starts.size :]), case
