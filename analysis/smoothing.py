@@ -125,7 +125,7 @@ def percentile(values: np.ndarray, q):
     """
     x = np.asarray(values, dtype=np.float64).ravel()
     n = x.size
-    single = np.ndim(q) == 0
+    single = not isinstance(q, (list, tuple)) and np.ndim(q) == 0  # np.ndim makes an array of a list first
     if n == 0:
         return np.percentile(x, q)  # numpy's own answer (NaN) and warning
     spots = []
