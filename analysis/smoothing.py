@@ -540,9 +540,9 @@ def medians_around(
     """
     starts, stops = np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64)
     if starts.size <= _FEW_WINDOWS and values.dtype == np.float64:
-        found = _window_medians(values, starts, stops, width)
-        if found is not None:
-            return found
+        sides = _window_medians(values, starts, stops, width)
+        if sides is not None:
+            return sides
     offsets = np.arange(width)
     found = _indexed_medians(values, np.concatenate((starts[:, None] - width + offsets, stops[:, None] + offsets)))
     return found[: starts.size], found[starts.size :]
