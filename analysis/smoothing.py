@@ -311,6 +311,9 @@ def diff_noise(values: np.ndarray) -> float:
     return _mad_noise(_median_in_place(_deviations(_second_differences(x, 1), own=True)))
 
 
+#: From this many values `scale_noise` first tries to settle a lag by counting its residuals alone (on fewer, a
+#: selection costs about what that count does).
+_QUICK_SETTLE = 1024
 #: Lags (in points) at which `scale_noise` measures the noise: up to 32, beyond the windows loggers average
 #: over (detectron2's 20, HF's logging_steps), and never beyond a 16th of the series.
 NOISE_LAGS = (1, 2, 4, 8, 16, 32)
@@ -331,34 +334,36 @@ def scale_noise(values: np.ndarray) -> float:
     # Each lag's differences and deviations are temporaries: selected and overwritten in place. Values within
     # ±1e300 make finite differences and deviations (each at most 4e300): their medians need no NaN test.
     finite = bool(-1e300 < x.min() and x.max() < 1e300)  # False for a NaN or an inf
-    # The estimate is the noise of the largest of the lags' MADs (_mad_noise never decreases), in any order.
-    # The longest lag first: on a curve it usually sees the most (trend curvature as well as noise), and then
-    # the others are settled by counting; lag 1 last.
-    best_mad = -1.0
-    magnitude = np.empty(max(x.size - 2, 0))
-    for lag in [*(lag for lag in reversed(NOISE_LAGS) if 1 < lag <= x.size // 16), 1]:
+    best_mad = _median_in_place(_deviations(_second_differences(x, 1), own=True, finite=finite), finite=finite)
+    best = _mad_noise(best_mad)
+    # A first test by counting alone (below) is tried once a longer lag's MAD has doubled lag 1's (a curve:
+    # curvature, not noise, sets the estimate, and the shorter lags see much less of it), on long series,
+    # until it fails on a lag the second test then settles (the lags' MADs are alike there).
+    quick = False
+    curve = 2.0 * best_mad if x.size >= _QUICK_SETTLE else math.inf
+    magnitude = np.empty(x.size - 2 if x.size >= _QUICK_SETTLE else 0)
+    # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
+    # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
+    for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
         residual = _second_differences(x, lag)
-        # Whether this lag's MAD can exceed the best so far, told by counting where possible. (Lag 1's NaN MAD
-        # is the estimate, so with a NaN about, lag 1 is always selected; a longer lag's NaN MAD is no
-        # estimate.)
-        settle = best_mad >= 0 and (finite or lag > 1)
-        half = 0.5 * best_mad
         # More than half the residuals within ±b/2: so is their median m (fewer than half lie on either side
         # of that band), and those residuals are within b of m, so the MAD is at most b, the best MAD: no
-        # selection at all (on a curve most lags are settled so). (b/2 exact: b is not subnormal.)
-        if settle and half + half == best_mad:
-            if np.count_nonzero(np.abs(residual, out=magnitude[: residual.size]) <= half) > residual.size // 2:
-                continue
+        # selection at all. (b/2 exact: b is not subnormal, nor NaN.)
+        half = 0.5 * best_mad
+        tried = quick and half + half == best_mad
+        if tried and np.count_nonzero(np.abs(residual, out=magnitude[: residual.size]) <= half) > residual.size // 2:
+            continue
         deviation = _deviations(residual, own=True, finite=finite)
-        # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger,
-        # which counting tells without a second selection.
-        if settle and np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
+        # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
+        # cannot raise the estimate, which counting tells without a second selection.
+        if np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
+            quick = quick and not tried
             continue
         mad = _median_in_place(deviation, finite=finite)
-        if lag == 1 and math.isnan(mad):
-            return _mad_noise(mad)
-        best_mad = mad if mad > best_mad else best_mad
-    return _mad_noise(best_mad)
+        if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
+            best, best_mad = _mad_noise(mad), mad
+        quick = quick or mad >= curve
+    return best
 
 
 @dataclass(frozen=True, eq=False)
@@ -425,10 +430,15 @@ def _block_medians(values: np.ndarray, block: int) -> np.ndarray:
 _GRID_CACHED = 1 << 16
 
 
+#: From this many points the baseline computes what np.interp does itself (`_Gaps`; on fewer, np.interp's
+#: search costs less than the dozen array operations that replace it).
+_GRID_INTERP = 2048
+
+
 @dataclass(frozen=True, eq=False)
-class _Grid:
-    """Where every point of a series of n points sits between the centres of its blocks of `block` points: what
-    np.interp(arange(n), centres, fp) looks up for each point, worked out once (every array read-only).
+class _Gaps:
+    """Where every point of a series sits between the centres of its blocks: what np.interp(index, centres, fp)
+    looks up for each point, worked out once (every array read-only).
 
     Points before the first centre take the first block's value and points from the last centre on the last
     one's; in between, the gaps between the centres of two whole blocks hold `block` points each, at the same
@@ -436,15 +446,23 @@ class _Grid:
     `block` apart), and the last gap (to the centre of a short last block) holds the points at offsets `rest`.
     """
 
-    index: np.ndarray  # every point's index (float64)
-    centres: np.ndarray  # each block's centre
-    gaps: np.ndarray  # centres[1:] - centres[:-1]
+    widths: np.ndarray  # centres[1:] - centres[:-1]
     left: int  # points before the first centre
     right: int  # the first point at or after the last centre
     rows: int  # whole gaps of `block` points from `left` on
     pattern: np.ndarray  # each point's distance from its gap's left centre, in every whole gap
     rest: np.ndarray  # the distances in the gap after those (to the short last block's centre), if any
     hits: bool  # some points lie on a centre (odd blocks)
+
+
+@dataclass(frozen=True, eq=False)
+class _Grid:
+    """A series of n points cut into blocks: every point's index and each block's centre (read-only float64),
+    and for long series where each point sits between the centres."""
+
+    index: np.ndarray
+    centres: np.ndarray
+    gaps: _Gaps | None
 
 
 @lru_cache(maxsize=16)
@@ -454,12 +472,13 @@ def _block_grid(n: int, block: int) -> _Grid:
     index = np.arange(n, dtype=np.float64)
     starts = np.arange(0, n, block)
     centres = 0.5 * (starts + np.minimum(starts + block - 1, n - 1))
+    index.flags.writeable = centres.flags.writeable = False
+    if n < _GRID_INTERP:
+        return _Grid(index, centres, None)
     left, right = math.ceil(centres[0]), math.ceil(centres[-1])
     rows = n // block - 1  # the gaps between the centres of consecutive whole blocks
     offsets = index[left:right] - np.repeat(centres[:-1], np.diff(np.ceil(centres).astype(np.int64)))
-    grid = _Grid(
-        index,
-        centres,
+    gaps = _Gaps(
         np.diff(centres),
         left,
         right,
@@ -468,41 +487,37 @@ def _block_grid(n: int, block: int) -> _Grid:
         offsets[rows * block :].copy(),
         bool((offsets == 0).any()),
     )
-    for array in (grid.index, grid.centres, grid.gaps, grid.pattern, grid.rest):
+    for array in (gaps.widths, gaps.pattern, gaps.rest):
         array.flags.writeable = False
-    return grid
-
-
-#: From this many points `_grid_interp` computes what np.interp does itself (on fewer, np.interp's search
-#: costs less than the dozen array operations that replace it).
-_GRID_INTERP = 2048
+    return _Grid(index, centres, gaps)
 
 
 def _grid_interp(grid: _Grid, fp: np.ndarray) -> np.ndarray:
-    """np.interp(grid.index, grid.centres, fp), value for value, in a few whole-array operations (np.interp
-    searches for every point's gap: most of its cost on the grids of a baseline).
+    """np.interp(grid.index, grid.centres, fp), value for value; on a long series in a few whole-array
+    operations (np.interp searches for every point's gap: most of its cost on the grids of a baseline).
 
     For a point between centres c_j and c_j+1 numpy computes slope_j·(x - c_j) + fp_j with slope_j =
     (fp_j+1 - fp_j) / (c_j+1 - c_j): the same operations here, on all the points of all the whole gaps at once
     (rows of `block` points). Where numpy would take another branch (a slope or value that is not finite, and
     its NaN retries; a point on a centre whose value is a zero, whose sign numpy keeps), np.interp itself."""
-    if grid.index.size < _GRID_INTERP:
+    gaps = grid.gaps
+    if gaps is None:
         return np.interp(grid.index, grid.centres, fp)
     slopes = np.subtract(fp[1:], fp[:-1])
-    slopes /= grid.gaps
-    if not np.isfinite(slopes).all() or (grid.hits and not fp.all()):
+    slopes /= gaps.widths
+    if not np.isfinite(slopes).all() or (gaps.hits and not fp.all()):
         return np.interp(grid.index, grid.centres, fp)
     out = np.empty(grid.index.size)
-    out[: grid.left] = fp[0]
-    out[grid.right :] = fp[-1]
-    width = grid.pattern.size
-    body = out[grid.left : grid.left + grid.rows * width].reshape(grid.rows, width)
-    np.multiply(slopes[: grid.rows, None], grid.pattern, out=body)
-    body += fp[: grid.rows, None]
-    if grid.rest.size:
-        tail = out[grid.left + grid.rows * width : grid.right]
-        np.multiply(grid.rest, slopes[grid.rows], out=tail)
-        tail += fp[grid.rows]
+    out[: gaps.left] = fp[0]
+    out[gaps.right :] = fp[-1]
+    width = gaps.pattern.size
+    body = out[gaps.left : gaps.left + gaps.rows * width].reshape(gaps.rows, width)
+    np.multiply(slopes[: gaps.rows, None], gaps.pattern, out=body)
+    body += fp[: gaps.rows, None]
+    if gaps.rest.size:
+        tail = out[gaps.left + gaps.rows * width : gaps.right]
+        np.multiply(gaps.rest, slopes[gaps.rows], out=tail)
+        tail += fp[gaps.rows]
     return out
 
 

@@ -156,6 +156,14 @@ def test_scale_noise_is_the_largest_lags_mad_sigma():
             values = np.round(values * 4)  # flat stretches: MADs of 0
         elif case % 11 == 7:
             values = values * 1e299
+        elif case % 11 in (8, 9):  # curves whose longest lags see the curvature: most lags settled by counting
+            n = max(n, 1024 + int(rng.integers(0, 3000)))
+            noise = rng.normal(size=n) * 10.0 ** rng.integers(-9, -2)
+            values = np.exp(-np.linspace(0, 6, n)) + (
+                noise if case % 11 == 8 else np.exp(-np.linspace(0, 6, n)) * noise
+            )
+            if case % 4 == 3:
+                values[rng.integers(0, n)] = rng.choice([np.nan, np.inf])
         estimates = []
         for lag in NOISE_LAGS:
             if lag > 1 and lag > n // 16:
