@@ -341,18 +341,23 @@ def scale_noise(values: np.ndarray) -> float:
     # until it fails on a lag the second test then settles (the lags' MADs are alike there).
     quick = False
     curve = 2.0 * best_mad if x.size >= _QUICK_SETTLE else math.inf
-    magnitude = np.empty(x.size - 2 if x.size >= _QUICK_SETTLE else 0)
+    magnitude = np.empty(0)
     # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
     # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
     for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
         residual = _second_differences(x, lag)
-        # More than half the residuals within ±b/2: so is their median m (fewer than half lie on either side
-        # of that band), and those residuals are within b of m, so the MAD is at most b, the best MAD: no
-        # selection at all. (b/2 exact: b is not subnormal, nor NaN.)
-        half = 0.5 * best_mad
-        tried = quick and half + half == best_mad
-        if tried and np.count_nonzero(np.abs(residual, out=magnitude[: residual.size]) <= half) > residual.size // 2:
-            continue
+        tried = False
+        if quick:
+            # More than half the residuals within ±b/2: so is their median m (fewer than half lie on either
+            # side of that band), and those residuals are within b of m, so the MAD is at most b, the best
+            # MAD: no selection at all. (b/2 exact: b is not subnormal.)
+            half = 0.5 * best_mad
+            tried = half + half == best_mad
+            if (
+                tried
+                and np.count_nonzero(np.abs(residual, out=magnitude[: residual.size]) <= half) > residual.size // 2
+            ):
+                continue
         deviation = _deviations(residual, own=True, finite=finite)
         # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
         # cannot raise the estimate, which counting tells without a second selection.
@@ -362,7 +367,8 @@ def scale_noise(values: np.ndarray) -> float:
         mad = _median_in_place(deviation, finite=finite)
         if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
             best, best_mad = _mad_noise(mad), mad
-        quick = quick or mad >= curve
+        if not quick and mad >= curve:
+            quick, magnitude = True, np.empty(x.size - 2)
     return best
 
 
