@@ -125,7 +125,7 @@ def percentile(values: np.ndarray, q):
     """
     x = np.asarray(values, dtype=np.float64).ravel()
     n = x.size
-    single = np.ndim(q) == 0
+    single = not isinstance(q, (list, tuple)) and np.ndim(q) == 0  # np.ndim makes an array of a list first
     if n == 0:
         return np.percentile(x, q)  # numpy's own answer (NaN) and warning
     spots = []
@@ -159,6 +159,13 @@ def percentile(values: np.ndarray, q):
 _NETWORK_ROWS = 256
 
 
+#: Rows of this many values (the widths of blocks and buckets), this many values in all, take their medians
+#: from a sort of every row (SIMD sorting networks: ~20-30 % less than one selection per row; on fewer values
+#: the saving is below the cost of checking zeros), the order statistics the selection gives.
+_SORTED_WIDTHS = (8, 256)
+_SORTED_SIZE = 2048
+
+
 def _median3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
@@ -182,8 +189,8 @@ def _network_medians(rows: np.ndarray, exact: bool) -> np.ndarray | None:
         else:
             upper = np.maximum(low, high)
             out = 0.5 * (np.minimum(low, high) + upper) if exact else upper
-    # A NaN anywhere in a row reaches its result (min and max propagate it): both tests see every row.
-    return out if np.isfinite(out).all() and out.all() else None
+    # A NaN anywhere in a row reaches its result (min and max propagate it, and so does the result's min).
+    return out if out.all() and not math.isnan(out.min()) else None
 
 
 def row_medians(rows: np.ndarray, exact: bool = True) -> np.ndarray:
@@ -201,6 +208,16 @@ def row_medians(rows: np.ndarray, exact: bool = True) -> np.ndarray:
         if found is not None:
             return found
     k = width // 2
+    if _SORTED_WIDTHS[0] <= width <= _SORTED_WIDTHS[1] and rows.size >= _SORTED_SIZE:
+        ordered = np.sort(rows, axis=1)
+        out = ordered[:, k].copy() if width % 2 or not exact else 0.5 * (ordered[:, k - 1] + ordered[:, k])
+        # The same values as the selection's (both sort a NaN last); only the sign of a zero result depends
+        # on how each arranges the equal -0.0 and 0.0, so a row of those values with a -0.0 is selected.
+        if out.all():
+            return out
+        zeros = ordered[out == 0]
+        if not np.signbit(zeros[zeros == 0]).any():
+            return out
     part = np.partition(rows, k, axis=1)
     if width % 2 or not exact:
         return part[:, k].copy()
@@ -294,6 +311,9 @@ def diff_noise(values: np.ndarray) -> float:
     return _mad_noise(_median_in_place(_deviations(_second_differences(x, 1), own=True)))
 
 
+#: From this many values `scale_noise` first tries to settle a lag by counting its residuals alone (on fewer, a
+#: selection costs about what that count does).
+_QUICK_SETTLE = 1024
 #: Lags (in points) at which `scale_noise` measures the noise: up to 32, beyond the windows loggers average
 #: over (detectron2's 20, HF's logging_steps), and never beyond a 16th of the series.
 NOISE_LAGS = (1, 2, 4, 8, 16, 32)
@@ -316,17 +336,39 @@ def scale_noise(values: np.ndarray) -> float:
     finite = bool(-1e300 < x.min() and x.max() < 1e300)  # False for a NaN or an inf
     best_mad = _median_in_place(_deviations(_second_differences(x, 1), own=True, finite=finite), finite=finite)
     best = _mad_noise(best_mad)
+    # A first test by counting alone (below) is tried once a longer lag's MAD has doubled lag 1's (a curve:
+    # curvature, not noise, sets the estimate, and the shorter lags see much less of it), on long series,
+    # until it fails on a lag the second test then settles (the lags' MADs are alike there).
+    quick = False
+    curve = 2.0 * best_mad if x.size >= _QUICK_SETTLE else math.inf
+    magnitude = np.empty(0)
     # The longest lags first: on a curve they usually see the most (trend curvature as well as noise), and
     # then the shorter ones are settled by counting (the largest of the lags' estimates, in any order).
     for lag in reversed([lag for lag in NOISE_LAGS[1:] if lag <= x.size // 16]):
-        deviation = _deviations(_second_differences(x, lag), own=True, finite=finite)
+        residual = _second_differences(x, lag)
+        tried = False
+        if quick:
+            # More than half the residuals within ±b/2: so is their median m (fewer than half lie on either
+            # side of that band), and those residuals are within b of m, so the MAD is at most b, the best
+            # MAD: no selection at all. (b/2 exact: b is not subnormal.)
+            half = 0.5 * best_mad
+            tried = half + half == best_mad
+            if (
+                tried
+                and np.count_nonzero(np.abs(residual, out=magnitude[: residual.size]) <= half) > residual.size // 2
+            ):
+                continue
+        deviation = _deviations(residual, own=True, finite=finite)
         # More than half the deviations within the best MAD: this lag's MAD (their median) is no larger and
         # cannot raise the estimate, which counting tells without a second selection.
         if np.count_nonzero(deviation <= best_mad) > deviation.size // 2:
+            quick = quick and not tried
             continue
         mad = _median_in_place(deviation, finite=finite)
         if _mad_noise(mad) > best:  # what max(best, ...) did: the first of equals stays
             best, best_mad = _mad_noise(mad), mad
+        if not quick and mad >= curve:
+            quick, magnitude = True, np.empty(x.size - 2)
     return best
 
 
@@ -360,7 +402,8 @@ def bucket_medians(steps: np.ndarray, values: np.ndarray, max_buckets: int) -> B
     last = steps[size - 1 :: size]
     if last.size < first.size:
         last = np.append(last, steps[-1])
-    middle = 0.5 * (steps[::size].astype(np.float64) + last.astype(np.float64))
+    middle = np.add(steps[::size], last, dtype=np.float64)  # both cast to float64, then added
+    middle *= 0.5
     return Buckets(middle, first, size, medians)
 
 
@@ -393,15 +436,95 @@ def _block_medians(values: np.ndarray, block: int) -> np.ndarray:
 _GRID_CACHED = 1 << 16
 
 
+#: From this many points the baseline computes what np.interp does itself (`_Gaps`; on fewer, np.interp's
+#: search costs less than the dozen array operations that replace it).
+_GRID_INTERP = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class _Gaps:
+    """Where every point of a series sits between the centres of its blocks: what np.interp(index, centres, fp)
+    looks up for each point, worked out once (every array read-only).
+
+    Points before the first centre take the first block's value and points from the last centre on the last
+    one's; in between, the gaps between the centres of two whole blocks hold `block` points each, at the same
+    offsets `pattern` past their left centre (a block's centre is its middle: centres of whole blocks are
+    `block` apart), and the last gap (to the centre of a short last block) holds the points at offsets `rest`.
+    """
+
+    widths: np.ndarray  # centres[1:] - centres[:-1]
+    left: int  # points before the first centre
+    right: int  # the first point at or after the last centre
+    rows: int  # whole gaps of `block` points from `left` on
+    pattern: np.ndarray  # each point's distance from its gap's left centre, in every whole gap
+    rest: np.ndarray  # the distances in the gap after those (to the short last block's centre), if any
+    hits: bool  # some points lie on a centre (odd blocks)
+
+
+@dataclass(frozen=True, eq=False)
+class _Grid:
+    """A series of n points cut into blocks: every point's index and each block's centre (read-only float64),
+    and for long series where each point sits between the centres."""
+
+    index: np.ndarray
+    centres: np.ndarray
+    gaps: _Gaps | None
+
+
 @lru_cache(maxsize=16)
-def _block_grid(n: int, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(every point's index, each block's centre), read-only float64: a run's curves, and the runs of a sweep,
-    share a few lengths, so the grid is built once for them."""
+def _block_grid(n: int, block: int) -> _Grid:
+    """The grid of a series of n points cut into blocks of `block` (n >= 2·block): a run's curves, and the runs of
+    a sweep, share a few lengths, so it is built once for them."""
     index = np.arange(n, dtype=np.float64)
     starts = np.arange(0, n, block)
     centres = 0.5 * (starts + np.minimum(starts + block - 1, n - 1))
     index.flags.writeable = centres.flags.writeable = False
-    return index, centres
+    if n < _GRID_INTERP:
+        return _Grid(index, centres, None)
+    left, right = math.ceil(centres[0]), math.ceil(centres[-1])
+    rows = n // block - 1  # the gaps between the centres of consecutive whole blocks
+    offsets = index[left:right] - np.repeat(centres[:-1], np.diff(np.ceil(centres).astype(np.int64)))
+    gaps = _Gaps(
+        np.diff(centres),
+        left,
+        right,
+        rows,
+        offsets[:block].copy(),
+        offsets[rows * block :].copy(),
+        bool((offsets == 0).any()),
+    )
+    for array in (gaps.widths, gaps.pattern, gaps.rest):
+        array.flags.writeable = False
+    return _Grid(index, centres, gaps)
+
+
+def _grid_interp(grid: _Grid, fp: np.ndarray) -> np.ndarray:
+    """np.interp(grid.index, grid.centres, fp), value for value; on a long series in a few whole-array
+    operations (np.interp searches for every point's gap: most of its cost on the grids of a baseline).
+
+    For a point between centres c_j and c_j+1 numpy computes slope_j·(x - c_j) + fp_j with slope_j =
+    (fp_j+1 - fp_j) / (c_j+1 - c_j): the same operations here, on all the points of all the whole gaps at once
+    (rows of `block` points). Where numpy would take another branch (a slope or value that is not finite, and
+    its NaN retries; a point on a centre whose value is a zero, whose sign numpy keeps), np.interp itself."""
+    gaps = grid.gaps
+    if gaps is None:
+        return np.interp(grid.index, grid.centres, fp)
+    slopes = np.subtract(fp[1:], fp[:-1])
+    slopes /= gaps.widths
+    if not np.isfinite(slopes).all() or (gaps.hits and not fp.all()):
+        return np.interp(grid.index, grid.centres, fp)
+    out = np.empty(grid.index.size)
+    out[: gaps.left] = fp[0]
+    out[gaps.right :] = fp[-1]
+    width = gaps.pattern.size
+    body = out[gaps.left : gaps.left + gaps.rows * width].reshape(gaps.rows, width)
+    np.multiply(slopes[: gaps.rows, None], gaps.pattern, out=body)
+    body += fp[: gaps.rows, None]
+    if gaps.rest.size:
+        tail = out[gaps.left + gaps.rows * width : gaps.right]
+        np.multiply(gaps.rest, slopes[gaps.rows], out=tail)
+        tail += fp[gaps.rows]
+    return out
 
 
 def local_baseline(values: np.ndarray, block: int) -> Baseline:
@@ -411,9 +534,9 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
         level = np.full(n, median(values)) if n else np.empty(0)
         sigma_value = max(diff_noise(values), 1e-12 * max(abs(float(level[0])) if n else 0.0, 1e-300))
         return Baseline(level, np.full(n, sigma_value), block)
-    index, centres = _block_grid(n, block) if n <= _GRID_CACHED else _block_grid.__wrapped__(n, block)
+    grid = _block_grid(n, block) if n <= _GRID_CACHED else _block_grid.__wrapped__(n, block)
     block_level = _block_medians(values, block)
-    level = np.interp(index, centres, block_level)
+    level = _grid_interp(grid, block_level)
     deviation = values - level
     block_sigma = MAD_TO_SIGMA * _block_medians(np.abs(deviation, out=deviation), block)
     if block_sigma.size >= SIGMA_POOL_BLOCKS:
@@ -423,8 +546,8 @@ def local_baseline(values: np.ndarray, block: int) -> Baseline:
     typical = median(block_sigma)
     scale = median(np.abs(block_level))
     floor = max(LOCAL_SIGMA_FLOOR * typical, 1e-9 * scale, 1e-300)
-    sigma = np.maximum(np.interp(index, centres, block_sigma), floor)
-    return Baseline(level, sigma, block)
+    sigma = _grid_interp(grid, block_sigma)
+    return Baseline(level, np.maximum(sigma, floor, out=sigma), block)
 
 
 def medians_around(
@@ -437,9 +560,36 @@ def medians_around(
     Costs O(len(starts) · width), for the few candidate points a detector checks, not for every point.
     """
     starts, stops = np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64)
+    if starts.size <= _FEW_WINDOWS and values.dtype == np.float64:
+        sides = _window_medians(values, starts, stops, width)
+        if sides is not None:
+            return sides
     offsets = np.arange(width)
     found = _indexed_medians(values, np.concatenate((starts[:, None] - width + offsets, stops[:, None] + offsets)))
     return found[: starts.size], found[starts.size :]
+
+
+#: Up to this many excursions `medians_around` takes each window's median from a sort of its slice (a
+#: detector checks one or two, where the index arithmetic for all windows at once was most of the cost).
+_FEW_WINDOWS = 4
+
+
+def _window_medians(
+    values: np.ndarray, starts: np.ndarray, stops: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """`medians_around`, one window at a time: the middle of each clipped window's sorted values, as
+    `_indexed_medians` reads it off its sorted row (a NaN sorts last in both); None where a zero comes out, whose
+    sign depends on how each sort arranged the window's -0.0 and 0.0."""
+    n = values.size
+    found = []
+    for lo, hi in [*((start - width, start) for start in starts.tolist()), *((s, s + width) for s in stops.tolist())]:
+        window = np.sort(values[min(max(lo, 0), n) : min(max(hi, 0), n)])
+        count = window.size
+        found.append(0.5 * (window[(count - 1) // 2] + window[count // 2]) if count else math.nan)
+    out = np.array(found, dtype=np.float64)
+    if not out.all():
+        return None
+    return out[: starts.size], out[starts.size :]
 
 
 def _indexed_medians(values: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -9,6 +9,9 @@ from tbtriage.analysis.smoothing import (
     LOCAL_SIGMA_FLOOR,
     MAD_TO_SIGMA,
     NOISE_LAGS,
+    _block_grid,
+    _grid_interp,
+    _indexed_medians,
     bucket_medians,
     local_baseline,
     mad_sigma,
@@ -74,6 +77,22 @@ def test_the_local_baseline_pools_block_noise_over_reflected_ends():
     )
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_the_baselines_interpolation_is_numpys_value_for_value():
+    """`_grid_interp` (the whole-gap arithmetic, and its hand-over to np.interp) gives np.interp's every bit:
+    even and odd blocks, with and without a short last block, zeros of both signs, NaN, ±inf, huge slopes."""
+    rng = np.random.default_rng(13)
+    for n in (2048, 2049, 3600, 3601, 4000, 4096, 5003):
+        for block in (5, 6, 19, 22, 31, 32):
+            grid = _block_grid(n, block)
+            for case in range(12):
+                fp = _awkward(rng, grid.centres.size, case)
+                if case == 11:
+                    fp[::2] = 1e308  # differences that overflow
+                    fp[1::2] = -1e308
+                assert _same(_grid_interp(grid, fp), np.interp(grid.index, grid.centres, fp)), (n, block, case)
+
+
 def _awkward(rng: np.random.Generator, n: int, case: int) -> np.ndarray:
     """Values the engine meets: noise, many ties, zeros of both signs, a NaN, ±inf."""
     values = rng.normal(size=n) * 10.0 ** rng.integers(-3, 4)
@@ -109,13 +128,15 @@ def test_median_and_percentile_are_numpys_value_for_value():
                 assert type(got) is type(expected) and _same(got, expected), (case, n, q)
 
 
-@pytest.mark.parametrize("width", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 8, 9, 16, 22, 32, 255, 256, 257])
 @pytest.mark.parametrize("exact", [True, False])
-def test_row_medians_of_narrow_rows_are_the_selections_value(width, exact):
+def test_row_medians_are_the_selections_value(width, exact):
     rng = np.random.default_rng(width)
     k = width // 2
     for case in range(60):
         rows = _awkward(rng, 600 * width, case).reshape(600, width)
+        if case % 6 == 5:
+            rows = rows[:7]  # few rows: neither the selection network nor the sort
         part = np.partition(rows, k, axis=1)
         expected = part[:, k] if width % 2 or not exact else 0.5 * (part[:, :k].max(axis=1) + part[:, k])
         assert _same(row_medians(rows, exact=exact), expected), case
@@ -124,11 +145,25 @@ def test_row_medians_of_narrow_rows_are_the_selections_value(width, exact):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_scale_noise_is_the_largest_lags_mad_sigma():
     rng = np.random.default_rng(3)
-    for case in range(150):
+    for case in range(300):
         n = int(rng.integers(3, 5000))
         values = np.cumsum(rng.normal(size=n)) * 0.01 + _awkward(rng, n, case)
         if case % 3 == 0:
             values = np.repeat(values[: n // 8 + 1], 8)[:n]  # a curve logged as a running value: long lags see more
+        if case % 11 == 5:
+            values = values * 1e-310  # subnormal differences (their MADs are not halved exactly)
+        elif case % 11 == 6:
+            values = np.round(values * 4)  # flat stretches: MADs of 0
+        elif case % 11 == 7:
+            values = values * 1e299
+        elif case % 11 in (8, 9):  # curves whose longest lags see the curvature: most lags settled by counting
+            n = max(n, 1024 + int(rng.integers(0, 3000)))
+            noise = rng.normal(size=n) * 10.0 ** rng.integers(-9, -2)
+            values = np.exp(-np.linspace(0, 6, n)) + (
+                noise if case % 11 == 8 else np.exp(-np.linspace(0, 6, n)) * noise
+            )
+            if case % 4 == 3:
+                values[rng.integers(0, n)] = rng.choice([np.nan, np.inf])
         estimates = []
         for lag in NOISE_LAGS:
             if lag > 1 and lag > n // 16:
@@ -142,7 +177,8 @@ def test_scale_noise_is_the_largest_lags_mad_sigma():
         expected = estimates[0]
         for estimate in estimates[1:]:
             expected = max(expected, estimate)
-        assert _same(scale_noise(values), expected), case
+        got = scale_noise(values)
+        assert type(got) is type(expected) and _same(got, expected), case
 
 
 def test_bucket_medians_of_long_series_match_the_selection_per_bucket():
@@ -182,3 +218,22 @@ def test_medians_around_are_the_medians_of_the_clipped_windows_either_side():
             for got, window in ((before[k], left), (after[k], right)):
                 expected = np.median(window) if window.size else np.nan
                 assert np.array_equal(got, expected, equal_nan=True), (case, k)  # a zero's sign aside
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_medians_around_few_windows_are_the_all_at_once_medians_bit_for_bit():
+    """A few excursions take their windows one slice at a time: the same medians, NaN and zero signs included,
+    as the index arithmetic that handles many at once."""
+    rng = np.random.default_rng(17)
+    for case in range(300):
+        n = int(rng.integers(1, 400))
+        values = _awkward(rng, n, case)
+        width = int(rng.integers(1, 40))
+        starts = np.sort(rng.integers(-2, n + 3, size=int(rng.integers(1, 7))))
+        stops = starts + rng.integers(0, 6, size=starts.size)
+        offsets = np.arange(width)
+        expected = _indexed_medians(
+            values, np.concatenate((starts[:, None] - width + offsets, stops[:, None] + offsets))
+        )
+        before, after = medians_around(values, starts, stops, width)
+        assert _same(before, expected[: starts.size]) and _same(after, expected[starts.size :]), case
