@@ -156,6 +156,13 @@ def report_dict(report, comparison, pairs=()) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tbtriage.analysis.pipeline import full_collections_held
+
+    with full_collections_held():  # the verdicts live to the end: no full collection walks them over and over
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.compare import compare, compile_group_pattern
     from tbtriage.analysis.config import ConfigError, load_config
     from tbtriage.analysis.engine import diagnose
