@@ -537,11 +537,18 @@ class RunReader:
         NaN, infinite, zero and absurd times (past MAX_PLAUSIBLE_WALL_TIME) say nothing about when
         the run last wrote: one of them must neither hide later times nor freeze the clock.
         """
-        ok = plausible_wall_times(walls)
-        if ok.size:
+        if not walls.size:
+            return
+        lo, hi = float(walls.min()), float(walls.max())  # NaN in either when any is NaN: the comparison fails
+        if 0 < lo and hi < MAX_PLAUSIBLE_WALL_TIME:
+            w = hi  # every time plausible (the usual case): no mask, no copy
+        else:
+            ok = plausible_wall_times(walls)
+            if not ok.size:
+                return
             w = float(ok.max())
-            if self.run.last_wall_time is None or w > self.run.last_wall_time:
-                self.run.last_wall_time = w
+        if self.run.last_wall_time is None or w > self.run.last_wall_time:
+            self.run.last_wall_time = w
 
     def _append(self, steps, walls, values, tags, srcs, file_index: int) -> None:
         if steps.size == 0:
