@@ -221,7 +221,8 @@ def _run(args: argparse.Namespace) -> int:
             report.runs = [by_name[n] for n in apply_filter(flt, [RunScalars.of(r) for r in report.runs])]
         except FilterError as exc:
             return _fail(f"--filter {args.filter!r}: {exc}")
-    comparison = compare(report.runs, group_pattern)
+    # The hparams the engine read for twins (`twins.RunSettings`): each run's config files are not read twice.
+    comparison = compare(report.runs, group_pattern, getattr(report.settings, "hparams", None))
     pairs = twin_pairs(report.runs, report.settings)
     warnings = list(getattr(report.logdir, "warnings", []))
     if args.format == "json":
