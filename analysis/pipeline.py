@@ -81,7 +81,8 @@ _held_from: tuple[int, int, int] | None = None  # the thresholds `full_collectio
 def full_collections_held() -> Iterator[None]:
     """Hold off the cyclic garbage collector's full passes (and make its young ones rarer) in this process until the
     block ends. Young cycles are still collected; a pool's workers keep the caller's usual thresholds (`_start_worker`):
-    their tasks' garbage comes and goes with each task."""
+    their tasks' garbage comes and goes with each task. A pool forked in the block freezes the heap first (`_new_pool`):
+    for a command about to exit (`report`), not for a process that lives on."""
     global _held_from
     before = gc.get_threshold()
     _held_from = (before[0], before[1], before[2])
@@ -187,8 +188,13 @@ def _caller_env() -> dict[str, str | None]:
 def _new_pool(workers: int, initializer: Callable[..., None], *initargs: object) -> ProcessPoolExecutor:
     """A pool of `workers` processes started as `_pool_context` chooses, each running `initializer(*initargs, env)`
     first, `env` being this caller's `CALLER_ENV`: the one place a pool is made."""
+    context = _pool_context()
+    if _held_from is not None and context.get_start_method() == "fork":
+        # A one-shot caller (`full_collections_held`): what it holds now is left out of every collection, here and
+        # in the forked workers, whose full collections walked it all (and copied the pages they touched).
+        gc.freeze()
     return ProcessPoolExecutor(
-        workers, mp_context=_pool_context(), initializer=initializer, initargs=(*initargs, _caller_env())
+        workers, mp_context=context, initializer=initializer, initargs=(*initargs, _caller_env())
     )
 
 
