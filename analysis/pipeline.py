@@ -84,14 +84,14 @@ def full_collections_held() -> Iterator[None]:
     their tasks' garbage comes and goes with each task. A pool forked in the block freezes the heap first (`_new_pool`):
     for a command about to exit (`report`), not for a process that lives on."""
     global _held_from
-    before = gc.get_threshold()
-    _held_from = (before[0], before[1], before[2])
+    before, outer = gc.get_threshold(), _held_from
+    _held_from = outer or (before[0], before[1], before[2])  # nested: the usual ones are the outermost block's
     gc.set_threshold(*HELD_THRESHOLDS)
     try:
         yield
     finally:
         gc.set_threshold(*before)
-        _held_from = None
+        _held_from = outer
 
 
 def pool_workers(runs: int, workers: int | None = None) -> int:
