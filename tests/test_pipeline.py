@@ -260,7 +260,9 @@ def test_a_one_shot_command_holds_off_full_collections_but_its_workers_do_not(lo
 
     monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
     usual = gc.get_threshold()
-    with full_collections_held(), full_collections_held():  # nested (a command calling another): the same
+    with full_collections_held():
+        with full_collections_held():  # nested (a command calling another): the outer block still holds after it
+            assert gc.get_threshold() == HELD_THRESHOLDS
         assert gc.get_threshold() == HELD_THRESHOLDS
         pool = pipeline._new_pool(2, pipeline._start_worker, pipeline.LogdirContext(), None, 0)
         try:
