@@ -344,12 +344,17 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def hparams_table(reports: Sequence[RunReport]) -> HparamsTable | None:
-    """Hyperparameters of every run that has any, differing columns first; None when no run has any."""
+#: Run name -> (every hyperparameter, where they came from) of each run (`hparams_of`).
+Hparams = Mapping[str, tuple[dict[str, Any], tuple[str, ...]]]
+
+
+def hparams_table(reports: Sequence[RunReport], known: Hparams | None = None) -> HparamsTable | None:
+    """Hyperparameters of every run that has any, differing columns first; None when no run has any. `known`: the
+    runs' `hparams_of` already read (`twins.RunSettings.hparams`), for the runs it holds."""
     rows: dict[str, dict[str, Any]] = {}
     sources: dict[str, tuple[str, ...]] = {}
     for report in reports:
-        values, where = hparams_of(report)
+        values, where = known[report.name] if known is not None and report.name in known else hparams_of(report)
         if values:
             rows[report.name] = {str(k): _cell(v) for k, v in values.items()}
             sources[report.name] = where
@@ -377,7 +382,12 @@ def hparams_table(reports: Sequence[RunReport]) -> HparamsTable | None:
 # ---- everything --------------------------------------------------------------------------------------
 
 
-def compare(reports: Sequence[RunReport], group_pattern: re.Pattern[str] | None = None) -> Comparison:
-    """Best metric per run, group comparison and hparams table for a report's runs."""
+def compare(
+    reports: Sequence[RunReport], group_pattern: re.Pattern[str] | None = None, hparams: Hparams | None = None
+) -> Comparison:
+    """Best metric per run, group comparison and hparams table for a report's runs (`hparams`: as `hparams_table`
+    takes them)."""
     best = {r.name: best_metric(r) for r in reports}
-    return Comparison(best=best, groups=summarise_groups(reports, group_pattern, best), hparams=hparams_table(reports))
+    return Comparison(
+        best=best, groups=summarise_groups(reports, group_pattern, best), hparams=hparams_table(reports, hparams)
+    )

@@ -131,6 +131,29 @@ def resolve_overlaps(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keep, back
 
 
+#: The longest cycle of tags `_periodic_groups` looks for (a run logging more tags each step is sorted by tag).
+MAX_PERIOD = 256
+
+
+def _periodic_groups(tags: np.ndarray) -> list[tuple[int, slice]] | None:
+    """(tag id, strided slice) of each tag, in tag id order, when `tags` repeats one cycle of distinct tags (a loop
+    that logs the same tags in the same order every step, the usual shape): the tag's points in record order, as
+    the stable sort by tag gives them, without sorting or gathering. None when `tags` is not one such cycle over and
+    over (at least twice; a cut-off last cycle is fine)."""
+    n = tags.size
+    again = np.flatnonzero(tags[1 : min(n, MAX_PERIOD + 1)] == tags[0])
+    if not again.size:
+        return None
+    period = int(again[0]) + 1
+    head = tags[:period]
+    whole = n - n % period
+    if n < 2 * period or np.unique(head).size != period:
+        return None
+    if not (bool(np.all(tags[:whole].reshape(-1, period) == head)) and bool(np.all(tags[whole:] == head[: n - whole]))):
+        return None
+    return [(int(head[j]), slice(j, None, period)) for j in np.argsort(head, kind="stable").tolist()]
+
+
 class RunReader:
     """Incremental reader of one run directory."""
 
@@ -514,11 +537,18 @@ class RunReader:
         NaN, infinite, zero and absurd times (past MAX_PLAUSIBLE_WALL_TIME) say nothing about when
         the run last wrote: one of them must neither hide later times nor freeze the clock.
         """
-        ok = plausible_wall_times(walls)
-        if ok.size:
+        if not walls.size:
+            return
+        lo, hi = float(walls.min()), float(walls.max())  # NaN in either when any is NaN: the comparison fails
+        if 0 < lo and hi < MAX_PLAUSIBLE_WALL_TIME:
+            w = hi  # every time plausible (the usual case): no mask, no copy
+        else:
+            ok = plausible_wall_times(walls)
+            if not ok.size:
+                return
             w = float(ok.max())
-            if self.run.last_wall_time is None or w > self.run.last_wall_time:
-                self.run.last_wall_time = w
+        if self.run.last_wall_time is None or w > self.run.last_wall_time:
+            self.run.last_wall_time = w
 
     def _append(self, steps, walls, values, tags, srcs, file_index: int) -> None:
         if steps.size == 0:
@@ -527,6 +557,8 @@ class RunReader:
         names = self._tags.names
         if tags.size and bool(np.all(tags == tags[0])):
             groups = [(int(tags[0]), slice(None))]
+        elif (periodic := _periodic_groups(tags)) is not None:
+            groups = periodic  # each tag's points a strided view: no sort and no gather (`flush_new` copies them)
         else:
             # Few distinct tags: a stable sort of 16-bit keys is numpy's radix sort, O(n).
             keys = tags.astype(np.int16) if len(names) < 32768 else tags

@@ -289,9 +289,19 @@ def apply_twin(causes: Sequence[Cause], twin: Twin) -> tuple[Cause, ...]:
     return (replace(first, confidence=round(1 - best.confidence, 2) if best else first.confidence), *ranked)
 
 
-def run_settings(reports: Sequence[RunReport]) -> dict[str, dict[str, Any]]:
+class RunSettings(dict[str, dict[str, Any]]):
+    """Run name -> its settings (`run_settings`), with `hparams`: run name -> (every hyperparameter, where they came
+    from), as `run_config.run_hparams` read them for the settings (`compare.hparams_table` takes them: each run's
+    config files are read once for a report, not once for its twins and again for its hparams table)."""
+
+    def __init__(self, hparams: dict[str, tuple[dict[str, Any], tuple[str, ...]]]):
+        super().__init__((name, _settings(found[0])) for name, found in hparams.items())
+        self.hparams = hparams
+
+
+def run_settings(reports: Sequence[RunReport]) -> RunSettings:
     """Each run's settings for `find_twin`, its hparams read once (config files included), not once per sick run."""
-    return {r.name: _settings(run_hparams(r.run)[0]) for r in reports}
+    return RunSettings({r.name: run_hparams(r.run) for r in reports})
 
 
 def attach_twins(reports: Sequence[RunReport], settings: Mapping[str, dict[str, Any]] | None = None) -> None:

@@ -173,6 +173,18 @@ def test_hparams_come_from_plugin_config_files_and_text_summaries_without_touchi
     # Read only: nothing created, nothing modified.
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
 
+    # The hparams the twins' settings were read from (`twins.run_settings`) make the same table, without reading a
+    # run's config files again; a run they do not hold is read.
+    from tbtriage.analysis.twins import run_settings
+
+    settings = run_settings(reports[1:])
+    assert settings["script"] == {"lr": 0.1, "batch_size": 64, "clip": 1.0}
+    (yaml_run / "hparams.yaml").write_text("lr: 0.5\n")  # read again: not among the settings
+    (args_run / "args.json").write_text("{}")  # not read again: the settings hold it
+    again = hparams_table(reports, settings.hparams)
+    assert again.rows["lightning"]["lr"] == 0.5 and again.rows["script"] == table.rows["script"]
+    assert compare(reports, None, settings.hparams).hparams == again
+
 
 def test_columns_equal_in_every_run_are_listed_once_as_constant():
     reports = [

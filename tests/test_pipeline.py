@@ -245,3 +245,31 @@ def test_the_workers_series_come_through_temporary_files_that_are_gone_afterward
     for r in mapped:
         ours, read = r.run.scalars[r.primary_tags.loss], logdir.runs[r.name].scalars[r.primary_tags.loss]
         assert ours.steps.tolist() == read.steps.tolist() and ours.values.tobytes() == read.values.tobytes()
+
+
+def _thresholds_in_a_worker(_: int) -> tuple[int, int, int]:
+    import gc
+
+    return gc.get_threshold()
+
+
+def test_a_one_shot_command_holds_off_full_collections_but_its_workers_do_not(logdir, tmp_path, monkeypatch):
+    import gc
+
+    from tbtriage.analysis.pipeline import HELD_THRESHOLDS, full_collections_held
+
+    monkeypatch.setenv("TBTRIAGE_NO_CACHE", "1")
+    usual = gc.get_threshold()
+    with full_collections_held():
+        with full_collections_held():  # nested (a command calling another): the outer block still holds after it
+            assert gc.get_threshold() == HELD_THRESHOLDS
+        assert gc.get_threshold() == HELD_THRESHOLDS
+        pool = pipeline._new_pool(2, pipeline._start_worker, pipeline.LogdirContext(), None, 0)
+        try:
+            assert set(pool.map(_thresholds_in_a_worker, range(4))) == {usual}
+        finally:
+            pool.shutdown()
+    assert gc.get_threshold() == usual
+    out = tmp_path / "r.json"
+    assert main(["report", str(logdir.path), "--format", "json", "--out", str(out)]) in (0, 1)
+    assert gc.get_threshold() == usual  # the command gave the collector back as it found it

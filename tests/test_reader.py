@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tensorboard.backend.event_processing import event_accumulator as ea
 from tensorboard.util import tensor_util
 
@@ -443,3 +445,68 @@ def test_a_runs_activity_span_reads_only_plausible_times_and_each_series_once():
     assert reader.activity_span(run) == expected  # asked again: the kept spans give the same answer
     run.scalars = {"broken": run.scalars["broken"], "empty": run.scalars["empty"]}
     assert reader.activity_span(run) is None
+
+
+def _write_interleaved_run(path: Path, steps: int) -> Path:
+    """Three tags logged in the same order every step (the last step cut short): the periodic shape."""
+    from tensorboardX import SummaryWriter
+
+    w = SummaryWriter(str(path))
+    for i in range(steps):
+        w.add_scalar("train/lr", 0.1 / (1 + i), i)
+        w.add_scalar("train/loss", 1.0 / (1 + i), i)
+        if i < steps - 1:
+            w.add_scalar("eval/acc", i / steps, i)
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_tags_logged_in_one_cycle_read_as_the_sort_by_tag_reads_them(tmp_path, kernel, monkeypatch):
+    from tbtriage.analysis import reader
+
+    _write_interleaved_run(tmp_path / "cycle", 50)
+    write_pytorch_run(tmp_path / "irregular", n=60)
+    seen = []
+    real = reader._periodic_groups
+    monkeypatch.setattr(reader, "_periodic_groups", lambda tags: seen.append(real(tags)) or seen[-1])
+    fast = tbtriage.load(tmp_path, kernel=kernel)
+    assert any(found is not None for found in seen) and any(found is None for found in seen)  # both paths taken
+    monkeypatch.setattr(reader, "_periodic_groups", lambda tags: None)
+    sorted_ = tbtriage.load(tmp_path, kernel=kernel)
+    for name in ("cycle", "irregular"):
+        a, b = fast.runs[name].scalars, sorted_.runs[name].scalars
+        assert list(a) == list(b)
+        for tag in a:
+            for x, y in zip(
+                (a[tag].steps, a[tag].wall_times, a[tag].values), (b[tag].steps, b[tag].wall_times, b[tag].values)
+            ):
+                assert x.flags.c_contiguous
+                np.testing.assert_array_equal(x, y)
+    acc = accumulator(tmp_path / "cycle")
+    for tag in acc.Tags()["scalars"]:
+        np.testing.assert_array_equal(fast.runs["cycle"].scalars[tag].values, [e.value for e in acc.Scalars(tag)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 5), min_size=1, max_size=6, unique=True),
+    st.integers(0, 40),
+    st.lists(st.integers(0, 5), max_size=30),
+    st.booleans(),
+)
+def test_periodic_groups_are_the_stable_sort_by_tag_or_none(cycle, repeats, noise, periodic):
+    from tbtriage.analysis.reader import _periodic_groups
+
+    base = cycle * repeats + cycle[: repeats % len(cycle)]
+    tags = np.array(base if periodic else base + noise, np.int64)
+    if not tags.size:
+        return
+    groups = _periodic_groups(tags)
+    if groups is None:
+        assert not (periodic and repeats >= 2 and len(cycle) >= 2)  # a true cycle seen twice is always found
+        return
+    assert [tid for tid, _ in groups] == sorted(set(tags.tolist()))
+    index = np.arange(tags.size)
+    for tid, where in groups:
+        np.testing.assert_array_equal(index[where], np.flatnonzero(tags == tid))

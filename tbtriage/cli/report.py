@@ -156,6 +156,13 @@ def report_dict(report, comparison, pairs=()) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tbtriage.analysis.pipeline import full_collections_held
+
+    with full_collections_held():  # the verdicts live to the end: no full collection walks them over and over
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from tbtriage.analysis.compare import compare, compile_group_pattern
     from tbtriage.analysis.config import ConfigError, load_config
     from tbtriage.analysis.engine import diagnose
@@ -214,7 +221,8 @@ def run(args: argparse.Namespace) -> int:
             report.runs = [by_name[n] for n in apply_filter(flt, [RunScalars.of(r) for r in report.runs])]
         except FilterError as exc:
             return _fail(f"--filter {args.filter!r}: {exc}")
-    comparison = compare(report.runs, group_pattern)
+    # The hparams the engine read for twins (`twins.RunSettings`): each run's config files are not read twice.
+    comparison = compare(report.runs, group_pattern, getattr(report.settings, "hparams", None))
     pairs = twin_pairs(report.runs, report.settings)
     warnings = list(getattr(report.logdir, "warnings", []))
     if args.format == "json":
