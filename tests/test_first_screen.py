@@ -1,6 +1,6 @@
 """The way from the shell to the first screen imports only what that screen draws: a warm reopen's first frame shows
 every run's health from the health index, with neither numpy, the chart (plotext), the reader and its protobufs, the
-column cache nor the engine imported; the chart is mounted in its placeholder's place just after, and the placeholder
+column cache, the engine, the Diagnosis pane's Markdown, the local model nor the package metadata's reader imported; the chart is mounted in its placeholder's place just after, and the placeholder
 looks exactly like the empty chart it stands for."""
 
 from __future__ import annotations
@@ -38,6 +38,16 @@ OFF_THE_FIRST_SCREEN = (
     "tbtriage.tui.chart_data",
     "tbtriage.tui.widgets.tag_chart",
     "tbtriage.tui.widgets.chart_canvas",
+    # The Diagnosis pane's Markdown (its parser and highlighter) and the local model: mounted after the first frame.
+    "markdown_it",
+    "pygments",
+    "textual.widgets._markdown",
+    "tbtriage.analysis.render_markdown",
+    "tbtriage.analysis.llm",
+    "tbtriage.tui.widgets.llm_explanation",
+    # tbtriage's version is an attribute (tbtriage/_version.py) and numpy's is read from its version.py: the package
+    # metadata's reader, and its search of every installed distribution, are not on the way to the first frame.
+    "importlib.metadata",
 )
 
 #: Opens the app on argv[1] at the fixed clock argv[2] and prints, at its first frame: whether every run shows its
@@ -91,6 +101,17 @@ def test_a_warm_reopen_draws_every_runs_health_before_importing_numpy_the_chart_
     assert first["rows"] == 3 and first["health"]  # the warm path: health in the very first frame
     assert first["imported"] == []
     assert not first["chart_mounted"] and first["chart_mounted_after"]  # mounted just after that frame
+
+
+def test_the_version_is_written_once_and_the_metadata_agrees():
+    """`tbtriage.__version__` is an attribute (no metadata read on the way to the first frame); the installed
+    package's metadata takes its version from it."""
+    import importlib.metadata
+
+    import tbtriage
+    from tbtriage import analysis
+
+    assert tbtriage.__version__ == analysis.__version__ == importlib.metadata.version("tbtriage")
 
 
 class _Both(App):
