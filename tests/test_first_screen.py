@@ -35,6 +35,9 @@ OFF_THE_FIRST_SCREEN = (
     "tbtriage.analysis.engine",
     "tbtriage.analysis.smoothing",
     "tbtriage.analysis.downsample",
+    # Tag roles and the run filter's parser: first asked for once a run is under the cursor or a filter is typed.
+    "tbtriage.analysis.roles",
+    "tbtriage.analysis.run_filter",
     "tbtriage.tui.chart_data",
     "tbtriage.tui.widgets.tag_chart",
     "tbtriage.tui.widgets.chart_canvas",
