@@ -114,17 +114,6 @@ def test_a_warm_reopen_draws_every_runs_health_before_importing_numpy_the_chart_
     assert at_first_frame == START_YOUNG_OBJECTS != before and after == before
 
 
-def test_the_version_is_written_once_and_the_metadata_agrees():
-    """`tbtriage.__version__` is an attribute (no metadata read on the way to the first frame); the installed
-    package's metadata takes its version from it."""
-    import importlib.metadata
-
-    import tbtriage
-    from tbtriage import analysis
-
-    assert tbtriage.__version__ == analysis.__version__ == importlib.metadata.version("tbtriage")
-
-
 class _Both(App):
     """The placeholder beside an empty chart, each given the same room."""
 
