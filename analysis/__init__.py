@@ -6,17 +6,9 @@ This package never imports Textual: it is usable from notebooks, cron jobs and C
 
 from __future__ import annotations
 
+# Written once, in tbtriage/_version.py (the package metadata takes it from there): reading it back through
+# importlib.metadata cost the app's first frame ~15-20 ms. `tbtriage --version`, the JSON report, the caches' headers
+# and the diagnosis all read this.
+from tbtriage._version import __version__
 
-def __getattr__(name: str) -> str:
-    """`__version__`, read from the package metadata on first use (importlib.metadata is not free, and the
-    app's first frame and `--help` never need it): `tbtriage --version`, the JSON report and the diagnosis agree."""
-    if name != "__version__":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        found = version("tbtriage")
-    except PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
-        found = "0+unknown"
-    globals()["__version__"] = found
-    return found
+__all__ = ["__version__"]

@@ -26,7 +26,7 @@ def root() -> Path:
     return cache_dir() / "columns"
 
 
-def head_hash(path: Path, n: int = HEAD_BYTES) -> str | None:
+def head_hash(path: str | os.PathLike[str], n: int = HEAD_BYTES) -> str | None:
     """A hash of the file's first `n` bytes (None when it cannot be read)."""
     try:
         with open(path, "rb") as f:

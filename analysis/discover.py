@@ -18,13 +18,17 @@ def find_runs(logdir: Path, warnings: list[str] | None = None) -> dict[str, Path
     warnings = warnings if warnings is not None else []
     runs: dict[str, Path] = {}
     seen: set[str] = set()
-    stack = [logdir]
+    # (directory, its real path, its path relative to the logdir): a directory that is not a symlink is its parent's
+    # real path and its own name, so only the logdir and symlinks are resolved (`realpath` is a system call a path
+    # component, and the health index lists every run before a warm reopen's first frame).
+    stack: list[tuple[str, str | None, str]] = [(os.fspath(logdir), None, ".")]
     while stack:
-        d = stack.pop()
-        try:
-            real = os.path.realpath(d)
-        except OSError:
-            continue
+        d, real, rel = stack.pop()
+        if real is None:
+            try:
+                real = os.path.realpath(d)
+            except OSError:
+                continue
         if real in seen:
             continue  # a symlink loop, or a directory reached twice
         seen.add(real)
@@ -42,18 +46,19 @@ def find_runs(logdir: Path, warnings: list[str] | None = None) -> dict[str, Path
         for e in entries:
             try:
                 if e.is_dir(follow_symlinks=True):
-                    subdirs.append(Path(e.path))
+                    child_real = None if e.is_symlink() else os.path.join(real, e.name)
+                    subdirs.append((e.path, child_real, e.name if rel == "." else f"{rel}/{e.name}"))
                 elif is_event_file(e.name) and e.is_file():
                     has_events = True
             except OSError:
                 continue
         if has_events:
-            rel = os.path.relpath(d, logdir).replace(os.sep, "/")
             name = escape_name(rel)
             if name != rel:
                 warnings.append(f"{name}: the directory name is not valid UTF-8; its other bytes are shown as \\xNN")
             runs[name] = Path(d)
-        stack.extend(sorted(subdirs, reverse=True))
+        # Siblings differ in their last name only: sorted by their relative paths, they come in their paths' order.
+        stack.extend(sorted(subdirs, key=lambda sub: sub[2], reverse=True))
     return dict(sorted(runs.items()))
 
 

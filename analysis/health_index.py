@@ -88,16 +88,18 @@ def run_health(report: RunReport) -> RunHealth:
 # ---- what a verdict was judged from, as `verdict_cache` records it ------------------------------------------
 
 
-def _files_hold(directory: Path, records: list[dict]) -> bool:
-    """The run's event files are exactly the files, and the bytes, that `records` (a verdict's `files`) describe:
-    `verdict_cache._files_unchanged` for a local run."""
+def _files_hold(directory: str, records: list[dict], configs: dict) -> bool:
+    """The run's event files are exactly the files, and the bytes, that `records` (a verdict's `files`) describe
+    (`verdict_cache._files_unchanged` for a local run), and its config files are those `configs` describes
+    (`run_config.config_file_stats`): one listing of `directory` answers which of them are there."""
+    listed: set[str] = set()
     try:
-        if LOCAL.list_files(directory) != [r["name"] for r in records]:
+        if LOCAL.list_files(directory, listed) != [r["name"] for r in records]:
             return False
     except OSError:
         return False
     for r in records:
-        path = directory / r["name"]
+        path = os.path.join(directory, r["name"])
         try:
             now = os.stat(path)
         except OSError:
@@ -112,7 +114,7 @@ def _files_hold(directory: Path, records: list[dict]) -> bool:
             return False
         if head_hash(path, r["head_bytes"]) != r["head"]:
             return False
-    return True
+    return config_file_stats(Run(name="", path=Path(directory)), listed) == configs
 
 
 # ---- the index file ------------------------------------------------------------------------------------------
@@ -155,11 +157,7 @@ def read(logdir: Path, config: Config | None, now: float | None) -> Index | None
         if list(found) != [r["name"] for r in runs]:
             return None  # a run appeared, vanished or was renamed
         for r in runs:
-            directory = found[r["name"]]
-            if (
-                not _files_hold(directory, r["files"])
-                or config_file_stats(Run(name="", path=directory)) != r["configs"]
-            ):
+            if not _files_hold(os.fspath(found[r["name"]]), r["files"], r["configs"]):
                 return None
         return Index(
             {r["name"]: _run_health(r["health"]) for r in runs},

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -139,23 +140,35 @@ def config_paths(run: Run) -> dict[str, Path]:
     directory = Path(run.path)
     if directory.is_file():
         directory = directory.parent
-    return {name: directory / name for name in (*CONFIG_FILES, *EXTRA_CONFIG_FILES)}
+    return {name: directory / name for name in _NAMES}
 
 
-def config_file_stats(run: Run) -> dict[str, list | None]:
+def config_file_stats(run: Run, listed: Collection[str] | None = None) -> dict[str, list | None]:
     """What each config file the run's hyperparameters may come from is (`config_paths`): [size, mtime, device,
     inode, content hash], None where absent, a directory or unreadable (nothing is read from it either). A cached
-    verdict, and the health index, hold only while these are unchanged."""
-    out: dict[str, list | None] = {}
-    for name, path in config_paths(run).items():
-        try:
-            st = os.stat(path)
-            with open(path, "rb") as f:
-                digest = hashlib.blake2b(f.read(MAX_CONFIG_BYTES + 1), digest_size=16).hexdigest()
-            out[name] = [st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, digest]
-        except OSError:
-            out[name] = None
-    return out
+    verdict, and the health index, hold only while these are unchanged.
+
+    `listed`: every name in the run's directory (`run.path`), from a listing the caller has just taken: a config
+    file not among them is absent without a stat of its own (the health index checks every run of a logdir before
+    the app's first frame: ~5 stats a run otherwise, nearly all of files that are not there)."""
+    if listed is not None:
+        directory = os.fspath(run.path or "")
+        return {name: _config_file_stat(os.path.join(directory, name)) if name in listed else None for name in _NAMES}
+    return {name: _config_file_stat(path) for name, path in config_paths(run).items()}
+
+
+#: Every config file name `config_paths` looks for, in its order.
+_NAMES = (*CONFIG_FILES, *EXTRA_CONFIG_FILES)
+
+
+def _config_file_stat(path: str | Path) -> list | None:
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            digest = hashlib.blake2b(f.read(MAX_CONFIG_BYTES + 1), digest_size=16).hexdigest()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, digest]
 
 
 def run_hparams(run: Run) -> tuple[dict[str, Any], tuple[str, ...]]:

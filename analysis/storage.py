@@ -110,10 +110,14 @@ class LocalStorage:
         them (`run_config.run_hparams`), so they are as fresh as the disk."""
         return {}
 
-    def list_files(self, directory) -> list[str]:
-        """Names of the event files directly in `directory`, sorted; OSError when it cannot be listed."""
+    def list_files(self, directory, names: set[str] | None = None) -> list[str]:
+        """Names of the event files directly in `directory`, sorted; OSError when it cannot be listed. `names`, when
+        given, gets every name in `directory` from the same listing (the config files beside the events)."""
         with os.scandir(directory) as it:
-            return sorted(e.name for e in it if is_event_file(e.name) and _is_file(e))
+            entries = list(it)
+        if names is not None:
+            names.update(e.name for e in entries)
+        return sorted(e.name for e in entries if is_event_file(e.name) and _is_file(e))
 
     def is_file(self, path) -> bool:
         return Path(path).is_file()

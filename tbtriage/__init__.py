@@ -16,6 +16,8 @@ from __future__ import annotations
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
+from tbtriage._version import __version__
+
 if TYPE_CHECKING:  # pragma: no cover
     from tbtriage.analysis.engine import Report
     from tbtriage.analysis.logdir import Logdir
@@ -34,15 +36,6 @@ def diagnose(logdir: str | PathLike[str] | Logdir, **kwargs: Any) -> Report:
     from tbtriage.analysis.engine import diagnose as _diagnose
 
     return _diagnose(logdir, **kwargs)
-
-
-def __getattr__(name: str) -> str:
-    """`tbtriage.__version__`, from `tbtriage.analysis` on first use (reading package metadata is not free)."""
-    if name != "__version__":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from tbtriage import analysis
-
-    return str(analysis.__version__)
 
 
 __all__ = ["load", "diagnose", "__version__"]

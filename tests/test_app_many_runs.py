@@ -74,6 +74,7 @@ def test_a_batch_of_verdicts_rebuilds_its_rows_only_sorts_once_and_keeps_the_cur
 def test_full_collections_wait_while_the_runs_load_and_resume_once_the_load_is_done(tmp_path):
     import gc
 
+    from tbtriage.tui import GC_THRESHOLDS
     from tbtriage.tui.app import FULL_COLLECTIONS_WHILE_LOADING
     from tests.test_app_live import GatedAnalyzer
 
@@ -81,7 +82,7 @@ def test_full_collections_wait_while_the_runs_load_and_resume_once_the_load_is_d
         write_run(tmp_path, f"run{i}", {"train/loss": decaying_loss(20, seed=i)})
     analyzer = GatedAnalyzer()
     app = make_app(tmp_path, follow=False, clock=fixed_clock, analyzer=analyzer)
-    before = gc.get_threshold()
+    before = GC_THRESHOLDS  # young collections are held until the first frame (test_first_screen), then as before
 
     async def scenario(app, pilot):
         await until(pilot, lambda: app.logdir is not None, timeout=10)  # read, not judged yet

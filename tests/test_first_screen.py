@@ -1,6 +1,6 @@
 """The way from the shell to the first screen imports only what that screen draws: a warm reopen's first frame shows
 every run's health from the health index, with neither numpy, the chart (plotext), the reader and its protobufs, the
-column cache nor the engine imported; the chart is mounted in its placeholder's place just after, and the placeholder
+column cache, the engine, the Diagnosis pane's Markdown, the local model nor the package metadata's reader imported; the chart is mounted in its placeholder's place just after, and the placeholder
 looks exactly like the empty chart it stands for."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 
 from tbtriage.analysis import health_index
+from tbtriage.tui import START_YOUNG_OBJECTS
 from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
 from tbtriage.tui.widgets.tag_chart import TagChart
 from tests._app_data import drive
@@ -35,16 +36,31 @@ OFF_THE_FIRST_SCREEN = (
     "tbtriage.analysis.engine",
     "tbtriage.analysis.smoothing",
     "tbtriage.analysis.downsample",
+    # Tag roles and the run filter's parser: first asked for once a run is under the cursor or a filter is typed.
+    "tbtriage.analysis.roles",
+    "tbtriage.analysis.run_filter",
     "tbtriage.tui.chart_data",
     "tbtriage.tui.widgets.tag_chart",
     "tbtriage.tui.widgets.chart_canvas",
+    # The Diagnosis pane's Markdown (its parser and highlighter) and the local model: mounted after the first frame.
+    "markdown_it",
+    "pygments",
+    "textual.widgets._markdown",
+    "tbtriage.analysis.render_markdown",
+    "tbtriage.analysis.llm",
+    "tbtriage.tui.widgets.llm_explanation",
+    # tbtriage's version is an attribute (tbtriage/_version.py) and numpy's is read from its version.py: the package
+    # metadata's reader, and its search of every installed distribution, are not on the way to the first frame.
+    "importlib.metadata",
 )
 
 #: Opens the app on argv[1] at the fixed clock argv[2] and prints, at its first frame: whether every run shows its
-#: health, which of argv[3:] are imported by then, and whether the chart has taken its placeholder's place yet.
+#: health, which of argv[3:] are imported by then, whether the chart has taken its placeholder's place yet, and the
+#: garbage collector's young threshold then and after (held while the app starts).
 _FIRST_FRAME = """
-import asyncio, json, sys
+import asyncio, gc, json, sys
 
+young_before = gc.get_threshold()[0]
 from tbtriage.tui.app import make_app
 
 async def main():
@@ -63,12 +79,14 @@ async def main():
         out["rows"] = len(rows)
         out["imported"] = [name for name in sys.argv[3:] if name in sys.modules]
         out["chart_mounted"] = app.main_screen.chart is not None
+        out["young"] = [young_before, gc.get_threshold()[0]]
 
     app._display = displayed
     async with app.run_test(size=(160, 48)) as pilot:
         await seen.wait()
         await pilot.pause(0.2)
         out["chart_mounted_after"] = app.main_screen.chart is not None
+        out["young"].append(gc.get_threshold()[0])
         await pilot.press("q")
     print(json.dumps(out))
 
@@ -91,6 +109,9 @@ def test_a_warm_reopen_draws_every_runs_health_before_importing_numpy_the_chart_
     assert first["rows"] == 3 and first["health"]  # the warm path: health in the very first frame
     assert first["imported"] == []
     assert not first["chart_mounted"] and first["chart_mounted_after"]  # mounted just after that frame
+    # Young collections: as the process had them, held from the app package's import to the first frame, then back.
+    before, at_first_frame, after = first["young"]
+    assert at_first_frame == START_YOUNG_OBJECTS != before and after == before
 
 
 class _Both(App):

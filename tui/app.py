@@ -36,6 +36,7 @@ from tbtriage.analysis.findings import finding_key
 from tbtriage.analysis.health_index import RunHealth
 from tbtriage.analysis.storage import is_url
 from tbtriage.themes import DEFAULT_THEME, NO_COLOR_THEME, STYLESHEET, THEME_ORDER, load_themes
+from tbtriage.tui import hold_young_collections, release_young_collections, young_collections_held
 from tbtriage.tui.bindings import PALETTE_ID, PALETTE_KEY, bindings, key_caption, keymap_from_config, works_on
 from tbtriage.tui.chart_options import ChartOptions, SeriesRequest
 from tbtriage.tui.commands import TriageCommands
@@ -100,8 +101,11 @@ def keep_out_of_gc() -> None:
     """Move what the process holds now (the runs read, the verdicts so far) out of the cyclic garbage collector's
     sight (`gc.freeze`), after collecting the young garbage: they live as long as the app. While thousands of runs
     load, every full collection walked all of them with every thread stopped: 100-165 ms each on 2,000 runs, the
-    longest waits for a key. Frozen objects that are not in a cycle are still freed when no longer referenced."""
-    gc.collect(1)
+    longest waits for a key. Frozen objects that are not in a cycle are still freed when no longer referenced.
+    Before the first frame (young collections held: `tbtriage.tui`) nothing is collected first: everything start-up
+    made is young then, and walking it would cost what holding the collections saved."""
+    if not young_collections_held():
+        gc.collect(1)
     gc.freeze()
 
 
@@ -114,17 +118,19 @@ FULL_COLLECTIONS_WHILE_LOADING = 1_000_000
 
 
 class FullCollectionsHeld:
-    """Holds off automatic full collections (`FULL_COLLECTIONS_WHILE_LOADING`) until `release`."""
+    """Holds off automatic full collections (`FULL_COLLECTIONS_WHILE_LOADING`) until `release` (the young ones are
+    left as they are: held until the first frame)."""
 
     def __init__(self) -> None:
-        self.thresholds = gc.get_threshold()
-        gc.set_threshold(self.thresholds[0], self.thresholds[1], FULL_COLLECTIONS_WHILE_LOADING)
+        young, middle, self.full = gc.get_threshold()
+        gc.set_threshold(young, middle, FULL_COLLECTIONS_WHILE_LOADING)
         self.held = True
 
     def release(self) -> None:
         if self.held:
             self.held = False
-            gc.set_threshold(*self.thresholds)
+            young, middle, _ = gc.get_threshold()
+            gc.set_threshold(young, middle, self.full)
 
 
 def _while_shown(handler):
@@ -172,6 +178,7 @@ class TriageApp(App[int]):
         analyzer: RunAnalyzer | None,
         spill: Spill | None = None,
     ) -> None:
+        hold_young_collections()  # until the first frame (`_first_frame_drawn`), as since `tbtriage.tui` was imported
         self.keymap, self.unknown_keys = keymap_from_config(config.keys)
         # Read by App.__init__ when it binds the palette, so a remap must be in place first.
         self.COMMAND_PALETTE_BINDING = self.keymap.get(PALETTE_ID, PALETTE_KEY)  # type: ignore[misc]  # per app, by design
@@ -248,12 +255,18 @@ class TriageApp(App[int]):
         self.push_screen(self.main_screen)
         # The worker starts at once: it posts a warm reopen's health (its index read since the app was made) for the
         # first frames; anything heavier waits for the first frame (`_first_frame`): reading would hold the GIL.
-        self.call_after_refresh(self._first_frame.set)
+        self.call_after_refresh(self._first_frame_drawn)
         self.full_collections = FullCollectionsHeld()  # until the load worker is done (`on_worker_state_changed`)
         self.load_logdir()
         self.set_interval(self.follow_seconds, self._follow_tick)
 
+    def _first_frame_drawn(self) -> None:
+        keep_out_of_gc()  # what start-up made, uncollected (young collections were held)
+        release_young_collections()
+        self._first_frame.set()
+
     def on_unmount(self) -> None:
+        release_young_collections()  # in case the app ends before its first frame
         if self.full_collections is not None:
             self.full_collections.release()
         if self.spill is not None:

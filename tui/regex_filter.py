@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from tbtriage.analysis.run_filter import FilterError, RunScalars, apply_filter, parse_filter
+if TYPE_CHECKING:
+    from tbtriage.analysis.run_filter import RunScalars
 
 T = TypeVar("T")
 
@@ -34,6 +35,9 @@ def value_filter(
     (then every run stays, as with a half-typed regex), and whether the runs come ranked (`top N by`)."""
     if not text.strip():
         return items, None, False
+    # Imported when a filter is first typed: its parser (and the roles it reads) are not on the way to the first frame.
+    from tbtriage.analysis.run_filter import FilterError, RunScalars, apply_filter, parse_filter
+
     try:
         flt = parse_filter(text)
         by_name = {name(item): item for item in items}

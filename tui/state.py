@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tbtriage.analysis.config import Config
 from tbtriage.analysis.datamodel import Finding, PrimaryTags, Run, RunReport
 from tbtriage.analysis.health_index import RunHealth
-from tbtriage.analysis.roles import assign_roles, primary_tags
-from tbtriage.analysis.run_filter import RunScalars
 from tbtriage.tui.chart_options import ChartOptions, SeriesRequest
 from tbtriage.tui.regex_filter import value_filter
 from tbtriage.tui.run_rows import SORTS, RunRow, place_rows, run_row, sort_rows, verdict_cells
@@ -106,6 +104,8 @@ class RunStore:
         report = self.reports.get(name)
         if report is not None:
             return report.roles
+        from tbtriage.analysis.roles import assign_roles  # a run's tags: not on the way to the first frame
+
         run = self.runs[name]
         return {tag: role for tag, (role, _) in assign_roles(list(run.scalars), self.config, run_name=name).items()}
 
@@ -208,6 +208,9 @@ class RunStore:
 
     def scalars_of(self, name: str) -> RunScalars:
         """What a value filter reads of run `name`: its analysis, or until then what has been read so far."""
+        from tbtriage.analysis.roles import assign_roles
+        from tbtriage.analysis.run_filter import RunScalars
+
         report = self.reports.get(name)
         if report is not None:
             return RunScalars.of(report)
@@ -242,6 +245,8 @@ class RunStore:
         report = self.reports.get(name)
         if report is not None:
             return report.primary_tags
+        from tbtriage.analysis.roles import assign_roles, primary_tags
+
         scalars = dict(self.runs[name].scalars)
         roles = assign_roles(list(scalars), self.config, run_name=name)
         return primary_tags(roles, {tag: len(series) for tag, series in scalars.items()}, run_name=name)
@@ -357,6 +362,8 @@ class TriageHost(Protocol):
 
 if TYPE_CHECKING:
     from textual.app import App
+
+    from tbtriage.analysis.run_filter import RunScalars
 
     class HostApp(App[Any], TriageHost):
         """How the screens, panes and palette type `self.app`: a Textual app (it can be watched) that is a
