@@ -285,6 +285,17 @@ def _log_positive(values: np.ndarray) -> bool:
     return bool(values.size) and bool(np.all(values > 0))
 
 
+def _running_median(values: np.ndarray, width: int) -> np.ndarray:
+    """`running_median(values, width)` for an odd `width`; a monotone stretch (an lr schedule, an evaluated loss
+    that only falls) is its own running median: each window, edge-padded, holds its centre value in the middle of
+    its order (+ 0.0, as `running_median` adds, so a median of zeros is +0.0)."""
+    if width % 2 and values.size >= 2:
+        steps = np.diff(values)
+        if steps.min() >= 0 or steps.max() <= 0:  # no NaN here: a NaN step fails both tests
+            return values + 0.0
+    return running_median(values, width)
+
+
 def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int) -> int | None:
     """First step in (onset - window, onset] where the series leaves the range it held before that window.
 
@@ -306,9 +317,9 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
     if width > 1 and read.size >= width:
         readable = np.isfinite(read)
         if readable.all():
-            read = running_median(read, width)
+            read = _running_median(read, width)
         else:
-            smooth = running_median(np.where(readable, read, np.inf), width)
+            smooth = _running_median(np.where(readable, read, np.inf), width)
             read = np.where(readable, smooth, read)  # a non-finite point stays a departure
     base = read[before]
     centre = median(base)

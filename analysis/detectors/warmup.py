@@ -87,6 +87,9 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     positive = bool(values.min() > 0)
     judged = np.log(values) if positive else values
     s, v = steps[:early], judged[:early]
+    scale = data.features[tag].extra["scale"]
+    if _no_early_rise(v, positive, scale):  # the same verdict as the test below, without the running median
+        return None
     smooth = running_median(v, SMOOTH_POINTS)
     best_so_far = np.minimum.accumulate(smooth)
     rise = smooth - best_so_far
@@ -97,7 +100,7 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     if positive:
         needed = np.log1p(needed_rel)
     else:
-        needed = needed_rel * np.maximum(np.abs(best_so_far), 0.5 * data.features[tag].extra["scale"])
+        needed = needed_rel * np.maximum(np.abs(best_so_far), 0.5 * scale)
     bad = rise >= needed
     if not bad.any():  # before the noise, the costlier test: the same verdict
         return None
@@ -121,6 +124,27 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
         "peak": float(back(smooth[peak])),
         "peak_step": int(s[peak]),
     }
+
+
+def _no_early_rise(v: np.ndarray, positive: bool, scale: float) -> bool:
+    """Whether no point of the early stretch `v` can pass `_early_loss_rise`'s first test (its running median
+    RISE_REL above the best running median so far, or more), told from bounds alone: each running median of
+    SMOOTH_POINTS lies between the lowest and the highest value of its window (the ends padded with the edge
+    values), so its rise is at most its window's highest value less the lowest value up to its window's end; and
+    the bar is at least its smallest form (RISE_REL, in log units for a positive loss, else of half the scale).
+    Rounding keeps both bounds: a difference of larger and smaller numbers is rounded no lower, nor higher."""
+    if v.size < SMOOTH_POINTS:
+        return False
+    half = SMOOTH_POINTS // 2
+    padded = np.concatenate((np.full(half, v[0]), v, np.full(half, v[-1])))
+    highest = padded[: v.size].copy()
+    for shift in range(1, SMOOTH_POINTS):
+        np.maximum(highest, padded[shift : shift + v.size], out=highest)
+    # The lowest value up to the end of each window: the lowest so far, `half` points ahead (the last ones: all).
+    lowest = np.minimum.accumulate(v)
+    lowest = np.concatenate((lowest[half:], np.full(half, lowest[-1])))
+    bar = np.log1p(RISE_REL) if positive else RISE_REL * (0.5 * scale)
+    return bool(np.all(highest - lowest < bar))
 
 
 def _no_warmup(data: RunData, end_step: float) -> bool:
