@@ -128,23 +128,22 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
 
 def _no_early_rise(v: np.ndarray, positive: bool, scale: float) -> bool:
     """Whether no point of the early stretch `v` can pass `_early_loss_rise`'s first test (its running median
-    RISE_REL above the best running median so far, or more), told from bounds alone: each running median of
-    SMOOTH_POINTS lies between the lowest and the highest value of its window (the ends padded with the edge
-    values), so its rise is at most its window's highest value less the lowest value up to its window's end; and
-    the bar is at least its smallest form (RISE_REL, in log units for a positive loss, else of half the scale).
-    Rounding keeps both bounds: a difference of larger and smaller numbers is rounded no lower, nor higher."""
-    if v.size < SMOOTH_POINTS:
-        return False
+    RISE_REL above the best running median so far, or more), told from bounds alone: the running median of
+    SMOOTH_POINTS at point i (the ends padded with the edge values) is at most the highest value from i - 2 on,
+    and every running median up to i is at least the lowest value up to i + 2, so the rise at i is at most their
+    difference; the bar is at least its smallest form (RISE_REL, in log units for a positive loss, else of half
+    the scale). Rounding keeps the bound: a difference of a larger and a smaller number is rounded no lower."""
     half = SMOOTH_POINTS // 2
-    padded = np.concatenate((np.full(half, v[0]), v, np.full(half, v[-1])))
-    highest = padded[: v.size].copy()
-    for shift in range(1, SMOOTH_POINTS):
-        np.maximum(highest, padded[shift : shift + v.size], out=highest)
-    # The lowest value up to the end of each window: the lowest so far, `half` points ahead (the last ones: all).
-    lowest = np.minimum.accumulate(v)
-    lowest = np.concatenate((lowest[half:], np.full(half, lowest[-1])))
+    if v.size <= 2 * half:
+        return False
+    highest_from = np.maximum.accumulate(v[::-1])[::-1]
+    lowest_to = np.minimum.accumulate(v)
+    # Point i's bound is highest_from[max(i - 2, 0)] - lowest_to[min(i + 2, n - 1)]: those of the first and last
+    # two points are at most those of the third and third-last, so the points from the third to the third-last
+    # cover them all.
+    bound = highest_from[: v.size - 2 * half] - lowest_to[2 * half :]
     bar = np.log1p(RISE_REL) if positive else RISE_REL * (0.5 * scale)
-    return bool(np.all(highest - lowest < bar))
+    return bool(np.all(bound < bar))
 
 
 def _no_warmup(data: RunData, end_step: float) -> bool:
