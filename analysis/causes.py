@@ -289,7 +289,7 @@ def _running_median(values: np.ndarray, width: int) -> np.ndarray:
     """`running_median(values, width)` for an odd `width`; a monotone stretch (an lr schedule, an evaluated loss
     that only falls) is its own running median: each window, edge-padded, holds its centre value in the middle of
     its order (+ 0.0, as `running_median` adds, so a median of zeros is +0.0)."""
-    if width % 2 and values.size >= 2:
+    if width > 1 and width % 2 and values.size >= 2:  # (a width of 1 is a copy, without the + 0.0)
         steps = np.diff(values)
         if steps.min() >= 0 or steps.max() <= 0:  # no NaN here: a NaN step fails both tests
             return values + 0.0

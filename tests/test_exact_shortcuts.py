@@ -1,0 +1,285 @@
+"""The per-run analysis's shortcuts give the long way's answer: every bound that skips a running median or a MAD,
+every number read back from the features instead of measured again, on the labelled scenarios, random healthy
+runs and hand-made edge cases (ties, signed zeros, constants, infinities, the fewest points)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tbtriage.analysis import causes
+from tbtriage.analysis.datamodel import Series
+from tbtriage.analysis.detectors import base, divergence, learning, warmup
+from tbtriage.analysis.engine import analyze_run, logdir_context, run_data
+from tbtriage.analysis.features import finite_view
+from tbtriage.analysis.run_config import MAX_CONFIG_BYTES, read_config_file
+from tbtriage.analysis.smoothing import mad_sigma, median, running_median
+from tests._engine_data import SCENARIOS, RunSpec, random_healthy, runs_in_memory, to_run
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal value for value, NaN for NaN, and the same sign of every zero."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(
+        np.all((a == b) | (np.isnan(a) & np.isnan(b))) and np.array_equal(np.signbit(a), np.signbit(b))
+    )
+
+
+def _awkward(rng: np.random.Generator, n: int, case: int) -> np.ndarray:
+    """Values of the shapes the shortcuts must survive: noise, falls, steps, ties, zeros of both signs."""
+    shape = case % 8
+    t = np.linspace(0, 1, n)
+    if shape == 0:
+        return rng.normal(size=n)
+    if shape == 1:
+        return 2.0 + 3.0 * np.exp(-6 * t) * np.exp(rng.normal(0, 0.05, n))
+    if shape == 2:
+        return np.round(rng.normal(size=n), 1)  # many ties
+    if shape == 3:
+        return np.where(rng.random(n) < 0.5, 0.0, -0.0)
+    if shape == 4:
+        return np.full(n, 1.5)
+    if shape == 5:
+        return np.cumsum(rng.normal(size=n))  # a random walk: rises and falls
+    if shape == 6:
+        return np.where(t < 0.5, 1.0, 4.0) + rng.normal(0, 0.01, n)  # a jump up
+    return np.sort(rng.normal(size=n))[:: 1 if case % 16 < 8 else -1]  # monotone
+
+
+# ---- the whole engine, with and without the shortcuts ------------------------------------------------------
+
+
+def _long_finite(self, tag):
+    view = self._finite.get(tag)
+    if view is None:
+        view = self._finite[tag] = finite_view(self.run.scalars[tag])
+    return view
+
+
+def _long_edge_levels(feats, direction, values, tail_count):
+    worse_up = values * (-direction)
+    return median(worse_up[: max(3, int(np.ceil(divergence.EDGE_FRAC * values.size)))]), median(worse_up[-tail_count:])
+
+
+def _long_way(monkeypatch):
+    """Every shortcut off: each question answered the way it was before the shortcut."""
+    monkeypatch.setattr(base.RunData, "finite", _long_finite)
+    monkeypatch.setattr(divergence, "_edge_levels", _long_edge_levels)
+    monkeypatch.setattr(divergence, "_no_rise", lambda *a: False)
+    monkeypatch.setattr(warmup, "_no_early_rise", lambda *a: False)
+    monkeypatch.setattr(causes, "_running_median", running_median)
+    monkeypatch.setattr(learning.Pace, "surely_levelled_off", lambda self: False)
+
+
+def _verdicts(runs):
+    context = logdir_context(SimpleNamespace(runs=runs))
+    with np.errstate(all="ignore"):
+        return {
+            name: repr((r.findings, r.health))
+            for name, r in ((n, analyze_run(run, None, context)) for n, run in runs.items())
+        }
+
+
+def _edge_runs():
+    """Hand-made runs at the shortcuts' edges: NaN tails, a loss rising from its start, constant and tiny series,
+    a metric that ends at zero, signed zeros, a loss that blows up early, a few points only."""
+    rng = np.random.default_rng(5)
+    steps = np.arange(0, 4000, 10)
+    t = steps / steps[-1]
+    falling = 2.0 + 3.0 * np.exp(-6 * t) * np.exp(rng.normal(0, 0.03, t.size))
+    out = {}
+    out["nan_tail"] = {"train/loss": (steps, np.where(t > 0.8, np.nan, falling))}
+    out["rising"] = {"train/loss": (steps, 1.0 + 4 * t + rng.normal(0, 0.01, t.size))}
+    out["early_bump"] = {"train/loss": (steps, falling * np.where((t > 0.02) & (t < 0.05), 2.5, 1.0))}
+    out["constant"] = {"train/loss": (steps, np.full(t.size, 1.386)), "eval/accuracy": (steps[::40], np.full(10, 0.25))}
+    out["zeros"] = {"train/loss": (steps, np.where(rng.random(t.size) < 0.5, 0.0, -0.0)), "eval/acc": (steps, -falling)}
+    out["metric_to_zero"] = {"train/loss": (steps, falling), "eval/accuracy": (steps, np.maximum(0.9 - 2 * t, 0.0))}
+    out["blowup"] = {"train/loss": (steps, np.where(t > 0.6, falling * (1 + 20 * (t - 0.6)), falling))}
+    out["few"] = {"train/loss": (steps[:9], falling[:9]), "lr": (steps[:9], np.full(9, 1e-3))}
+    out["monotone_lr_nan"] = {
+        "train/loss": (steps, np.where(t > 0.7, np.inf, falling)),
+        "train/lr": (steps, 1e-3 * (1 - t)),
+        "eval/loss": (steps[::20], falling[::20] * 1.1),
+    }
+    out["negative_loss"] = {"train/loss": (steps, -falling), "train/lr": (steps, np.full(t.size, 3e-4))}
+    return {name: to_run(name, RunSpec(tags)) for name, tags in out.items()}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_every_scenario_gets_the_same_verdicts_with_and_without_the_shortcuts(scenario, monkeypatch):
+    for seed in (0, 1):
+        runs = runs_in_memory(scenario, seed)
+        fast = _verdicts(runs)
+        with monkeypatch.context() as m:
+            _long_way(m)
+            assert _verdicts(runs_in_memory(scenario, seed)) == fast, (scenario.name, seed)
+
+
+def test_random_healthy_runs_and_edge_cases_get_the_same_verdicts_with_and_without_the_shortcuts(monkeypatch):
+    runs = {f"healthy_{seed}": to_run(f"healthy_{seed}", random_healthy(seed)[0]["."]) for seed in range(12)}
+    runs.update(_edge_runs())
+    fast = _verdicts(runs)
+    with monkeypatch.context() as m:
+        _long_way(m)
+        slow = _verdicts(runs)
+    assert slow == fast
+
+
+# ---- each shortcut against the long way -------------------------------------------------------------------------
+
+
+def test_a_finite_view_from_the_features_is_the_series_own_finite_points():
+    rng = np.random.default_rng(1)
+    steps = np.arange(50, dtype=np.int64)
+    for values in (rng.normal(size=50), np.where(rng.random(50) < 0.2, np.nan, 1.0), np.full(50, np.inf)):
+        run = to_run("r", RunSpec({"train/loss": (steps, values)}))
+        data = run_data(run)
+        got, expected = data.finite("train/loss"), finite_view(run.scalars["train/loss"])
+        assert _same(got[0], expected[0]) and _same(got[1], expected[1])
+    # A series whose features do not describe it (another length) is read the long way.
+    data = run_data(to_run("r", RunSpec({"train/loss": (steps, np.ones(50))})))
+    data.run.scalars["train/loss"] = Series(steps[:10], np.zeros(10), np.r_[np.nan, np.ones(9)])
+    assert data.finite("train/loss")[1].size == 9
+
+
+@pytest.mark.parametrize("direction", [-1, 1])
+def test_edge_levels_from_the_features_are_the_turned_curves_medians(direction):
+    rng = np.random.default_rng(2)
+    for case in range(120):
+        n = int(rng.choice([3, 4, 5, 8, 59, 60, 61, 400, 1025]))
+        values = _awkward(rng, n, case).astype(np.float32).astype(np.float64)
+        run = to_run("r", RunSpec({"train/loss": (np.arange(n, dtype=np.int64), values)}))
+        data = run_data(run)
+        feats, (_, finite) = data.features["train/loss"], data.finite("train/loss")
+        tail_count = max(3, int(np.ceil(divergence.SUSTAIN_FRAC * n)), int(np.ceil(divergence.EDGE_FRAC * n)))
+        got = divergence._edge_levels(feats, direction, finite, tail_count)
+        expected = _long_edge_levels(feats, direction, finite, tail_count)
+        assert _same(np.array(got), np.array(expected)), (case, n)
+
+
+def _long_rise_passes(start: float, end: float, medians: np.ndarray, scale: float) -> bool:
+    smooth = running_median(medians, 5) if medians.size >= 5 else medians
+    best = float(smooth[int(np.argmin(smooth))])
+    rise, progress = end - best, start - best
+    needed = (
+        divergence.BLOWUP_FRACTION * progress
+        if progress > divergence.NO_PROGRESS * scale
+        else divergence.BLOWUP_SCALE_FRACTION * scale
+    )
+    return rise <= needed
+
+
+def test_no_rise_is_said_only_where_the_running_median_agrees():
+    rng = np.random.default_rng(3)
+    said = 0
+    for case in range(3000):
+        n = int(rng.choice([2, 4, 5, 6, 30, 1024]))
+        medians = _awkward(rng, n, case) * float(rng.choice([1e-6, 1.0, 1e6]))
+        start = float(medians[0] + rng.normal(0, 2))
+        end = float(medians[-1] + rng.normal(0, 0.3))
+        scale = float(abs(rng.normal())) + 1e-12
+        if case % 5 == 0:  # at the bound's edge: the end exactly half the scale above the lowest level
+            end = float(medians.min()) + divergence.BLOWUP_SCALE_FRACTION * scale
+        if divergence._no_rise(start, end, float(medians.min()), scale):
+            said += 1
+            assert _long_rise_passes(start, end, medians, scale), case
+    assert said > 300  # the bound decides often, or this test proves nothing
+
+
+def _long_early_rise_any(v: np.ndarray, positive: bool, scale: float) -> bool:
+    """Whether any point passes `_early_loss_rise`'s first test for any of its bars (the lowest bar: RISE_REL)."""
+    smooth = running_median(v, warmup.SMOOTH_POINTS)
+    rise = smooth - np.minimum.accumulate(smooth)
+    bar = (
+        np.log1p(warmup.RISE_REL)
+        if positive
+        else warmup.RISE_REL * np.maximum(np.abs(np.minimum.accumulate(smooth)), 0.5 * scale)
+    )
+    return bool(np.any(rise >= bar))
+
+
+def test_no_early_rise_is_said_only_where_no_running_median_rises_enough():
+    rng = np.random.default_rng(4)
+    said = 0
+    for case in range(3000):
+        n = int(rng.choice([4, 5, 6, 10, 37, 360]))
+        v = _awkward(rng, n, case) * float(rng.choice([0.01, 0.1, 1.0]))
+        positive = bool(case % 2)
+        scale = float(abs(rng.normal())) + 1e-9
+        if warmup._no_early_rise(v, positive, scale):
+            said += 1
+            assert not _long_early_rise_any(v, positive, scale), case
+    assert said > 300
+
+
+def test_a_monotone_stretch_is_its_own_running_median():
+    rng = np.random.default_rng(6)
+    for case in range(600):
+        n = int(rng.choice([1, 2, 3, 5, 9, 100, 901]))
+        values = _awkward(rng, n, case)
+        if case % 7 == 0:
+            values = np.r_[values, np.inf]  # a last point that overflowed
+        if case % 11 == 0:
+            values = np.r_[np.nan, values]
+        for width in (1, 3, 5, 9):
+            assert _same(causes._running_median(values, width), running_median(values, width)), (case, width)
+
+
+def _old_slope(x, y, mask):
+    """`slope` as it was written before its line and its standard error were taken apart."""
+    x, y = x[mask].astype(np.float64, copy=False), y[mask]
+    if x.size < 3:
+        return 0.0, float("inf")
+    x = x - x.mean()
+    denominator = float((x * x).sum())
+    if denominator <= 0:
+        return 0.0, float("inf")
+    centred = y - y.mean()
+    rate = float((x * centred).sum()) / denominator
+    residual = centred - rate * x
+    return rate, mad_sigma(residual) / np.sqrt(denominator)
+
+
+def test_slopes_and_their_error_bounds():
+    rng = np.random.default_rng(7)
+    for case in range(1500):
+        n = int(rng.choice([2, 3, 4, 5, 8, 250]))
+        x = np.sort([rng.normal(size=n) * 100, np.arange(n, dtype=np.float64), np.full(n, 3.0)][case % 3])
+        y = _awkward(rng, n, case) + (rng.standard_t(1, n) if case % 4 == 0 else 0.0)  # heavy tails too
+        assert _old_slope(x, y, slice(None)) == learning.slope(x, y, slice(None)), case
+        _, residual, denominator = learning._line(x, y, slice(None))
+        error = learning._standard_error(residual, denominator)
+        assert learning._error_bound(residual, denominator) >= error, case
+
+
+def test_a_curve_surely_levelled_off_is_levelled_off():
+    rng = np.random.default_rng(8)
+    said = 0
+    for case in range(800):
+        n = int(rng.choice([20, 21, 40, 1000]))
+        steps = np.sort(rng.choice(10 * n, n, replace=False)).astype(np.float64)
+        t = (steps - steps[0]) / (steps[-1] - steps[0])
+        speed = float(rng.choice([0.3, 1, 3, 10]))
+        medians = 1 + np.exp(-speed * t) + rng.normal(0, float(rng.choice([1e-4, 0.01, 0.1])), n)
+        lines = learning.pace_lines(steps, medians)
+        assert lines is not None and lines.measured() == learning.pace(steps, medians)
+        if lines.surely_levelled_off():
+            said += 1
+            assert learning.levelled_off(lines.measured()), case
+    assert said > 100
+
+
+def test_a_config_file_is_read_only_when_it_is_a_small_regular_file(tmp_path):
+    (tmp_path / "config.json").mkdir()
+    assert read_config_file(tmp_path / "config.json") == {}
+    assert read_config_file(tmp_path / "absent.json") == {}
+    big = tmp_path / "args.json"
+    big.write_text('{"lr": 1}' + " " * MAX_CONFIG_BYTES)
+    assert read_config_file(big) == {}
+    small = tmp_path / "hparams.yaml"
+    small.write_text("lr: 0.001\noptimizer: adam\n")
+    assert read_config_file(small) == {"lr": 0.001, "optimizer": "adam"}
+    assert math.isclose(read_config_file(small)["lr"], 1e-3)
