@@ -247,13 +247,9 @@ def lr_facts(data: RunData, onset: int) -> LrFacts | None:
     positive = np.flatnonzero(v > LR_ZERO)
     first_i = int(positive[0]) if positive.size else 0
     peak_i = int(np.argmax(v))
-    diffs = np.diff(v)
-    # Shares as np.mean of the booleans gives them (a count over the size, both exact): without its set-up.
-    rising = np.count_nonzero(diffs >= -1e-12 * np.abs(v[1:])) / diffs.size if diffs.size else 0.0
-    all_diffs = np.diff(values)
-    rising_all = np.count_nonzero(all_diffs >= -1e-12 * np.abs(values[1:])) / all_diffs.size if all_diffs.size else 0.0
+    rising = _rising_share(v)
     seen_after = steps[-1] - onset >= SEEN_AFTER_SHARE * data.span
-    rising_to_end = (rising_all >= MONOTONE_SHARE and values[-1] >= values.max()) if seen_after else None
+    rising_to_end = (_rising_share(values) >= MONOTONE_SHARE and values[-1] >= values.max()) if seen_after else None
     reached = np.flatnonzero(v >= AT_PEAK * v[peak_i])
     warmup_end = int(s[reached[0]]) if reached.size and reached[0] > 0 else None
     jump = None
@@ -277,8 +273,16 @@ def lr_facts(data: RunData, onset: int) -> LrFacts | None:
         rising_share=rising,
         rising_to_end=rising_to_end,
         warmup_end=warmup_end,
-        zero=bool(np.all(values <= LR_ZERO)),
+        # Any lr above LR_ZERO up to the onset is one in the whole run (then not all of it is zero).
+        zero=False if positive.size else bool(np.all(values <= LR_ZERO)),
     )
+
+
+def _rising_share(values: np.ndarray) -> float:
+    """Share of the steps on which `values` did not fall (a count over the size, both exact: np.mean of the
+    booleans without its set-up)."""
+    diffs = np.diff(values)
+    return np.count_nonzero(diffs >= -1e-12 * np.abs(values[1:])) / diffs.size if diffs.size else 0.0
 
 
 def _log_positive(values: np.ndarray) -> bool:
@@ -323,13 +327,17 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
             read = np.where(readable, smooth, read)  # a non-finite point stays a departure
     base = read[before]
     centre = median(base)
-    sigma = 1.4826 * median(np.abs(base - centre))
-    half_width = max(RANGE_SIGMAS * sigma, math.log(RANGE_FACTOR) if log else (RANGE_FACTOR - 1) * abs(centre))
+    floor = math.log(RANGE_FACTOR) if log else (RANGE_FACTOR - 1) * abs(centre)
     inside = steps > onset - window
     if not inside.any():
         return None
     w_steps, read = steps[inside], read[inside]
-    out = ~np.isfinite(read) | (np.abs(read - centre) > half_width)
+    distance = np.abs(read - centre)
+    if distance.max() <= floor:  # finite, and within the range whatever its sigma: the baseline's MAD is not needed
+        return None
+    sigma = 1.4826 * median(np.abs(base - centre))
+    half_width = max(RANGE_SIGMAS * sigma, floor)
+    out = ~np.isfinite(read) | (distance > half_width)
     hit = np.flatnonzero(out)
     return int(w_steps[hit[0]]) if hit.size else None
 

@@ -283,3 +283,69 @@ def test_a_config_file_is_read_only_when_it_is_a_small_regular_file(tmp_path):
     small.write_text("lr: 0.001\noptimizer: adam\n")
     assert read_config_file(small) == {"lr": 0.001, "optimizer": "adam"}
     assert math.isclose(read_config_file(small)["lr"], 1e-3)
+
+
+def _old_left_range_at(steps, values, onset, window):
+    """`causes.left_range_at` as it was written before its shortcuts (the running median of a monotone stretch,
+    the range's floor before the baseline's MAD)."""
+    lo = int(np.searchsorted(steps, onset - window * (1 + causes.BASELINE_WINDOWS), side="right"))
+    hi = int(np.searchsorted(steps, onset, side="right"))
+    steps, values = steps[lo:hi], values[lo:hi]
+    finite = np.isfinite(values)
+    before = (steps <= onset - window) & finite
+    baseline = int(np.count_nonzero(before))
+    if baseline < causes.MIN_BASELINE_POINTS:
+        return None
+    log = bool(values[before].size) and bool(np.all(values[before] > 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        read = np.log(values) if log else values.astype(np.float64)
+    width = max(1, min(causes.SMOOTH_POINTS, baseline // 4)) | 1
+    if width > 1 and read.size >= width:
+        readable = np.isfinite(read)
+        if readable.all():
+            read = running_median(read, width)
+        else:
+            read = np.where(readable, running_median(np.where(readable, read, np.inf), width), read)
+    base = read[before]
+    centre = median(base)
+    sigma = 1.4826 * median(np.abs(base - centre))
+    half_width = max(
+        causes.RANGE_SIGMAS * sigma, math.log(causes.RANGE_FACTOR) if log else (causes.RANGE_FACTOR - 1) * abs(centre)
+    )
+    inside = steps > onset - window
+    if not inside.any():
+        return None
+    out = ~np.isfinite(read[inside]) | (np.abs(read[inside] - centre) > half_width)
+    hit = np.flatnonzero(out)
+    return int(steps[inside][hit[0]]) if hit.size else None
+
+
+def test_left_range_at_is_what_it_was_before_its_shortcuts():
+    rng = np.random.default_rng(9)
+    hits = 0
+    for case in range(1500):
+        n = int(rng.choice([12, 40, 300, 900]))
+        steps = np.cumsum(rng.integers(1, 4, n)).astype(np.int64)
+        values = _awkward(rng, n, case) + float(rng.choice([0.0, 5.0]))
+        if case % 3 == 0:  # a departure: a jump, a drift or an overflow somewhere in the second half
+            at = int(rng.integers(n // 2, n))
+            values[at:] = [values[at:] * 3, values[at:] + np.linspace(0, 2, n - at), np.inf][case % 9 // 3]
+        if case % 13 == 0:
+            values[rng.integers(0, n, 3)] = np.nan
+        onset = int(steps[int(rng.integers(n // 2, n))])
+        window = int(rng.integers(1, max(2, n // 4)))
+        with np.errstate(all="ignore"):
+            expected = _old_left_range_at(steps, values, onset, window)
+            assert causes.left_range_at(steps, values, onset, window) == expected, case
+        hits += expected is not None
+    assert 100 < hits < 1400  # departures found and dismissed both
+
+
+def test_an_lr_is_zero_throughout_only_when_no_point_rises_above_zero():
+    steps = np.arange(0, 2000, 10)
+    for lr in (np.zeros(200), np.r_[np.zeros(150), np.full(50, 1e-3)], np.full(200, 1e-3), np.r_[1e-3, np.zeros(199)]):
+        run = to_run("r", RunSpec({"train/loss": (steps, np.linspace(3, 1, 200)), "train/lr": (steps, lr)}))
+        data = run_data(run)
+        for onset in (0, 500, 1990):
+            facts = causes.lr_facts(data, onset)
+            assert facts is not None and facts.zero == bool(np.all(data.finite("train/lr")[1] <= causes.LR_ZERO))
