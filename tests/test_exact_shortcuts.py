@@ -5,6 +5,7 @@ runs and hand-made edge cases (ties, signed zeros, constants, infinities, the fe
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -349,3 +350,75 @@ def test_an_lr_is_zero_throughout_only_when_no_point_rises_above_zero():
         for onset in (0, 500, 1990):
             facts = causes.lr_facts(data, onset)
             assert facts is not None and facts.zero == bool(np.all(data.finite("train/lr")[1] <= causes.LR_ZERO))
+
+
+def _without_counts(data):
+    """`data` with features that do not say how many non-finite points their series hold: the long way."""
+    features = {
+        t: replace(f, extra={k: v for k, v in f.extra.items() if k != "nonfinite"}) for t, f in data.features.items()
+    }
+    return replace(data, features=features, _finite={})
+
+
+def _lr_runs():
+    rng = np.random.default_rng(10)
+    steps = np.arange(0, 3000, 10)
+    t = steps / steps[-1]
+    loss = 2 + np.exp(-5 * t) + rng.normal(0, 0.01, t.size)
+    for lr in (
+        3e-4 * (1 - t),
+        np.where(t > 0.5, 0.0, 1e-3),
+        np.where((t > 0.3) & (t < 0.6), 0.0, 1e-3),
+        np.where(t > 0.9, np.nan, 1e-3),
+        np.where(t > 0.7, -1e-4, 1e-3),
+        np.zeros(t.size),
+        np.full(t.size, 5e-4),
+        1e-3 * np.r_[np.ones(100), 10 * np.ones(5), np.ones(t.size - 105)],
+    ):
+        yield run_data(to_run("r", RunSpec({"train/loss": (steps, loss), "train/lr": (steps, lr)})))
+
+
+def test_the_lr_detector_gives_the_same_findings_without_the_features_counts():
+    from tbtriage.analysis.detectors import lr
+
+    for data in _lr_runs():
+        assert repr(lr.detect(data)) == repr(lr.detect(_without_counts(data)))
+
+
+def _old_accuracy_best(values):
+    fractions = values / 100.0 if values.max() > 1.0 else values
+    return float(fractions.max())
+
+
+def test_an_accuracys_best_from_the_features_is_its_largest_fraction():
+    rng = np.random.default_rng(11)
+    steps = np.arange(0, 2000, 100)
+    for case in range(200):
+        scale = [1.0, 100.0][case % 2]
+        acc = np.clip(rng.uniform(0.1, 0.6) + rng.normal(0, 0.05, steps.size), 0, 1) * scale
+        if case % 7 == 0:
+            acc[3] = np.nan
+        run = to_run("r", RunSpec({"train/loss": (steps, np.full(steps.size, 1.386)), "eval/accuracy": (steps, acc)}))
+        data = run_data(run)
+        values = data.finite("eval/accuracy")[1]
+        top = float(data.features["eval/accuracy"].best)
+        assert (top / 100.0 if top > 1.0 else top) == _old_accuracy_best(values), case
+        found = learning._accuracy_at_chance(data, data.features["train/loss"])
+        assert found is None or found["accuracy_best"] == _old_accuracy_best(values)
+
+
+def test_roles_remembered_for_a_tag_set_are_each_runs_own():
+    from tbtriage.analysis.roles import assign_roles, pair_train_val, primary_tags
+
+    tags = ["epoch_loss", "epoch_accuracy", "learning_rate"]
+    first = assign_roles(tags, run_name="m/train")
+    first["epoch_loss"] = ("lr", 0)  # a caller's change stays its own
+    assert assign_roles(tags, run_name="m/train")["epoch_loss"] == ("train_loss", -1)
+    assert assign_roles(tags, run_name="m/validation")["epoch_loss"] == ("val_loss", -1)  # the run's phase counts
+    roles = assign_roles(["train/loss", "val/loss", "train/acc", "val/acc", "lr"])
+    points = {"train/loss": 100, "val/loss": 10, "train/acc": 100, "val/acc": 10, "lr": 100}
+    pairs = pair_train_val(roles, points)
+    pairs.append(("x", "y"))
+    assert pair_train_val(roles, points) == [("train/acc", "val/acc"), ("train/loss", "val/loss")]
+    assert primary_tags(roles, points).val_loss == "val/loss"
+    assert primary_tags(roles, points, run_name="a/validation") == primary_tags(roles, points, run_name="b/val")

@@ -151,10 +151,13 @@ def _accuracy_at_chance(data: RunData, loss: SeriesFeatures) -> dict | None:
         values = data.finite(tag)[1]
         if values.size < 3:
             continue
-        fractions = values / 100.0 if values.max() > 1.0 else values
-        best = float(fractions.max())
+        # The features' best is the values' largest (an accuracy: higher is better), and a hundredth of the largest
+        # is the largest hundredth (division by 100 keeps the order): without a pass over the values.
+        top = float(data.features[tag].best)
+        best = top / 100.0 if top > 1.0 else top
         if best > _CHANCE_ACC_MOST:  # above chance for every class count (the bar below falls as K grows)
             continue
+        fractions = values / 100.0 if top > 1.0 else values
         typical = median(fractions)
         if typical * MAX_CLASSES < 0.5:  # below the chance level of any class count anyone trains on
             continue
