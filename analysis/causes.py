@@ -308,11 +308,13 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
     lo = int(np.searchsorted(steps, onset - window * (1 + BASELINE_WINDOWS), side="right"))
     hi = int(np.searchsorted(steps, onset, side="right"))
     steps, values = steps[lo:hi], values[lo:hi]
-    finite = np.isfinite(values)
-    before = (steps <= onset - window) & finite
-    baseline = int(np.count_nonzero(before))
+    # The steps ascend (as the searches above need): those up to onset - window, the baseline's, lead.
+    cut = int(np.searchsorted(steps, onset - window, side="right"))
+    finite = np.isfinite(values[:cut])
+    baseline = int(np.count_nonzero(finite))
     if baseline < MIN_BASELINE_POINTS:
         return None
+    before: slice | np.ndarray = slice(0, cut) if baseline == cut else np.flatnonzero(finite)
     log = _log_positive(values[before])
     with np.errstate(divide="ignore", invalid="ignore"):
         read = np.log(values) if log else values.astype(np.float64)
@@ -328,10 +330,9 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
     base = read[before]
     centre = median(base)
     floor = math.log(RANGE_FACTOR) if log else (RANGE_FACTOR - 1) * abs(centre)
-    inside = steps > onset - window
-    if not inside.any():
+    if cut == steps.size:  # no point inside the window
         return None
-    w_steps, read = steps[inside], read[inside]
+    w_steps, read = steps[cut:], read[cut:]
     distance = np.abs(read - centre)
     if distance.max() <= floor:  # finite, and within the range whatever its sigma: the baseline's MAD is not needed
         return None
@@ -375,7 +376,11 @@ def _median_gap(data: RunData) -> int:
     tag = data.primary.train_loss or next(iter(data.run.scalars), None)
     if tag is None or len(data.run.scalars[tag]) < 2:
         return 1
-    return max(1, int(median(np.diff(data.run.scalars[tag].steps), repeats=True)))  # a logger's step gaps repeat
+    gaps = np.diff(data.run.scalars[tag].steps)
+    lowest = gaps.min()
+    if lowest == gaps.max():  # one gap throughout (most loggers): it is their median, without sorting them
+        return max(1, int(0.0 + float(lowest)))
+    return max(1, int(median(gaps, repeats=True)))  # a logger's step gaps repeat
 
 
 def hparam(hparams: Mapping[str, Any], name: str) -> tuple[str, Any] | None:
