@@ -422,3 +422,32 @@ def test_roles_remembered_for_a_tag_set_are_each_runs_own():
     assert pair_train_val(roles, points) == [("train/acc", "val/acc"), ("train/loss", "val/loss")]
     assert primary_tags(roles, points).val_loss == "val/loss"
     assert primary_tags(roles, points, run_name="a/validation") == primary_tags(roles, points, run_name="b/val")
+
+
+def _old_hparam_differences(a, b):
+    keys = [k for k in a if k in b] + [k for k in a if k not in b] + [k for k in b if k not in a]
+    return {k: (a.get(k), b.get(k)) for k in keys if causes.as_number(a.get(k)) != causes.as_number(b.get(k)) or (
+        causes.as_number(a.get(k)) is None and str(a.get(k)) != str(b.get(k)))}  # fmt: skip
+
+
+def test_settings_differ_where_they_did_and_the_search_stops_past_the_most_differences():
+    from tbtriage.analysis import twins
+
+    rng = np.random.default_rng(12)
+    pool = [0, 1, True, False, 1.0, 0.0, -0.0, "1", "1.0", "adam", "Adam", None, "None", math.nan, math.inf, "inf",
+            3e-4, "3e-4", [1, 2], {"a": 1, "b": 2}, {"b": 2, "a": 1}]  # fmt: skip
+    for case in range(3000):
+        keys = [f"k{i}" for i in range(int(rng.integers(0, 8)))]
+        a = {k: pool[int(rng.integers(len(pool)))] for k in keys if rng.random() < 0.8}
+        b = {
+            k: (a[k] if k in a and rng.random() < 0.6 else pool[int(rng.integers(len(pool)))])
+            for k in keys
+            if rng.random() < 0.8
+        }
+        expected = _old_hparam_differences(a, b)
+        got = twins._hparam_differences(a, b)
+        assert list(got.items()) == list(expected.items()) or repr(got) == repr(expected), case
+        capped = twins._hparam_differences(a, b, twins.MAX_DIFFERENCES)
+        assert (0 < len(capped) <= twins.MAX_DIFFERENCES) == (0 < len(expected) <= twins.MAX_DIFFERENCES), case
+        if len(expected) <= twins.MAX_DIFFERENCES:
+            assert repr(capped) == repr(expected), case
