@@ -13,7 +13,7 @@ import pytest
 
 from tbtriage.analysis import causes
 from tbtriage.analysis.datamodel import Series
-from tbtriage.analysis.detectors import base, divergence, learning, warmup
+from tbtriage.analysis.detectors import base, divergence, gradients, learning, spikes, warmup
 from tbtriage.analysis.engine import analyze_run, logdir_context, run_data
 from tbtriage.analysis.features import finite_view
 from tbtriage.analysis.run_config import MAX_CONFIG_BYTES, read_config_file
@@ -73,6 +73,7 @@ def _long_way(monkeypatch):
     monkeypatch.setattr(warmup, "_no_early_rise", lambda *a: False)
     monkeypatch.setattr(causes, "_running_median", running_median)
     monkeypatch.setattr(learning.Pace, "surely_levelled_off", lambda self: False)
+    monkeypatch.setattr(gradients, "_below_spike", lambda y: False)
 
 
 def _verdicts(runs):
@@ -451,3 +452,44 @@ def test_settings_differ_where_they_did_and_the_search_stops_past_the_most_diffe
         assert (0 < len(capped) <= twins.MAX_DIFFERENCES) == (0 < len(expected) <= twins.MAX_DIFFERENCES), case
         if len(expected) <= twins.MAX_DIFFERENCES:
             assert repr(capped) == repr(expected), case
+
+
+def _long_calm_crossings(y: np.ndarray) -> np.ndarray:
+    """The buckets `_growth_event` finds at SPIKE_RATIO × the calm level before them (its window medians)."""
+    first, width = gradients.CALM_FIRST, min(gradients.BASELINE_BUCKETS, max(3, y.size // 10))
+    rolling = np.median(np.lib.stride_tricks.sliding_window_view(y, width), axis=1)[:-1] if y.size > width else []
+    growing = [median(y[:k]) for k in range(first, min(width, y.size))]
+    calm = np.minimum.accumulate(np.concatenate([growing, rolling]))
+    return np.flatnonzero(y[first : first + calm.size] - calm >= np.log10(gradients.SPIKE_RATIO))
+
+
+def test_below_spike_is_said_only_where_no_bucket_crosses_the_calm_level():
+    rng = np.random.default_rng(13)
+    said = 0
+    for case in range(2000):
+        n = int(rng.choice([6, 7, 20, 21, 200, 1024]))
+        y = _awkward(rng, n, case) * float(rng.choice([0.1, 0.5, 2.0]))
+        if gradients._below_spike(y):
+            said += 1
+            assert _long_calm_crossings(y).size == 0, case
+    assert said > 300
+
+
+def _old_fit(steps, resid, period):
+    """`spikes._fit` as it was, from the steps themselves (`_offset_width`, then `_fold`)."""
+    folded = (steps - steps[0]) % period
+    width = spikes._width_of(folded, period)
+    if width is None:
+        return None
+    return spikes._fold_bins(((steps - steps[0]) % period) // width, resid), period, width
+
+
+def test_an_epoch_fold_from_the_offsets_is_the_fold_from_the_steps():
+    rng = np.random.default_rng(14)
+    for case in range(300):
+        n = int(rng.choice([30, 200, 2000]))
+        steps = np.sort(rng.choice(20 * n, n, replace=False)).astype(np.int64) + int(rng.integers(0, 1000))
+        resid = rng.normal(size=n)
+        for period in (4, 7, 32, 100, 333):
+            expected, got = _old_fit(steps, resid, period), spikes._fit(steps - steps[0], resid, period)
+            assert repr(got) == repr(expected), (case, period)
