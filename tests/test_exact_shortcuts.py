@@ -493,3 +493,16 @@ def test_an_epoch_fold_from_the_offsets_is_the_fold_from_the_steps():
         for period in (4, 7, 32, 100, 333):
             expected, got = _old_fit(steps, resid, period), spikes._fit(steps - steps[0], resid, period)
             assert repr(got) == repr(expected), (case, period)
+
+
+def test_edge_padded_windows_are_nps_pad_and_sliding_window_view():
+    from tbtriage.analysis.smoothing import row_medians, windows
+
+    rng = np.random.default_rng(15)
+    for case in range(200):
+        medians = _awkward(rng, int(rng.choice([1, 2, 5, 64, 1024])), case)
+        for window in (1, 3, 5, 33):
+            edge = window // 2
+            padded = np.concatenate((np.full(edge, medians[0]), medians, np.full(edge, medians[-1])))
+            old = row_medians(np.lib.stride_tricks.sliding_window_view(np.pad(medians, edge, mode="edge"), window))
+            assert _same(row_medians(windows(padded, window)), old), (case, window)

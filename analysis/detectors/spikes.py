@@ -40,7 +40,7 @@ import numpy as np
 
 from ..datamodel import Finding
 from ..features import Spike, periodicity
-from ..smoothing import median, row_medians
+from ..smoothing import median, row_medians, windows
 from .base import MIN_CONFIDENT_POINTS, RunData, clip_advice, confident, finding, fmt, position, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -120,7 +120,7 @@ def _fold_bins(bins: np.ndarray, resid: np.ndarray) -> tuple[float, np.ndarray, 
     groups = int(used.sum())
     # Sums of squares from the bin totals: between = Σ n·mean² - N·grand², within = Σ r² - Σ n·mean².
     explained = float((total[used] * means[used]).sum())
-    between = explained - resid.size * float(resid.mean()) ** 2
+    between = explained - resid.size * float(np.add.reduce(resid) / resid.size) ** 2  # np.mean's value
     within = float((resid * resid).sum()) - explained
     if groups < 2 or resid.size <= groups or within <= 0:
         return 0.0, means, count
@@ -183,8 +183,10 @@ def _epoch_profile(data: RunData, tag: str) -> dict | None:
     medians = np.log(np.maximum(level.medians, 1e-300)) if positive else level.medians / scale
     per_bucket = max((level.steps[-1] - level.steps[0]) / max(len(level) - 1, 1), 1e-12)
     window = min(int(round(epoch / per_bucket)) | 1, (len(level) - 1) | 1)
-    padded = np.pad(medians, window // 2, mode="edge")
-    running = row_medians(np.lib.stride_tricks.sliding_window_view(padded, window))[: medians.size]
+    # Edge-padded windows (np.pad's "edge" mode and sliding_window_view, without their set-up).
+    edge = window // 2
+    padded = np.concatenate((np.full(edge, medians[0]), medians, np.full(edge, medians[-1])))
+    running = row_medians(windows(padded, window))[: medians.size]
     resid = y - np.interp(steps, level.steps, running)
     # The epoch the run reports, unless it fails and a period within ±EPOCH_MATCH of it fits (a reported epoch
     # length is an estimate when it comes from the validation cadence or an epoch tag's slope).
