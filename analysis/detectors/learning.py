@@ -153,7 +153,9 @@ def _accuracy_at_chance(data: RunData, loss: SeriesFeatures) -> dict | None:
             continue
         # The features' best is the values' largest (an accuracy: higher is better), and a hundredth of the largest
         # is the largest hundredth (division by 100 keeps the order): without a pass over the values.
-        top = float(data.features[tag].best)
+        top = data.features[tag].best
+        if top is None:  # (none: `_accuracies` keeps the accuracies with a best)
+            continue
         best = top / 100.0 if top > 1.0 else top
         if best > _CHANCE_ACC_MOST:  # above chance for every class count (the bar below falls as K grows)
             continue
