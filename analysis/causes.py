@@ -251,13 +251,9 @@ def lr_facts(data: RunData, onset: int) -> LrFacts | None:
     positive = np.flatnonzero(v > LR_ZERO)
     first_i = int(positive[0]) if positive.size else 0
     peak_i = int(np.argmax(v))
-    diffs = np.diff(v)
-    # Shares as np.mean of the booleans gives them (a count over the size, both exact): without its set-up.
-    rising = np.count_nonzero(diffs >= -1e-12 * np.abs(v[1:])) / diffs.size if diffs.size else 0.0
-    all_diffs = np.diff(values)
-    rising_all = np.count_nonzero(all_diffs >= -1e-12 * np.abs(values[1:])) / all_diffs.size if all_diffs.size else 0.0
+    rising = _rising_share(v)
     seen_after = steps[-1] - onset >= SEEN_AFTER_SHARE * data.span
-    rising_to_end = (rising_all >= MONOTONE_SHARE and values[-1] >= values.max()) if seen_after else None
+    rising_to_end = (_rising_share(values) >= MONOTONE_SHARE and values[-1] >= values.max()) if seen_after else None
     reached = np.flatnonzero(v >= AT_PEAK * v[peak_i])
     warmup_end = int(s[reached[0]]) if reached.size and reached[0] > 0 else None
     jump = None
@@ -281,12 +277,31 @@ def lr_facts(data: RunData, onset: int) -> LrFacts | None:
         rising_share=rising,
         rising_to_end=rising_to_end,
         warmup_end=warmup_end,
-        zero=bool(np.all(values <= LR_ZERO)),
+        # Any lr above LR_ZERO up to the onset is one in the whole run (then not all of it is zero).
+        zero=False if positive.size else bool(np.all(values <= LR_ZERO)),
     )
+
+
+def _rising_share(values: np.ndarray) -> float:
+    """Share of the steps on which `values` did not fall (a count over the size, both exact: np.mean of the
+    booleans without its set-up)."""
+    diffs = np.diff(values)
+    return np.count_nonzero(diffs >= -1e-12 * np.abs(values[1:])) / diffs.size if diffs.size else 0.0
 
 
 def _log_positive(values: np.ndarray) -> bool:
     return bool(values.size) and bool(np.all(values > 0))
+
+
+def _running_median(values: np.ndarray, width: int) -> np.ndarray:
+    """`running_median(values, width)` for an odd `width`; a monotone stretch (an lr schedule, an evaluated loss
+    that only falls) is its own running median: each window, edge-padded, holds its centre value in the middle of
+    its order (+ 0.0, as `running_median` adds, so a median of zeros is +0.0)."""
+    if width > 1 and width % 2 and values.size >= 2:  # (a width of 1 is a copy, without the + 0.0)
+        steps = np.diff(values)
+        if steps.min() >= 0 or steps.max() <= 0:  # no NaN here: a NaN step fails both tests
+            return values + 0.0
+    return running_median(values, width)
 
 
 def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int) -> int | None:
@@ -297,11 +312,13 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
     lo = int(np.searchsorted(steps, onset - window * (1 + BASELINE_WINDOWS), side="right"))
     hi = int(np.searchsorted(steps, onset, side="right"))
     steps, values = steps[lo:hi], values[lo:hi]
-    finite = np.isfinite(values)
-    before = (steps <= onset - window) & finite
-    baseline = int(np.count_nonzero(before))
+    # The steps ascend (as the searches above need): those up to onset - window, the baseline's, lead.
+    cut = int(np.searchsorted(steps, onset - window, side="right"))
+    finite = np.isfinite(values[:cut])
+    baseline = int(np.count_nonzero(finite))
     if baseline < MIN_BASELINE_POINTS:
         return None
+    before: slice | np.ndarray = slice(0, cut) if baseline == cut else np.flatnonzero(finite)
     log = _log_positive(values[before])
     with np.errstate(divide="ignore", invalid="ignore"):
         read = np.log(values) if log else values.astype(np.float64)
@@ -310,19 +327,22 @@ def left_range_at(steps: np.ndarray, values: np.ndarray, onset: int, window: int
     if width > 1 and read.size >= width:
         readable = np.isfinite(read)
         if readable.all():
-            read = running_median(read, width)
+            read = _running_median(read, width)
         else:
-            smooth = running_median(np.where(readable, read, np.inf), width)
+            smooth = _running_median(np.where(readable, read, np.inf), width)
             read = np.where(readable, smooth, read)  # a non-finite point stays a departure
     base = read[before]
     centre = median(base)
-    sigma = 1.4826 * median(np.abs(base - centre))
-    half_width = max(RANGE_SIGMAS * sigma, math.log(RANGE_FACTOR) if log else (RANGE_FACTOR - 1) * abs(centre))
-    inside = steps > onset - window
-    if not inside.any():
+    floor = math.log(RANGE_FACTOR) if log else (RANGE_FACTOR - 1) * abs(centre)
+    if cut == steps.size:  # no point inside the window
         return None
-    w_steps, read = steps[inside], read[inside]
-    out = ~np.isfinite(read) | (np.abs(read - centre) > half_width)
+    w_steps, read = steps[cut:], read[cut:]
+    distance = np.abs(read - centre)
+    if distance.max() <= floor:  # finite, and within the range whatever its sigma: the baseline's MAD is not needed
+        return None
+    sigma = 1.4826 * median(np.abs(base - centre))
+    half_width = max(RANGE_SIGMAS * sigma, floor)
+    out = ~np.isfinite(read) | (distance > half_width)
     hit = np.flatnonzero(out)
     return int(w_steps[hit[0]]) if hit.size else None
 
@@ -360,7 +380,11 @@ def _median_gap(data: RunData) -> int:
     tag = data.primary.train_loss or next(iter(data.run.scalars), None)
     if tag is None or len(data.run.scalars[tag]) < 2:
         return 1
-    return max(1, int(median(np.diff(data.run.scalars[tag].steps), repeats=True)))  # a logger's step gaps repeat
+    gaps = np.diff(data.run.scalars[tag].steps)
+    lowest = gaps.min()
+    if lowest == gaps.max():  # one gap throughout (most loggers): it is their median, without sorting them
+        return max(1, int(0.0 + float(lowest)))
+    return max(1, int(median(gaps, repeats=True)))  # a logger's step gaps repeat
 
 
 def hparam(hparams: Mapping[str, Any], name: str) -> tuple[str, Any] | None:

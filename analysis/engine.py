@@ -83,10 +83,13 @@ def _epoch_and_eval(run: Run, roles, primary) -> tuple[int | None, int | None]:
     for tag in (primary.val_loss, primary.val_metric):
         if tag and len(run.scalars[tag]) >= 3:
             gaps = np.diff(run.scalars[tag].steps)
-            gaps = gaps[gaps > 0]
+            lowest, highest = gaps.min(), gaps.max()
+            if not lowest > 0:  # (steps that stand still or go back: only the gaps forward count)
+                gaps = gaps[gaps > 0]
+                lowest, highest = (gaps.min(), gaps.max()) if gaps.size else (0, 0)
             if gaps.size:
                 # Evaluations' step gaps repeat; most often they are all one value, which is then their median.
-                same = gaps.min() == gaps.max()
+                same = lowest == highest
                 eval_interval = int(0.0 + float(gaps[0])) if same else int(median(gaps, repeats=True))
                 break
     epoch_length = None

@@ -447,9 +447,21 @@ def assign_roles(
     A loss with a qualifier (`loss_cls`, `train/box_loss`) is a `loss_component` when its phase also has a
     total loss or at least two qualified losses; a single qualified loss (`train/nll_loss`) is the total.
     """
-    tags = list(dict.fromkeys(tags))
-    overrides = [(re.compile(p), parse_role(r)) for p, r in (config.roles if config else ())]
-    run_phase = _run_phase(run_name)
+    patterns = tuple((p, r) for p, r in config.roles) if config else ()
+    return dict(_assign_roles(tuple(dict.fromkeys(tags)), patterns, _run_phase(run_name)))
+
+
+#: Runs (tag sets, with their config's role patterns and the run's phase) whose roles are remembered: a sweep's runs
+#: log the same tags, and their roles are a function of those alone.
+ROLES_CACHE = 256
+
+
+@lru_cache(maxsize=ROLES_CACHE)
+def _assign_roles(
+    tags: tuple[str, ...], patterns: tuple[tuple[str, str], ...], run_phase: str | None
+) -> dict[str, tuple[str | None, int]]:
+    """`assign_roles` of distinct `tags` (a dict every caller copies: the cache keeps the original)."""
+    overrides = [(re.compile(p), parse_role(r)) for p, r in patterns]
     out: dict[str, tuple[str | None, int]] = {}
     losses: dict[str, tuple[str, tuple[str, ...]]] = {}  # tag -> (phase, qualifiers)
     for tag in tags:
@@ -504,11 +516,21 @@ def pair_train_val(
     the one with the most points wins (`points`), then the shortest name. A lone train loss and a lone
     validation loss pair even when their names share nothing (`loss` + `eval_nll`).
     """
-    points = points or {}
-    run_phase = _run_phase(run_name)
+    found = _pair_train_val(tuple(roles.items()), tuple((points or {}).items()), _run_phase(run_name))
+    return list(found)
+
+
+@lru_cache(maxsize=ROLES_CACHE)
+def _pair_train_val(
+    role_items: tuple[tuple[str, tuple[str | None, int]], ...],
+    point_items: tuple[tuple[str, int], ...],
+    run_phase: str | None,
+) -> tuple[tuple[str, str], ...]:
+    """`pair_train_val` of the roles, points and run phase as items (what a sweep's runs share)."""
+    roles, points = dict(role_items), dict(point_items)
 
     def phase(tag: str) -> str | None:
-        return tag_phase(tag, run_name) if run_phase else _phase_of_tokens(_split(tag).tokens)
+        return _phase_of_tokens(_split(tag).tokens) or run_phase
 
     train_side = {t: r for t, (r, _) in roles.items() if r in _PAIRABLE and phase(t) != "val"}
     val_side = {t: r for t, (r, _) in roles.items() if r in _PAIRABLE.values() and phase(t) == "val"}
@@ -527,7 +549,7 @@ def pair_train_val(
     if len(val_losses) == 1 and train_losses and not any(v == val_losses[0] for _, v in pairs):
         best = max(train_losses, key=lambda t: (points.get(t, 0), -len(t), t))
         pairs.append((best, val_losses[0]))
-    return pairs
+    return tuple(pairs)
 
 
 # ---- the series a run is judged by ---------------------------------------------------------------------
@@ -540,7 +562,20 @@ def primary_tags(
     run_name: str | None = None,
 ) -> PrimaryTags:
     """Pick the headline series: the most-sampled total loss (a loss component when there is no total)."""
-    points = points or {}
+    return _primary_tags(tuple(roles.items()), tuple((points or {}).items()), _run_phase(run_name))
+
+
+@lru_cache(maxsize=ROLES_CACHE)
+def _primary_tags(
+    role_items: tuple[tuple[str, tuple[str | None, int]], ...],
+    point_items: tuple[tuple[str, int], ...],
+    run_phase: str | None,
+) -> PrimaryTags:
+    """`primary_tags` of the roles, points and run phase as items (a frozen answer: shared by the runs asking)."""
+    roles, points = dict(role_items), dict(point_items)
+
+    def phase(tag: str) -> str | None:
+        return _phase_of_tokens(_split(tag).tokens) or run_phase
 
     def best(candidates: list[str]) -> str | None:
         return max(candidates, key=lambda t: (points.get(t, 0), -len(t), t)) if candidates else None
@@ -550,10 +585,10 @@ def primary_tags(
 
     # An RL objective's terms are never promoted to the run's loss: their shapes do not say whether it learns.
     components = [t for t in with_role("loss_component") if not rl_term(t)]
-    train_components = [t for t in components if tag_phase(t, run_name) != "val"]
-    val_components = [t for t in components if tag_phase(t, run_name) == "val"]
+    train_components = [t for t in components if phase(t) != "val"]
+    val_components = [t for t in components if phase(t) == "val"]
     metrics = [t for t, (r, d) in roles.items() if r == "metric" and d != 0]
-    phases = {t: tag_phase(t, run_name) for t in metrics}
+    phases = {t: phase(t) for t in metrics}
     # Unphased metrics (`bbox/AP`, `metrics/mAP50(B)`) are evaluation results unless the run is a train sibling.
     val_metrics = [t for t in metrics if phases[t] == "val"] or [t for t in metrics if phases[t] is None]
     lrs = with_role("lr")

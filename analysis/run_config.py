@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -91,10 +92,12 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 def read_config_file(path: Path) -> dict[str, Any]:
     """Flat hyperparameters from one config file; {} when it is absent, too large or unparsable."""
     try:
-        if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
+        # One stat for both questions (`Path.is_file` is a stat that answers False where this one raises).
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CONFIG_BYTES:
             return {}
         text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    except (OSError, ValueError):
         return {}
     return parse_config(path.name, text)
 

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 from .causes import CAUSES, HPARAM_KEYS, UNCLEAR_BELOW, Cause, as_number
@@ -84,10 +85,29 @@ def _settings(hparams: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in hparams.items() if not NOT_A_SETTING.search(str(k))}
 
 
-def _hparam_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    keys = [k for k in a if k in b] + [k for k in a if k not in b] + [k for k in b if k not in a]
-    return {k: (a.get(k), b.get(k)) for k in keys if as_number(a.get(k)) != as_number(b.get(k)) or (
-        as_number(a.get(k)) is None and str(a.get(k)) != str(b.get(k)))}  # fmt: skip
+#: Values whose equality (of one type) means the same setting: the same number, or the same text.
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _differs(x: Any, y: Any) -> bool:
+    """Two values of a setting differ: as numbers (`as_number`), or as text where they are no numbers."""
+    if type(x) is type(y) and type(x) in _PLAIN and x == y:  # one value twice (most of two sweep runs' settings)
+        return False
+    nx, ny = as_number(x), as_number(y)
+    return nx != ny or (nx is None and str(x) != str(y))
+
+
+def _hparam_differences(a: dict[str, Any], b: dict[str, Any], most: int | None = None) -> dict[str, tuple[Any, Any]]:
+    """The settings `a` and `b` differ in (shared keys first, then `a`'s own, then `b`'s), each as (a's, b's);
+    with `most`, the search stops at most + 1 of them (enough to tell they are too many)."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for k in chain((k for k in a if k in b), (k for k in a if k not in b), (k for k in b if k not in a)):
+        x, y = a.get(k), b.get(k)
+        if _differs(x, y):
+            out[k] = (x, y)
+            if most is not None and len(out) > most:
+                break
+    return out
 
 
 @lru_cache(maxsize=8192)
@@ -177,7 +197,7 @@ class TwinFinder:
                 continue
             theirs = self.settings_of(other) if mine else None
             if mine and theirs:
-                differs = _hparam_differences(mine, theirs)
+                differs = _hparam_differences(mine, theirs, MAX_DIFFERENCES)
                 source = "hparams"
                 if not 0 < len(differs) <= MAX_DIFFERENCES:
                     continue

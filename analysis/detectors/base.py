@@ -93,7 +93,15 @@ class RunData:
         """(steps, values) of the tag's finite points; worked out once per run, however many detectors ask."""
         view = self._finite.get(tag)
         if view is None:
-            view = self._finite[tag] = finite_view(self.run.scalars[tag])
+            series = self.run.scalars[tag]
+            feats = self.features.get(tag)
+            if feats is not None and feats.points == len(series) and feats.extra.get("nonfinite") == 0:
+                # The features counted the series' non-finite points: none, so the view is the series itself
+                # (what `finite_view` returns then), without testing every value again.
+                view = (series.steps, series.values)
+            else:
+                view = finite_view(series)
+            self._finite[tag] = view
         return view
 
     @cached_property  # asked for by every detector (`position`, `span`); the run does not change meanwhile

@@ -47,7 +47,7 @@ from .learning import (
     judgeable,
     levelled_off,
     main_loss,
-    pace,
+    pace_lines,
     paced_curves,
 )
 
@@ -99,10 +99,14 @@ def _slow(data: RunData, tag: str):
     # the run is not merely slow: raising the lr is not the answer there (and the later curves need no pace).
     paces = []
     for label, s, m in paced_curves(data, tag):
-        measured = pace(s, m)
-        if measured is None:
+        lines = pace_lines(s, m)
+        if lines is None:
             continue
-        if levelled_off(measured) or measured["mean"] <= 0:
+        # A curve that surely levelled off needs no standard errors (two MADs) to say so: the same verdict.
+        if lines.mean <= 0 or lines.surely_levelled_off():
+            return None
+        measured = lines.measured()
+        if levelled_off(measured):
             return None
         paces.append((label, measured))
     if not paces:

@@ -137,9 +137,14 @@ def _signed_surrogate(values: np.ndarray) -> bool:
     return bool(lo < 0 < hi and abs(mid) <= SIGNED_CENTRE * (hi - lo))
 
 
+def final_count(n: int) -> int:
+    """How many of n points are "the end": the last SUSTAIN_FRAC (at least EDGE_FRAC, at least 3) of them."""
+    return max(3, int(np.ceil(SUSTAIN_FRAC * n)), int(np.ceil(EDGE_FRAC * n)))
+
+
 def final_stretch(values: np.ndarray) -> np.ndarray:
-    """The points whose level is "the end": the last SUSTAIN_FRAC (at least EDGE_FRAC, at least 3) of them."""
-    return values[-max(3, int(np.ceil(SUSTAIN_FRAC * values.size)), int(np.ceil(EDGE_FRAC * values.size))) :]
+    """The points whose level is "the end" (`final_count`)."""
+    return values[-final_count(values.size) :]
 
 
 def blown_up_from(first: float, tail: np.ndarray, end_level: float) -> bool:
@@ -177,6 +182,37 @@ def _from_start(
     }
 
 
+def _edge_levels(feats, direction: int, values: np.ndarray, tail_count: int) -> tuple[float, float]:
+    """(start level, end level) of the finite `values` turned so that worse is up (× -`direction`): the medians of
+    the first EDGE_FRAC of the points and of the last `tail_count`. The features measured both medians of the
+    unturned values already (`start_level`, `end_level`); when they cover the same points they are reused:
+    turning the values turns their median exactly (0.0 - m: a median of zeros is +0.0 either way)."""
+    n = values.size
+    edge = max(3, int(np.ceil(EDGE_FRAC * n)))
+    extra = feats.extra
+    if tail_count == edge and "end_level" in extra and feats.points - extra.get("nonfinite", -1) == n:
+        start, end = float(extra["start_level"]), float(extra["end_level"])
+        return (start, end) if direction < 0 else (0.0 - start, 0.0 - end)
+    worse_up = values * (-direction)
+    return median(worse_up[:edge]), median(worse_up[-tail_count:])
+
+
+#: Relative slack of `_no_rise`'s bound: far above the rounding of the few operations it stands for.
+_BOUND_SLACK = 1e-9
+
+
+def _no_rise(start: float, end: float, lowest: float, scale: float) -> bool:
+    """Whether `_blowup`'s first test (the end at most the needed share above the best level) passes whatever the
+    best level is, knowing only that it is at least `lowest` (a running median never goes below the lowest value
+    it runs over). The test's two forms, half the progress and half the scale, are each met at every best level
+    from `lowest` up, with a slack for rounding: a higher best level only lowers the rise and raises the bar."""
+    slack = _BOUND_SLACK * (abs(start) + abs(end) + abs(lowest) + abs(scale))
+    return bool(
+        end - lowest <= BLOWUP_SCALE_FRACTION * scale - slack
+        and (end - lowest) - BLOWUP_FRACTION * (start - lowest) <= -slack
+    )
+
+
 def _blowup(data: RunData, tag: str) -> dict | None:
     feats = data.features[tag]
     role = feats.role
@@ -189,19 +225,22 @@ def _blowup(data: RunData, tag: str) -> dict | None:
         return None
     if role in _LOSSES and (rl_run(data) or _signed_surrogate(values)):
         return None
-    worse_up = values * (-direction)  # turn the curve so that worse is up
     level = feats.extra["level"]
-    smooth = -direction * level.medians
+    smooth = -direction * level.medians  # turn the curve so that worse is up
+    tail_count = final_count(n)
+    tail = values[-tail_count:] * (-direction)
+    start_level, end_level = _edge_levels(feats, direction, values, tail_count)
+    scale = feats.extra["scale"]
+    if _no_rise(start_level, end_level, float(smooth.min()), scale):
+        # Whatever the running median below makes the best level, the end is not far enough above it: the
+        # same verdict as the test after it, without the running median.
+        return _from_start(data, tag, steps, values, tail, end_level)
     if smooth.size >= 5:  # a 5-bucket running median: one bad bucket is not a level
         smooth = running_median(smooth, 5)
-    tail = final_stretch(worse_up)
-    end_level = median(tail)
     best_index = int(np.argmin(smooth))
     best_level = float(smooth[best_index])
-    start_level = median(worse_up[: max(3, int(np.ceil(EDGE_FRAC * n)))])
     rise = end_level - best_level
     progress = start_level - best_level
-    scale = feats.extra["scale"]
     needed = BLOWUP_FRACTION * progress if progress > NO_PROGRESS * scale else BLOWUP_SCALE_FRACTION * scale
     if rise <= needed:  # before the noise (two noise estimates cost more than the rest): the same verdict
         return _from_start(data, tag, steps, values, tail, end_level)

@@ -115,6 +115,14 @@ def _loss_went_nonfinite(data: RunData) -> bool:
     return any(data.features[t].first_nonfinite_step is not None for t in data.tags("train_loss", "loss_component"))
 
 
+def _below_spike(y: np.ndarray) -> bool:
+    """Whether no bucket k ≥ CALM_FIRST of the log level `y` can reach SPIKE_RATIO × the calm level before it
+    (`_growth_event`'s crossing), told without the window medians: each is at least the lowest bucket before k,
+    and so is the lowest of them. (A difference of a larger and a smaller number is rounded no lower.)"""
+    lowest_before = np.minimum.accumulate(y)[CALM_FIRST - 1 : -1]
+    return bool(np.all(y[CALM_FIRST:] - lowest_before < np.log10(SPIKE_RATIO)))
+
+
 def _growth_event(data: RunData, tag: str) -> dict | None:
     """A climb to SPIKE_RATIO × the calm level before it that never comes back (or ends in Inf/NaN).
 
@@ -142,7 +150,7 @@ def _growth_event(data: RunData, tag: str) -> dict | None:
     width = min(BASELINE_BUCKETS, max(3, y.size // 10))
     crossing = None
     return_bucket = None
-    if y.size > CALM_FIRST + 2:
+    if y.size > CALM_FIRST + 2 and not _below_spike(y):
         # windows[k - CALM_FIRST]: the median of the (up to `width`) buckets just before bucket k. The first
         # windows grow from CALM_FIRST buckets, so an explosion in the run's first few percent is measured
         # against the run's own start rather than against a window it has already filled.

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..datamodel import SeriesFeatures
 from ..roles import rl_term
-from ..smoothing import mad_sigma, median
+from ..smoothing import MAD_TO_SIGMA, mad_sigma, median
 from .base import MIN_CONFIDENT_POINTS, RunData, adversarial, confident, finding, fmt, pct, smoothed_level
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -158,10 +158,15 @@ def _accuracy_at_chance(data: RunData, loss: SeriesFeatures) -> dict | None:
         values = data.finite(tag)[1]
         if values.size < 3:
             continue
-        fractions = values / 100.0 if values.max() > 1.0 else values
-        best = float(fractions.max())
+        # The features' best is the values' largest (an accuracy: higher is better), and a hundredth of the largest
+        # is the largest hundredth (division by 100 keeps the order): without a pass over the values.
+        top = data.features[tag].best
+        if top is None:  # (none: `_accuracies` keeps the accuracies with a best)
+            continue
+        best = top / 100.0 if top > 1.0 else top
         if best > _CHANCE_ACC_MOST:  # above chance for every class count (the bar below falls as K grows)
             continue
+        fractions = values / 100.0 if top > 1.0 else values
         typical = median(fractions)
         if typical * MAX_CLASSES < 0.5:  # below the chance level of any class count anyone trains on
             continue
@@ -548,43 +553,100 @@ def detect(data: RunData) -> list:
     return [finding(data, "no_learning", severity, [t for t in tags if t], first, last, evidence, message, suggestion)]
 
 
+def _line(x: np.ndarray, y: np.ndarray, mask: np.ndarray | slice) -> tuple[float, np.ndarray | None, float]:
+    """`slope`'s least-squares line before its standard error: (slope, residuals, sum of squared centred x);
+    (0.0, None, 0.0) when there is no line (fewer than 3 points, or one x)."""
+    x, y = x[mask].astype(np.float64, copy=False), y[mask]
+    if x.size < 3:
+        return 0.0, None, 0.0
+    # Means as np.mean takes them (the sum over the count) without its set-up, three times its sum's cost.
+    x = x - np.add.reduce(x) / x.size
+    denominator = float((x * x).sum())
+    if denominator <= 0:
+        return 0.0, None, 0.0
+    centred = y - np.add.reduce(y) / y.size
+    rate = float((x * centred).sum()) / denominator
+    return rate, centred - rate * x, denominator
+
+
+def _standard_error(residual: np.ndarray | None, denominator: float):
+    """A `_line`'s slope's standard error, from the residuals' MAD (inf without a line)."""
+    return float("inf") if residual is None else mad_sigma(residual) / np.sqrt(denominator)
+
+
+#: Above the MAD of any values, as a multiple of their root mean square (see `_error_bound`), with room for rounding.
+_MAD_BOUND = 3.0 * (1 + 1e-6)
+
+
+def _error_bound(residual: np.ndarray | None, denominator: float) -> float:
+    """At least `_standard_error`, without its MAD: at most a quarter of the residuals lie 2 sigma or more from
+    their mean (Chebyshev; sigma at most their root mean square), their median lies within 1 sigma of that mean,
+    so three quarters of them lie within 3 sigma of the median, and the median of those distances is below it."""
+    if residual is None:
+        return float("inf")
+    rms = math.sqrt(float(np.dot(residual, residual)) / residual.size)
+    return MAD_TO_SIGMA * _MAD_BOUND * rms / math.sqrt(denominator)
+
+
 def slope(x: np.ndarray, y: np.ndarray, mask: np.ndarray | slice) -> tuple[float, float]:
     """Least-squares slope of y on x over `mask` (a boolean mask or a slice), and its standard error (from the
     residuals' MAD)."""
-    x, y = x[mask].astype(np.float64, copy=False), y[mask]
-    if x.size < 3:
-        return 0.0, float("inf")
-    x = x - x.mean()
-    denominator = float((x * x).sum())
-    if denominator <= 0:
-        return 0.0, float("inf")
-    centred = y - y.mean()
-    rate = float((x * centred).sum()) / denominator
-    residual = centred - rate * x
-    return rate, mad_sigma(residual) / np.sqrt(denominator)
+    rate, residual, denominator = _line(x, y, mask)
+    return rate, _standard_error(residual, denominator)
+
+
+class Pace:
+    """`pace` measured in two parts: the lines and levels first, their standard errors (two MADs, the costlier
+    part) when asked for. `surely_levelled_off` tells many healthy curves from bounds on the errors alone."""
+
+    def __init__(self, steps: np.ndarray, medians: np.ndarray) -> None:
+        span = float(steps[-1] - steps[0])
+        quarter = QUARTER * span
+        # The steps ascend: the first quarter is a prefix, the last a suffix (slices: no masks, no copies).
+        self.first = _line(steps, medians, slice(0, int(np.searchsorted(steps, steps[0] + quarter, "right"))))
+        self.last = _line(steps, medians, slice(int(np.searchsorted(steps, steps[-1] - quarter, "left")), None))
+        edge = max(2, medians.size // 20)
+        self.start, self.end = median(medians[:edge]), median(medians[-edge:])
+        self.mean = (self.start - self.end) / span
+
+    def surely_levelled_off(self) -> bool:
+        """`levelled_off` of this curve, judged with upper bounds of the standard errors: True only where it is
+        True with the errors themselves (it holds for any smaller errors)."""
+        (first, first_residual, first_sxx), (last, last_residual, last_sxx) = self.first, self.last
+        bounds = {
+            "first": -first,
+            "first_error": _error_bound(first_residual, first_sxx),
+            "last": -last,
+            "last_error": _error_bound(last_residual, last_sxx),
+        }
+        return levelled_off(bounds)
+
+    def measured(self) -> dict[str, float]:
+        """What `pace` returns."""
+        (first, first_residual, first_sxx), (last, last_residual, last_sxx) = self.first, self.last
+        return {
+            "first": -first,
+            "first_error": _standard_error(first_residual, first_sxx),
+            "last": -last,
+            "last_error": _standard_error(last_residual, last_sxx),
+            "mean": self.mean,
+            "start": self.start,
+            "end": self.end,
+        }
+
+
+def pace_lines(steps: np.ndarray, medians: np.ndarray) -> Pace | None:
+    """`pace` before its standard errors; None for too few points."""
+    if medians.size < MIN_PACE_POINTS or steps[-1] <= steps[0]:
+        return None
+    return Pace(steps, medians)
 
 
 def pace(steps: np.ndarray, medians: np.ndarray) -> dict[str, float] | None:
     """How fast a curve fell in its first and last quarter and on average (level units per step, positive when
     falling), with the slopes' standard errors; None for too few points."""
-    if medians.size < MIN_PACE_POINTS or steps[-1] <= steps[0]:
-        return None
-    span = float(steps[-1] - steps[0])
-    quarter = QUARTER * span
-    # The steps ascend: the first quarter is a prefix, the last a suffix (slices: no masks, no copies).
-    first, first_error = slope(steps, medians, slice(0, int(np.searchsorted(steps, steps[0] + quarter, "right"))))
-    last, last_error = slope(steps, medians, slice(int(np.searchsorted(steps, steps[-1] - quarter, "left")), None))
-    edge = max(2, medians.size // 20)
-    start, end = median(medians[:edge]), median(medians[-edge:])
-    return {
-        "first": -first,
-        "first_error": first_error,
-        "last": -last,
-        "last_error": last_error,
-        "mean": (start - end) / span,
-        "start": start,
-        "end": end,
-    }
+    lines = pace_lines(steps, medians)
+    return None if lines is None else lines.measured()
 
 
 def crawls(curve: dict[str, float]) -> bool:

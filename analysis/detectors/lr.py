@@ -37,6 +37,8 @@ _ADVICE = (
 
 
 def _zero_stretches(steps: np.ndarray, zero: np.ndarray) -> list[tuple[int, int]]:
+    if not zero.any():
+        return []
     starts, ends = true_stretches(zero)
     return list(zip(starts.tolist(), ends.tolist()))
 
@@ -51,8 +53,11 @@ def detect(data: RunData) -> list:
     if n < 3:
         return []
     out = []
-    bad = ~np.isfinite(values) | (values < 0)
-    if bad.any():
+    # The features counted the non-finite points: with none, only a negative value can be bad (the same test).
+    feats = data.features.get(tag)
+    clean = feats is not None and feats.points == n and feats.extra.get("nonfinite") == 0 and not values.min() < 0
+    bad = None if clean else ~np.isfinite(values) | (values < 0)
+    if bad is not None and bad.any():
         at = int(np.argmax(bad))
         what = "NaN/Inf" if not np.isfinite(values[at]) else f"negative ({fmt(float(values[at]))})"
         evidence = {"summary": f"{tag} is {what} at step {int(steps[at])}", "tag": tag, "points": int(bad.sum())}

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..datamodel import Finding
 from ..features import Spike, periodicity
-from ..smoothing import median, row_medians
+from ..smoothing import median, row_medians, windows
 from .base import MIN_CONFIDENT_POINTS, RunData, clip_advice, confident, finding, fmt, position, sentence
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -110,9 +110,8 @@ def _lr_restart(data: RunData, spike: Spike) -> bool:
     return bool(np.median(before) > 0 and during.max() >= LR_RESTART_FACTOR * np.median(before))
 
 
-def _fold(steps: np.ndarray, resid: np.ndarray, period: int, width: int) -> tuple[float, np.ndarray, np.ndarray]:
-    """(one-way ANOVA F of `resid` grouped by offset bins of `period`, bin means, bin counts)."""
-    bins = ((steps - steps[0]) % period) // width
+def _fold_bins(bins: np.ndarray, resid: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """(one-way ANOVA F of `resid` grouped by its points' offset bins, bin means, bin counts)."""
     count = np.bincount(bins)
     total = np.bincount(bins, weights=resid)
     used = count > 0
@@ -121,19 +120,18 @@ def _fold(steps: np.ndarray, resid: np.ndarray, period: int, width: int) -> tupl
     groups = int(used.sum())
     # Sums of squares from the bin totals: between = Σ n·mean² - N·grand², within = Σ r² - Σ n·mean².
     explained = float((total[used] * means[used]).sum())
-    between = explained - resid.size * float(resid.mean()) ** 2
+    between = explained - resid.size * float(np.add.reduce(resid) / resid.size) ** 2  # np.mean's value
     within = float((resid * resid).sum()) - explained
     if groups < 2 or resid.size <= groups or within <= 0:
         return 0.0, means, count
     return (between / (groups - 1)) / (within / (resid.size - groups)), means, count
 
 
-def _offset_width(steps: np.ndarray, period: int) -> int | None:
-    """Width of the offset bins for folding `steps` by `period`: the spacing of the offsets within the period
-    that the logged steps visit (a point every 10 steps over 32-step epochs visits every second offset), at
-    least period/PROFILE_BINS. None when they visit fewer than PROFILE_RESOLUTION offsets (a point per epoch,
+def _width_of(folded: np.ndarray, period: int) -> int | None:
+    """Width of the offset bins for folding the steps by `period` (`folded`: their offsets within it): the
+    spacing of the offsets within the period that the logged steps visit (a point every 10 steps over 32-step
+    epochs visits every second offset), at least period/PROFILE_BINS. None when they visit fewer than PROFILE_RESOLUTION offsets (a point per epoch,
     or an interval that divides the epoch coarsely): there is no profile to compare."""
-    folded = (steps - steps[0]) % period
     if period <= 16 * folded.size:  # the offsets visited, in order: a mark per offset costs less than np.unique's sort
         seen = np.zeros(int(period), dtype=bool)
         seen[folded] = True
@@ -147,12 +145,13 @@ def _offset_width(steps: np.ndarray, period: int) -> int | None:
 
 
 def _fit(
-    steps: np.ndarray, resid: np.ndarray, period: int
+    offsets: np.ndarray, resid: np.ndarray, period: int, folded: np.ndarray | None = None
 ) -> tuple[tuple[float, np.ndarray, np.ndarray], int, int] | None:
     """(the fold of `resid` by `period`, the period, the bin width), or None where the steps visit too few
-    offsets of that period."""
-    width = _offset_width(steps, period)
-    return None if width is None else (_fold(steps, resid, period, width), period, width)
+    offsets of that period. `offsets`: the steps less the first; `folded`: them modulo `period`, when known."""
+    folded = offsets % period if folded is None else folded
+    width = _width_of(folded, period)
+    return None if width is None else (_fold_bins(folded // width, resid), period, width)
 
 
 def _epoch_profile(data: RunData, tag: str) -> dict | None:
@@ -169,7 +168,11 @@ def _epoch_profile(data: RunData, tag: str) -> dict | None:
     steps, values = data.finite(tag)
     if steps.size < PROFILE_EPOCHS * PROFILE_RESOLUTION:
         return None
-    if steps[-1] - steps[0] < PROFILE_EPOCHS * epoch or _offset_width(steps, epoch) is None:
+    if steps[-1] - steps[0] < PROFILE_EPOCHS * epoch:
+        return None
+    offsets = steps - steps[0]  # (folded by the epoch once: the test below and the first fit read it)
+    folded = offsets % epoch
+    if _width_of(folded, epoch) is None:
         return None
     positive = bool(values.min() > 0)
     scale = max(data.features[tag].extra["scale"], 1e-12)
@@ -180,16 +183,18 @@ def _epoch_profile(data: RunData, tag: str) -> dict | None:
     medians = np.log(np.maximum(level.medians, 1e-300)) if positive else level.medians / scale
     per_bucket = max((level.steps[-1] - level.steps[0]) / max(len(level) - 1, 1), 1e-12)
     window = min(int(round(epoch / per_bucket)) | 1, (len(level) - 1) | 1)
-    padded = np.pad(medians, window // 2, mode="edge")
-    running = row_medians(np.lib.stride_tricks.sliding_window_view(padded, window))[: medians.size]
+    # Edge-padded windows (np.pad's "edge" mode and sliding_window_view, without their set-up).
+    edge = window // 2
+    padded = np.concatenate((np.full(edge, medians[0]), medians, np.full(edge, medians[-1])))
+    running = row_medians(windows(padded, window))[: medians.size]
     resid = y - np.interp(steps, level.steps, running)
     # The epoch the run reports, unless it fails and a period within ±EPOCH_MATCH of it fits (a reported epoch
     # length is an estimate when it comes from the validation cadence or an epoch tag's slope).
-    best = _fit(steps, resid, epoch)
+    best = _fit(offsets, resid, epoch, folded)
     if best is None or best[0][0] < PROFILE_F:
         spread = max(1, int(EPOCH_MATCH * epoch))
         periods = np.unique(np.linspace(epoch - spread, epoch + spread, min(2 * spread + 1, PROFILE_PERIODS)).round())
-        fits = [fit for fit in (_fit(steps, resid, int(p)) for p in periods) if fit is not None]
+        fits = [fit for fit in (_fit(offsets, resid, int(p)) for p in periods) if fit is not None]
         best = max(fits, key=lambda fit: fit[0][0], default=None)
     if best is None:
         return None
@@ -206,7 +211,7 @@ def _epoch_profile(data: RunData, tag: str) -> dict | None:
     # show the same batches with a smaller excess, but on the same side. Comparing within each epoch keeps
     # the trend's error out, and every epoch has a say even where a coarse logging interval visits the peak
     # bin only every few epochs. The onset is that epoch's point at the highest offset it sampled.
-    bin_of = ((steps - steps[0]) % period) // width
+    bin_of = (offsets % period) // width
     profile = means[bin_of]
     epoch_of = steps // period  # epochs start at step 0, whatever is logged
     firsts = np.flatnonzero(np.r_[True, np.diff(epoch_of) > 0])

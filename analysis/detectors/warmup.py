@@ -87,6 +87,9 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     positive = bool(values.min() > 0)
     judged = np.log(values) if positive else values
     s, v = steps[:early], judged[:early]
+    scale = data.features[tag].extra["scale"]
+    if _no_early_rise(v, positive, scale):  # the same verdict as the test below, without the running median
+        return None
     smooth = running_median(v, SMOOTH_POINTS)
     best_so_far = np.minimum.accumulate(smooth)
     rise = smooth - best_so_far
@@ -97,7 +100,7 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
     if positive:
         needed = np.log1p(needed_rel)
     else:
-        needed = needed_rel * np.maximum(np.abs(best_so_far), 0.5 * data.features[tag].extra["scale"])
+        needed = needed_rel * np.maximum(np.abs(best_so_far), 0.5 * scale)
     bad = rise >= needed
     if not bad.any():  # before the noise, the costlier test: the same verdict
         return None
@@ -121,6 +124,26 @@ def _early_loss_rise(data: RunData, tag: str, end_step: float) -> dict | None:
         "peak": float(back(smooth[peak])),
         "peak_step": int(s[peak]),
     }
+
+
+def _no_early_rise(v: np.ndarray, positive: bool, scale: float) -> bool:
+    """Whether no point of the early stretch `v` can pass `_early_loss_rise`'s first test (its running median
+    RISE_REL above the best running median so far, or more), told from bounds alone: the running median of
+    SMOOTH_POINTS at point i (the ends padded with the edge values) is at most the highest value from i - 2 on,
+    and every running median up to i is at least the lowest value up to i + 2, so the rise at i is at most their
+    difference; the bar is at least its smallest form (RISE_REL, in log units for a positive loss, else of half
+    the scale). Rounding keeps the bound: a difference of a larger and a smaller number is rounded no lower."""
+    half = SMOOTH_POINTS // 2
+    if v.size <= 2 * half:
+        return False
+    highest_from = np.maximum.accumulate(v[::-1])[::-1]
+    lowest_to = np.minimum.accumulate(v)
+    # Point i's bound is highest_from[max(i - 2, 0)] - lowest_to[min(i + 2, n - 1)]: those of the first and last
+    # two points are at most those of the third and third-last, so the points from the third to the third-last
+    # cover them all.
+    bound = highest_from[: v.size - 2 * half] - lowest_to[2 * half :]
+    bar = np.log1p(RISE_REL) if positive else RISE_REL * (0.5 * scale)
+    return bool(np.all(bound < bar))
 
 
 def _no_warmup(data: RunData, end_step: float) -> bool:
