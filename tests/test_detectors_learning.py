@@ -6,6 +6,8 @@ the optimizer's own, not drawn. Each run is written with tensorboardX's SummaryW
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -81,3 +83,17 @@ def test_a_metric_solved_from_the_first_evaluation_is_not_stuck():
     evals = steps_every(4000, 400)
     tags = {"train/loss": (steps, 0.05 + np.exp(-steps / 300)), "val/acc": (evals, np.ones(evals.size))}
     assert not [f for f in analyze_tags(tags).findings if f.kind == "no_learning"]
+
+
+def test_the_class_count_a_held_out_loss_started_at_is_read_in_nats_or_in_fairseqs_bits():
+    from tbtriage.analysis.detectors.learning import MAX_CLASSES, _untrained_classes
+
+    # fairseq logs its loss in bits: 2.008 is log2(4), and a 4-class accuracy sits near 0.25
+    assert _untrained_classes(2.008, 0.207)[0] == (4, 2.0)
+    # the same classes in nats: ln 4 = 1.386
+    k, loss = _untrained_classes(1.45, 0.27)[0]
+    assert k == 4 and abs(loss - math.log(4)) < 1e-12
+    # a language model's ln(50,257): a range of ~100,000 class counts, answered without walking it
+    found = _untrained_classes(10.8, 2e-5)
+    assert found and all(2 <= k <= MAX_CLASSES for k, _ in found)
+    assert _untrained_classes(0.2, 0.5) == [] and _untrained_classes(2.0, 0.0) == []

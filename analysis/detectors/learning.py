@@ -219,21 +219,20 @@ def _chance(data: RunData, tag: str) -> dict | None:
     return out
 
 
-def _untrained_classes(loss: float) -> list[tuple[int, float]]:
-    """(K, the untrained loss for K) for every class count whose uniform-guess loss, in nats (ln K) or in bits
-    (log2 K, as fairseq logs it), is within CHANCE_START of `loss`."""
-    if not 0.5 < loss < 20.0:
+def _untrained_classes(loss: float, typical: float) -> list[tuple[int, float]]:
+    """(K, the untrained loss for K): per unit, nats (ln K) or bits (log2 K, as fairseq logs it), the class count
+    whose uniform-guess loss is within CHANCE_START of `loss` and whose chance 1/K lies nearest an accuracy's
+    `typical` level; the nearer of the two first. (Within CHANCE_START is a range of K: ln and log2 are monotone.)"""
+    if not 0.5 < loss < 12.0 or typical <= 0:  # ln 2 .. ln 160000: the class counts anyone trains on
         return []
     found = []
-    for log in (math.log, math.log2):
-        unit = log(math.e)  # 1 for nats, 1/ln 2 for bits
-        for k in range(
-            max(2, math.ceil(math.exp((1 - CHANCE_START) * loss / unit))),
-            math.floor(math.exp((1 + CHANCE_START) * loss / unit)) + 1,
-        ):
-            if k <= MAX_CLASSES and abs(log(k) - loss) <= CHANCE_START * loss:
-                found.append((k, log(k)))
-    return found
+    for log, base in ((math.log, math.e), (math.log2, 2.0)):
+        lo = max(2, math.ceil(base ** ((1 - CHANCE_START) * loss)))
+        hi = min(MAX_CLASSES, math.floor(base ** ((1 + CHANCE_START) * loss)))
+        if lo <= hi:
+            k = min(max(round(1.0 / typical), lo), hi)
+            found.append((k, log(k)))
+    return sorted(found, key=lambda pair: abs(1.0 / pair[0] - typical))
 
 
 def _memorised(data: RunData) -> dict | None:
@@ -270,9 +269,8 @@ def _memorised(data: RunData) -> dict | None:
         if end > typical + CHANCE_ACC_MARGIN:
             continue  # climbing: a slow learner
         # A class count the held-out loss started at (a uniform guess's loss), under which the accuracy never beat
-        # chance by more than the scatter of a validation set (the bar `_accuracy_at_chance` uses); of those, the
-        # one whose chance the accuracy sits nearest.
-        for k, untrained in sorted(_untrained_classes(first), key=lambda pair: abs(1.0 / pair[0] - typical)):
+        # chance by more than the scatter of a validation set (the bar `_accuracy_at_chance` uses).
+        for k, untrained in _untrained_classes(first, typical):
             if best <= 1.0 / k + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / k):
                 return {
                     "tag": tag,
