@@ -236,27 +236,19 @@ def _untrained_classes(loss: float, typical: float) -> list[tuple[int, float]]:
 
 
 def _memorised(data: RunData) -> dict | None:
-    """A held-out accuracy that never beat what the class frequencies give while the held-out loss, which started at
-    a uniform guess's, never improved (see the module docstring)."""
+    """A held-out accuracy at chance while the held-out loss, which started at a uniform guess's, never improved
+    (see the module docstring). The accuracies are judged first, most of them from their best alone: the loss
+    curves' smoothed levels are read only for one at chance."""
     val = data.primary.val_loss
     if val is None or adversarial(val) or "level" not in data.features[val].extra:
         return None
-    train = data.primary.train_loss
-    if train is not None:
-        extra = data.features[train].extra
-        start, end = extra.get("start_level"), extra.get("end_level")
-        if start is None or end is None or start <= 0 or end > start:
-            return None  # no training curve to read, or it got worse: divergence's or oscillation's story
-        if (start - float(np.min(smoothed_level(data.features[train])[1]))) / start < LEARNED:
-            return None  # the training loss did not move either: `flat`'s story, not memorising
-    feats = data.features[val]
     losses = data.finite(val)[1]
     first = float(losses[0]) if losses.size else 0.0
-    lowest = float(np.min(smoothed_level(feats)[1]))
-    if first <= 0 or lowest < (1.0 - HELD_OUT_GAIN) * first:
+    if first <= 0:
         return None
     for tag in _accuracies(data):
-        if data.phases.get(tag) != "val":
+        top = data.features[tag].best
+        if data.phases.get(tag) != "val" or top is None or _as_fraction(top) > _CHANCE_ACC_MOST:
             continue
         values = data.finite(tag)[1]
         if values.size < MIN_EVALS:
@@ -265,24 +257,43 @@ def _memorised(data: RunData) -> dict | None:
             continue
         fractions = values / 100.0 if values.max() > 1.0 else values
         best, typical = float(fractions.max()), median(fractions)
-        end = median(fractions[-max(2, fractions.size // 3) :])
-        if end > typical + CHANCE_ACC_MARGIN:
+        if median(fractions[-max(2, fractions.size // 3) :]) > typical + CHANCE_ACC_MARGIN:
             continue  # climbing: a slow learner
         # A class count the held-out loss started at (a uniform guess's loss), under which the accuracy never beat
         # chance by more than the scatter of a validation set (the bar `_accuracy_at_chance` uses).
-        for k, untrained in _untrained_classes(first, typical):
-            if best <= 1.0 / k + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / k):
-                return {
-                    "tag": tag,
-                    "classes": k,
-                    "chance_loss": untrained,
-                    "accuracy_best": best,
-                    "evaluations": int(values.size),
-                    "loss_tag": val,
-                    "loss_first": first,
-                    "loss_lowest": lowest,
-                    "loss_end": feats.extra["end_level"],
-                }
+        chance = next(
+            (
+                (k, untrained)
+                for k, untrained in _untrained_classes(first, typical)
+                if best <= 1.0 / k + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / k)
+            ),
+            None,
+        )
+        if chance is None:
+            continue
+        train = data.primary.train_loss
+        if train is not None:
+            extra = data.features[train].extra
+            start, end = extra.get("start_level"), extra.get("end_level")
+            if start is None or end is None or start <= 0 or end > start:
+                return None  # no training curve to read, or it got worse: divergence's or oscillation's story
+            if (start - float(np.min(smoothed_level(data.features[train])[1]))) / start < LEARNED:
+                return None  # the training loss did not move either: `flat`'s story, not memorising
+        feats = data.features[val]
+        lowest = float(np.min(smoothed_level(feats)[1]))
+        if lowest < (1.0 - HELD_OUT_GAIN) * first:
+            return None
+        return {
+            "tag": tag,
+            "classes": chance[0],
+            "chance_loss": chance[1],
+            "accuracy_best": best,
+            "evaluations": int(values.size),
+            "loss_tag": val,
+            "loss_first": first,
+            "loss_lowest": lowest,
+            "loss_end": feats.extra["end_level"],
+        }
     return None
 
 

@@ -302,13 +302,17 @@ def _bouncing(steps, values, scale: _Once, whole_range: _Once):
 
 def _above_untrained(data: RunData, tag: str):
     """The training loss bounces above the untrained model's through its second half (see the module docstring)."""
-    if data.features[tag].role != "train_loss" or rl_run(data):
+    if data.features[tag].role != "train_loss":
         return None
     steps, values = data.finite(tag)
     if steps[0] - (data.first_step or 0) > INIT_FRAC * data.span:
         return None  # logged first after training began (a resumed run): not the untrained model's loss
     first = float(values[0])
-    if first <= 0:
+    # Each level of the second half is a median of points from SCATTER_WINDOW // 2 before it on, so none is above
+    # their largest: a bound before the running medians that settles nearly every run (a loss that fell).
+    if first <= 0 or not values[max(values.size // 2 - SCATTER_WINDOW // 2, 0) :].max() >= UNTRAINED_RATIO * first:
+        return None
+    if rl_run(data):
         return None
     half = second_half(data.run.scalars[tag])
     if half is None or min(half.quarters) < UNTRAINED_RATIO * first or half.scatter < UNTRAINED_SCATTER:
