@@ -27,7 +27,8 @@ is back-and-forth motion shorter than its window. Two signatures:
   model (logged within divergence's INIT_FRAC of the run), and scatters by at least UNTRAINED_SCATTER of that
   level. Training is meant to lower the loss below where it started, and any run that learned anything ends
   below it; one that keeps bouncing above it has an lr too high to settle anywhere (a smooth climb that stays
-  up, or one that ends blown up from the start, is `divergence`'s). Not judged on reinforcement-learning runs, whose losses chase a moving target.
+  up, or one that ends blown up from the start, is `divergence`'s). Not judged on reinforcement-learning runs,
+  whose losses chase a moving target.
 - against a twin (`against_twin`, called by `twins.attach_twins` once every run is judged): from one run,
   an lr too high to settle cannot be told from healthy noise (a small-batch, RNN or transformer loss jumps as
   much), but a healthy sibling that differs ONLY in a lower lr can tell it: through the second half this
@@ -314,13 +315,15 @@ def _above_untrained(data: RunData, tag: str):
         return None
     if rl_run(data):
         return None
-    half = second_half(data.run.scalars[tag])
-    if half is None or min(half.quarters) < UNTRAINED_RATIO * first or half.scatter < UNTRAINED_SCATTER:
+    found = _second_half(steps, values)
+    if found is None:
+        return None
+    half, level = found
+    if min(half.quarters) < UNTRAINED_RATIO * first or half.scatter < UNTRAINED_SCATTER:
         return None
     tail = final_stretch(values)
     if blown_up_from(first, tail, median(tail)):
         return None  # it blew up from the start and stayed up: divergence's finding, not a second story
-    level, _ = _relative_deviations(values)
     # The onset: where the running level first rose above the untrained loss (the second half shows it stayed up).
     onset_index = int(np.argmax(level > first))
     return int(steps[onset_index]), {
@@ -389,13 +392,18 @@ class SecondHalf:
 def second_half(series: Series) -> SecondHalf | None:
     """`series`'s second half as `SecondHalf`, or None when it is too short or not a positive loss."""
     finite = np.isfinite(series.values)
-    steps, values = series.steps[finite], series.values[finite]
+    found = _second_half(series.steps[finite], series.values[finite])
+    return None if found is None else found[0]
+
+
+def _second_half(steps: np.ndarray, values: np.ndarray) -> tuple[SecondHalf, np.ndarray] | None:
+    """`second_half` of finite (steps, values), and the running level (every point's) it was measured on."""
     half = values.size // 2
     if values.size - half < SECOND_HALF_POINTS or values[half:].min() <= 0:
         return None
     level, relative = _relative_deviations(values)
     quarter = half + (values.size - half) // 2
-    return SecondHalf(
+    found = SecondHalf(
         level=median(level[half:]),
         quarters=(median(level[half:quarter]), median(level[quarter:])),
         scatter=mad_sigma(relative[half:]),
@@ -403,6 +411,7 @@ def second_half(series: Series) -> SecondHalf | None:
         start=int(steps[half]),
         end=int(steps[-1]),
     )
+    return found, level
 
 
 def against_twin(
