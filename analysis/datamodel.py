@@ -6,6 +6,7 @@ Reading produces `Run`s (inside a `Logdir`); the engine turns a `Run` into a `Ru
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,6 +149,43 @@ class SeriesFeatures:
     trend: float | None  # recent relative slope (per 1 % of the run), sign = direction of change
     spike_period: int | None  # steps between recurring spikes, when periodic
     extra: dict[str, Any] = field(default_factory=dict)  # detector-specific numbers
+
+    @classmethod
+    def deferred(cls, later: Mapping[str, Callable[[], Any]], **fields: Any) -> SeriesFeatures:
+        """Features whose fields named in `later` are worked out on first read, each by its callable, and kept.
+
+        Most of a run's features are read by no detector (a noise estimate only task balance reads, the flat
+        stretches of curves other than the main loss): analysis need not pay for them. Whatever reads them (a
+        view, `repr`, `dataclasses.replace`, pickling for a pool or the verdict cache) gets the value it would
+        have got had they been worked out at once: the callables are that same work, done later.
+        """
+        placeholders: dict[str, Any] = dict.fromkeys(later)
+        made = cls(**fields, **placeholders)
+        for name in later:
+            object.__delattr__(made, name)
+        object.__setattr__(made, "_later", dict(later))
+        return made
+
+    if not TYPE_CHECKING:  # hidden from the type checker, which would otherwise accept any attribute name
+
+        def __getattr__(self, name: str) -> Any:
+            # Only called for an attribute not set: a deferred field not read yet (or no attribute at all).
+            later = self.__dict__.get("_later")
+            make = later.get(name) if later else None
+            if make is None:
+                if name in self.__dict__:  # another thread worked it out meanwhile
+                    return self.__dict__[name]
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            value = make()
+            object.__setattr__(self, name, value)
+            later.pop(name, None)
+            return value
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (a pool's worker, the verdict cache): every field worked out, nothing deferred travels.
+        for name in list(self.__dict__.get("_later", ())):
+            getattr(self, name)
+        return {k: v for k, v in self.__dict__.items() if k != "_later"}
 
     def without_curves(self) -> SeriesFeatures:
         """These features without the detectors' bucketed curves (`extra` values that are arrays or arrays'

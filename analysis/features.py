@@ -4,9 +4,10 @@ Every series gets its extent, best and final values (respecting direction), the 
 a robust noise sigma and a recent trend. Curves whose shape detectors judge (losses, metrics, gradient
 norms) also get a local robust baseline, the points beyond OUTLIER_K sigma of it, upward spikes found at
 several resolutions (each with the level before and after it), the largest single-step jump, and (for
-losses and metrics) flat stretches. Everything is numpy over whole arrays; expensive shape work runs on at
-most LEVEL_BUCKETS bucket medians, which keeps 1/1000 of the run's resolution, finer than any onset a
-detector reports (they promise 2 %).
+losses and metrics) flat stretches. The noise, the flat stretches and the trend are worked out when first
+read (`SeriesFeatures.deferred`: few detectors read them). Everything is numpy over whole arrays; expensive
+shape work runs on at most LEVEL_BUCKETS bucket medians, which keeps 1/1000 of the run's resolution, finer
+than any onset a detector reports (they promise 2 %).
 
 `extra` holds (documented here because the LLM prompt and the report read it):
   start_level, end_level   median of the first / last EDGE_FRAC of the finite points
@@ -22,7 +23,10 @@ detector reports (they promise 2 %).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -87,6 +91,8 @@ LOG_ROLES = frozenset({"grad_norm", "grad_norm_layer"})
 #: to their size (lognormal-like), so a noisy loss's upper tail is long in linear units and ordinary in log.
 POSITIVE_LOG_ROLES = frozenset({"train_loss", "val_loss", "loss_component"})
 PLATEAU_ROLES = frozenset({"train_loss", "val_loss", "loss_component", "metric"})
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -393,6 +399,17 @@ def _max_jump(steps: np.ndarray, y: np.ndarray, sigma: np.ndarray, log_scale: bo
     }
 
 
+def _noise(finite: np.ndarray) -> float:
+    return float(scale_noise(finite))
+
+
+def _quietly(work: Callable[..., _T], *args: Any) -> _T:
+    """`work(*args)` with numpy's warnings off, as the engine judges a run (values near DBL_MAX overflow to inf,
+    which the features read as "no evidence"): a deferred feature is worked out after the engine has returned."""
+    with np.errstate(all="ignore"):
+        return work(*args)
+
+
 def series_features(tag: str, series: Series, role: str | None, direction: int) -> SeriesFeatures:
     """Describe one series (see the module docstring for what `extra` holds)."""
     values = series.values
@@ -436,7 +453,6 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
     )
     recent = steps >= steps[-1] - RECENT_FRAC * (steps[-1] - steps[0])
     extra["recent_median"] = median(finite[recent])
-    noise = float(scale_noise(finite)) if finite.size >= MIN_POINTS_NOISE else None
     outliers = empty
     spike_period = None
     if role in SHAPE_ROLES and finite.size >= 2 * MIN_POINTS_NOISE:
@@ -465,8 +481,23 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
             extra["spikes"] = spikes
             extra["max_jump"] = _max_jump(judged_steps, judged, base.sigma, log_scale)
             spike_period = periodicity([s.peak_step for s in spikes]) if len(spikes) >= PERIOD_MIN_EVENTS else None
-    plateaus = find_plateaus(level) if role in PLATEAU_ROLES else ()
-    return SeriesFeatures(
+    # Worked out when first read (`SeriesFeatures.deferred`): few detectors read them (task balance the noise,
+    # convergence the main loss's flat stretches), and most runs' views never do.
+    later: dict[str, Callable[[], Any]] = {
+        "trend": partial(_quietly, _trend, level, max(abs(extra["recent_median"]), 0.05 * scale, 1e-12))
+    }
+    now: dict[str, Any] = {}
+    if finite.size >= MIN_POINTS_NOISE:
+        later["noise"] = partial(_quietly, _noise, finite)
+    else:
+        now["noise"] = None
+    if role in PLATEAU_ROLES:
+        later["plateaus"] = partial(_quietly, find_plateaus, level)
+    else:
+        now["plateaus"] = ()
+    return SeriesFeatures.deferred(
+        later,
+        **now,
         tag=tag,
         role=role,
         direction=direction,
@@ -478,10 +509,7 @@ def series_features(tag: str, series: Series, role: str | None, direction: int) 
         final=float(finite[-1]),
         final_step=int(steps[-1]),
         first_nonfinite_step=first_nonfinite,
-        noise=noise,
         outlier_steps=outliers,
-        plateaus=plateaus,
-        trend=_trend(level, max(abs(extra["recent_median"]), 0.05 * scale, 1e-12)),
         spike_period=spike_period,
         extra=extra,
     )

@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import math
+import pickle
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tbtriage.analysis.datamodel import Series
+from tbtriage.analysis.datamodel import Run, Series
+from tbtriage.analysis.engine import analyze_run
 from tbtriage.analysis.features import (
     LEVEL_BUCKETS,
+    MIN_POINTS_NOISE,
+    PLATEAU_ROLES,
     SPIKE_SCALES,
     Spike,
     _judged_buckets,
     _spikes_at,
+    _trend,
+    find_plateaus,
     find_spikes,
     series_features,
 )
-from tbtriage.analysis.smoothing import Baseline, bucket_medians
+from tbtriage.analysis.smoothing import Baseline, bucket_medians, scale_noise
 
 # Values with many ties (a logger's rounding) and both signs, up to magnitudes where a mean of two could overflow.
 tied_values = st.lists(
@@ -128,3 +140,102 @@ def test_series_features_find_the_spikes_the_long_way_finds():
         scales = SPIKE_SCALES if role != "grad_norm" else SPIKE_SCALES[:1]
         expected = find_spikes(steps[finite], values[finite], log_scale=log_scale, scales=scales)
         assert features.extra.get("spikes", ()) == expected, (role, values.size)
+
+
+# ---- fields worked out when first read ------------------------------------------------------------------------
+
+
+def _series_cases() -> list[tuple[np.ndarray, str]]:
+    """Values and roles whose deferred features take every branch: noisy and flat losses, NaN and inf among the
+    points, values near DBL_MAX (their differences overflow), metrics, an lr, too few points for a noise."""
+    cases = []
+    for n in (3600, 901, 257, 40, 9, 5):
+        loss = _noisy_loss(n, n + 2)
+        flat = np.where(np.arange(n) < n // 3, 2.303, loss)
+        with_nan = loss.copy()
+        with_nan[:: max(2, n // 30)] = np.nan
+        with_nan[n // 2] = np.inf
+        cases += [(loss, "train_loss"), (flat, "val_loss"), (with_nan, "metric"), (loss * 1e-4, "lr")]
+        cases += [(loss / loss.max() * 1.5e308, "loss_component"), (-loss, "grad_norm")]
+    return cases
+
+
+def test_deferred_features_are_what_the_same_work_gives_at_once():
+    for values, role in _series_cases():
+        steps = np.arange(values.size, dtype=np.int64) * 5
+        features = series_features("x", Series(steps, np.zeros(values.size), values), role, -1)
+        finite = values[np.isfinite(values)]
+        level = features.extra["level"]
+        with np.errstate(all="ignore"):
+            noise = float(scale_noise(finite)) if finite.size >= MIN_POINTS_NOISE else None
+            plateaus = find_plateaus(level) if role in PLATEAU_ROLES else ()
+            scale = max(abs(features.extra["recent_median"]), 0.05 * features.extra["scale"], 1e-12)
+            trend = _trend(level, scale)
+        assert _same_value(features.noise, noise), (role, values.size)
+        assert features.plateaus == plateaus, (role, values.size)
+        assert _same_value(features.trend, trend), (role, values.size)
+
+
+def _same_value(a, b) -> bool:
+    return a is b or (a is not None and b is not None and (a == b or (math.isnan(a) and math.isnan(b))))
+
+
+def test_judging_a_run_leaves_the_fields_no_detector_read_for_later():
+    # The point of deferring: an evaluated accuracy's flat stretches and noise are read by no detector.
+    steps = np.arange(0, 9000, 10, dtype=np.int64)
+    run = Run("r", path=None)
+    loss = _noisy_loss(steps.size, 3)
+    run.scalars = {
+        "train/loss": Series(steps, steps * 1.0, loss),
+        "eval/accuracy": Series(steps, steps * 1.0, 0.9 - 0.3 * loss / loss[0]),
+    }
+    features = analyze_run(run).features["eval/accuracy"]
+    assert {"noise", "plateaus", "trend"} <= set(features.__dict__["_later"])
+    assert "noise" not in features.__dict__
+    assert features.noise == float(scale_noise(features_values(run, "eval/accuracy")))
+    assert "noise" in features.__dict__ and "noise" not in features.__dict__["_later"]
+
+
+def features_values(run: Run, tag: str) -> np.ndarray:
+    values = run.scalars[tag].values
+    return values[np.isfinite(values)]
+
+
+def test_a_deferred_field_is_in_the_repr_a_copy_and_a_pickle_and_only_its_value_travels():
+    steps = np.arange(0, 3000, 10, dtype=np.int64)
+    values = _noisy_loss(steps.size, 4)
+    made = lambda: series_features("loss", Series(steps, steps * 1.0, values), "train_loss", -1)  # noqa: E731
+    whole = made()
+    expected = (whole.noise, whole.plateaus, whole.trend)
+    text = repr(whole)
+    for name in ("noise", "plateaus", "trend"):
+        assert f"{name}=" in text
+    assert repr(made()) == text  # repr works the deferred fields out itself
+    again = pickle.loads(pickle.dumps(made()))
+    assert "_later" not in again.__dict__ and (again.noise, again.plateaus, again.trend) == expected
+    assert repr(again) == text
+    copied = replace(made(), extra={})
+    assert (copied.noise, copied.plateaus, copied.trend) == expected
+    assert "_later" not in made().without_curves().__dict__
+    with pytest.raises(AttributeError):
+        made().no_such_field  # noqa: B018
+
+
+def test_a_deferred_field_read_after_the_engine_returned_raises_no_numpy_warning():
+    steps = np.arange(0, 3000, 10, dtype=np.int64)
+    loss = _noisy_loss(steps.size, 5)
+    huge = loss / loss.max() * 1.5e308  # sums of two overflow to inf
+    features = series_features("loss", Series(steps, steps * 1.0, huge), "loss_component", -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        features.noise, features.plateaus, features.trend  # noqa: B018
+
+
+def test_threads_reading_one_deferred_field_all_get_its_value():
+    steps = np.arange(0, 30000, 10, dtype=np.int64)
+    values = _noisy_loss(steps.size, 6)
+    expected = series_features("loss", Series(steps, steps * 1.0, values), "train_loss", -1).noise
+    for _ in range(20):
+        features = series_features("loss", Series(steps, steps * 1.0, values), "train_loss", -1)
+        with ThreadPoolExecutor(4) as pool:
+            assert set(pool.map(lambda f: f.noise, [features] * 8)) == {expected}
