@@ -23,6 +23,7 @@ than any onset a detector reports (they promise 2 %).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -323,7 +324,7 @@ def _step_medians(steps: np.ndarray, buckets: Buckets, max_buckets: int) -> np.n
     full = steps.size // buckets.size
     medians = steps[buckets.first[:full] + buckets.size // 2]
     if full < len(buckets):
-        medians = np.append(medians, median(steps[full * buckets.size :]))
+        medians = np.concatenate((medians, (median(steps[full * buckets.size :]),)))
     return medians
 
 
@@ -344,22 +345,29 @@ def find_plateaus(level: Buckets) -> tuple[tuple[int, int], ...]:
     else:
         centres = level.steps
     m = y.size
-    width = max(8, int(np.ceil(PLATEAU_MIN_FRAC * m)))
+    width = max(8, math.ceil(PLATEAU_MIN_FRAC * m))
     if m < width + 2:
         return ()
     quarter = max(2, width // 4)
     quarter_medians = row_medians(windows(y, quarter))
-    starts = np.arange(m - width + 1)
-    drift = np.abs(quarter_medians[starts + width - quarter] - quarter_medians[starts])
-    drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)
+    # The window starting at each of the `count` first points: its first quarter's median against its last's.
+    count, shift = m - width + 1, width - quarter
+    drift = np.abs(quarter_medians[shift : shift + count] - quarter_medians[:count])
+    drift_noise = 1.2533 * scale_noise(y) * math.sqrt(2.0 / quarter)
     lo, hi = percentile(y, [5, 95])
     band = max(PLATEAU_NOISE_K * drift_noise, PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
     flat = drift <= band
     if not flat.any():
         return ()
-    covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
-    begins, finishes = true_stretches(covered)
-    return tuple((int(centres[b]), int(centres[f])) for b, f in zip(begins, finishes))
+    # A flat window covers its `width` points: stretches of flat windows [b, f] cover [b, f + width - 1] (never past
+    # the last point), and covered stretches less than a window apart touch.
+    stretches: list[list[int]] = []
+    for b, f in zip(*(part.tolist() for part in true_stretches(flat))):
+        if stretches and b <= stretches[-1][1] + 1:
+            stretches[-1][1] = f + width - 1
+        else:
+            stretches.append([b, f + width - 1])
+    return tuple((int(centres[b]), int(centres[f])) for b, f in stretches)
 
 
 def _trend(level: Buckets, scale: float) -> float | None:

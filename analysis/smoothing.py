@@ -319,6 +319,61 @@ _QUICK_SETTLE = 1024
 NOISE_LAGS = (1, 2, 4, 8, 16, 32)
 
 
+#: Series of this many points measure every lag at once (`_all_lags_noise`): one selection over all the lags'
+#: residuals, then one over their deviations, instead of a dozen small operations per lag. Shorter series have
+#: one or two lags; on longer ones the counting tests below skip most selections, which all-at-once cannot.
+_ALL_LAGS_AT_ONCE = (128, 1024)
+
+
+@lru_cache(maxsize=16)
+def _lag_layout(n: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """For a series of n points padded with `pad` values at each end: where each lag's two neighbours of every
+    point sit in it (rows: the lags of NOISE_LAGS up to n/16), and which points have none before them."""
+    lags = np.array([lag for lag in NOISE_LAGS if lag == 1 or lag <= n // 16])
+    pad = int(lags[-1])
+    index = np.arange(n)
+    before = index[None, :] - lags[:, None] + pad
+    after = index[None, :] + lags[:, None] + pad
+    first = index[None, :] < lags[:, None]
+    for array in (before, after, first):
+        array.flags.writeable = False
+    return pad, before, after, first
+
+
+def _row_middles(rows: np.ndarray) -> np.ndarray:
+    """Each row's median as `_median_in_place` computes it, from rows partitioned at their middle index."""
+    k = rows.shape[1] // 2
+    if rows.shape[1] % 2:
+        return 0.0 + rows[:, k]
+    return (0.0 + rows[:, :k].max(axis=1) + rows[:, k]) / 2
+
+
+def _all_lags_noise(x: np.ndarray) -> float:
+    """`scale_noise` of finite values within ±1e300, every lag at once: the same medians and the same largest one.
+
+    Row j holds lag j's residual at every point; the lag's points with no neighbour before them get -inf (x minus
+    half of +inf) and those with none after them +inf, as many of each, so the middle of the row is the middle of
+    the lag's own residuals. Their deviations from that median: the -inf ones are set to 0, below every deviation,
+    and the +inf ones stay +inf, above: the middle is again the lag's own. The estimate of the largest MAD is the
+    largest estimate (`_mad_noise` never decreases)."""
+    n = x.size
+    pad, before, after, first = _lag_layout(n)
+    padded = np.empty(n + 2 * pad)
+    padded[:pad] = np.inf
+    padded[pad : pad + n] = x
+    padded[pad + n :] = -np.inf
+    residual = padded[before]
+    residual += padded[after]
+    residual *= 0.5
+    np.subtract(x, residual, out=residual)  # x - (before + after) / 2, as `_second_differences` forms it
+    middle = _row_middles(np.partition(residual, n // 2, axis=1))
+    np.subtract(residual, middle[:, None], out=residual)
+    deviation = np.abs(residual, out=residual)
+    np.copyto(deviation, 0.0, where=first)
+    deviation.partition(n // 2, axis=1)
+    return _mad_noise(float(_row_middles(deviation).max()))
+
+
 def scale_noise(values: np.ndarray) -> float:
     """Noise sigma that also sees noise averaged before logging: the largest second-difference estimate
     over the lags in NOISE_LAGS (up to n/16).
@@ -334,6 +389,8 @@ def scale_noise(values: np.ndarray) -> float:
     # Each lag's differences and deviations are temporaries: selected and overwritten in place. Values within
     # ±1e300 make finite differences and deviations (each at most 4e300): their medians need no NaN test.
     finite = bool(-1e300 < x.min() and x.max() < 1e300)  # False for a NaN or an inf
+    if finite and _ALL_LAGS_AT_ONCE[0] <= x.size <= _ALL_LAGS_AT_ONCE[1]:
+        return _all_lags_noise(x)
     best_mad = _median_in_place(_deviations(_second_differences(x, 1), own=True, finite=finite), finite=finite)
     best = _mad_noise(best_mad)
     # A first test by counting alone (below) is tried once a longer lag's MAD has doubled lag 1's (a curve:
@@ -396,12 +453,12 @@ def bucket_medians(steps: np.ndarray, values: np.ndarray, max_buckets: int) -> B
     full = n // size
     medians = row_medians(values[: full * size].reshape(full, size), exact=False) if full else np.empty(0)
     if full * size < n:  # the short last bucket
-        medians = np.append(medians, median(values[full * size :]))
+        medians = np.concatenate((medians, (median(values[full * size :]),)))  # np.append's result, less set-up
     first = np.arange(0, n, size, dtype=np.int64)
     # Each bucket's first and last step, read as strided views (the last bucket may end early, at n - 1).
     last = steps[size - 1 :: size]
     if last.size < first.size:
-        last = np.append(last, steps[-1])
+        last = np.concatenate((last, steps[-1:]))
     middle = np.add(steps[::size], last, dtype=np.float64)  # both cast to float64, then added
     middle *= 0.5
     return Buckets(middle, first, size, medians)
@@ -428,7 +485,7 @@ def _block_medians(values: np.ndarray, block: int) -> np.ndarray:
     full = values.size // block
     medians = row_medians(values[: full * block].reshape(full, block), exact=False)
     if full * block < values.size:
-        medians = np.append(medians, median(values[full * block :]))
+        medians = np.concatenate((medians, (median(values[full * block :]),)))
     return medians
 
 

@@ -18,6 +18,10 @@ from tbtriage.analysis.engine import analyze_run
 from tbtriage.analysis.features import (
     LEVEL_BUCKETS,
     MIN_POINTS_NOISE,
+    PLATEAU_BUCKETS,
+    PLATEAU_MIN_FRAC,
+    PLATEAU_NOISE_K,
+    PLATEAU_RANGE_FRAC,
     PLATEAU_ROLES,
     SPIKE_SCALES,
     Spike,
@@ -239,3 +243,57 @@ def test_threads_reading_one_deferred_field_all_get_its_value():
         features = series_features("loss", Series(steps, steps * 1.0, values), "train_loss", -1)
         with ThreadPoolExecutor(4) as pool:
             assert set(pool.map(lambda f: f.noise, [features] * 8)) == {expected}
+
+
+def _plateaus_the_long_way(level) -> tuple[tuple[int, int], ...]:
+    """find_plateaus as it was written first: every window's drift by index arrays, the covered points by a
+    convolution of the flat windows with a window of ones."""
+    if len(level) < 20:
+        return ()
+    y = level.medians
+    if y.size > PLATEAU_BUCKETS:
+        coarse = bucket_medians(level.steps, y, PLATEAU_BUCKETS)
+        y, centres = coarse.medians, bucket_medians(level.steps, level.steps, PLATEAU_BUCKETS).medians
+    else:
+        centres = level.steps
+    m = y.size
+    width = max(8, int(np.ceil(PLATEAU_MIN_FRAC * m)))
+    if m < width + 2:
+        return ()
+    quarter = max(2, width // 4)
+    quarter_medians = np.median(np.lib.stride_tricks.sliding_window_view(y, quarter), axis=1)
+    starts = np.arange(m - width + 1)
+    drift = np.abs(quarter_medians[starts + width - quarter] - quarter_medians[starts])
+    drift_noise = 1.2533 * scale_noise(y) * np.sqrt(2.0 / quarter)
+    lo, hi = np.percentile(y, [5, 95])
+    band = max(PLATEAU_NOISE_K * drift_noise, PLATEAU_RANGE_FRAC * (hi - lo), 1e-12 * max(abs(hi), abs(lo)))
+    flat = drift <= band
+    if not flat.any():
+        return ()
+    covered = np.convolve(flat.astype(np.int64), np.ones(width, dtype=np.int64))[:m] > 0
+    edges = np.diff(np.concatenate(([0], covered.astype(np.int8), [0])))
+    return tuple(
+        (int(centres[b]), int(centres[f])) for b, f in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(18, 1400), st.integers(0, 7), st.integers(0, 10_000))
+@example(300, 6, 0)  # flat stretches a few points apart: their covered points touch
+@example(40, 4, 1)  # a constant
+def test_flat_stretches_are_what_the_long_way_finds(n, shape, seed):
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 1, n)
+    values = [
+        2.0 + 3.0 * np.exp(-6 * t) * np.exp(rng.normal(0, 0.05, n)),  # a falling loss: flat at its end
+        np.where(t < 0.4, 2.303, 0.3 + 2.0 * np.exp(-(t - 0.4) * 8)) + rng.normal(0, 0.01, n),  # flat, then a fall
+        np.round(rng.normal(size=n), 1),  # noise with ties
+        np.cumsum(rng.normal(size=n)),  # a random walk
+        np.full(n, 1.5),
+        np.repeat(rng.normal(size=n // 10 + 1), 10)[:n],  # steps
+        np.where((np.arange(n) // max(1, n // 12)) % 2 == 0, 1.0, 1.0 + rng.normal(0, 0.3, n)),  # flat, noisy, ...
+        np.where(rng.random(n) < 0.5, 0.0, -0.0),  # signed zeros
+    ][shape]
+    steps = np.cumsum(rng.integers(1, 4, n))
+    level = bucket_medians(steps, values, LEVEL_BUCKETS)
+    assert find_plateaus(level) == _plateaus_the_long_way(level)

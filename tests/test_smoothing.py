@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tbtriage.analysis import smoothing
 from tbtriage.analysis.smoothing import (
     LOCAL_SIGMA_FLOOR,
     MAD_TO_SIGMA,
@@ -179,6 +180,27 @@ def test_scale_noise_is_the_largest_lags_mad_sigma():
             expected = max(expected, estimate)
         got = scale_noise(values)
         assert type(got) is type(expected) and _same(got, expected), case
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("n", [128, 129, 225, 226, 511, 512, 900, 901, 1023, 1024])
+def test_every_lag_at_once_gives_the_noise_each_lag_in_turn_gives(n, monkeypatch):
+    rng = np.random.default_rng(n)
+    cases = []
+    for case in range(48):
+        values = np.cumsum(rng.normal(size=n)) * 0.01 + _awkward(rng, n, case)
+        if case % 3 == 0:
+            values = np.repeat(values[: n // 8 + 1], 8)[:n]  # logged as a running value: the long lags see more
+        if case % 5 == 4:
+            values = np.exp(-np.linspace(0, 6, n)) + rng.normal(size=n) * 10.0 ** rng.integers(-9, -2)  # curvature
+        if case % 7 == 6:
+            values = values * 1e-310  # subnormal residuals
+        cases.append(values)
+    at_once = [scale_noise(values) for values in cases]
+    monkeypatch.setattr(smoothing, "_ALL_LAGS_AT_ONCE", (1, 0))  # each lag in turn, with the counting tests
+    for values, noise in zip(cases, at_once):
+        expected = scale_noise(values)
+        assert type(noise) is type(expected) and _same(noise, expected)
 
 
 def test_bucket_medians_of_long_series_match_the_selection_per_bucket():
