@@ -168,9 +168,9 @@ def _spikes_at(steps: np.ndarray, y: np.ndarray, log_scale: bool, base: Baseline
     if candidates.size > MAX_SPIKE_CANDIDATES:
         top = np.argpartition(z[candidates], -MAX_SPIKE_CANDIDATES)[-MAX_SPIKE_CANDIDATES:]
         candidates = np.sort(candidates[top])
-    breaks = np.flatnonzero(np.diff(candidates) > SPIKE_CLUSTER_GAP)
+    breaks = np.flatnonzero(candidates[1:] - candidates[:-1] > SPIKE_CLUSTER_GAP)  # np.diff, without its set-up
     starts = candidates[np.concatenate(([0], breaks + 1))]
-    ends = candidates[np.append(breaks, candidates.size - 1)]
+    ends = candidates[np.concatenate((breaks, (candidates.size - 1,)))]
     max_width = max(3, block // 2)
     narrow = (ends - starts + 1) <= max_width
     starts, ends = starts[narrow], ends[narrow]
@@ -395,7 +395,7 @@ def _trend(level: Buckets, scale: float) -> float | None:
 def _max_jump(steps: np.ndarray, y: np.ndarray, sigma: np.ndarray, log_scale: bool) -> dict | None:
     if y.size < 2:
         return None
-    rise = np.diff(y) / sigma[1:]
+    rise = (y[1:] - y[:-1]) / sigma[1:]
     k = int(np.argmax(rise))
     value = (lambda a: float(10.0**a)) if log_scale else float
     return {
