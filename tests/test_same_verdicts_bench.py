@@ -4,6 +4,7 @@ verdict cache does not keep) makes no difference to the text compared, a changed
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,14 +36,12 @@ def test_extra_items_in_another_order_are_the_same_verdict():
     features = _features()
     before = repr(features)
     shuffled = dict(reversed(list(features.extra.items())))  # the same items, in reverse order
-    reordered = type(features)(**{**features.__dict__, "extra": shuffled})
+    reordered = replace(features, extra=shuffled)
     assert repr(reordered) != before  # the order shows in a plain repr
     assert _differences(features, reordered) == []
 
 
 def test_a_changed_value_is_still_a_difference():
     features = _features()
-    changed = type(features)(
-        **{**features.__dict__, "extra": {**features.extra, "scale": np.nextafter(features.extra["scale"], np.inf)}}
-    )
+    changed = replace(features, extra={**features.extra, "scale": np.nextafter(features.extra["scale"], np.inf)})
     assert len(_differences(features, changed)) == 1
