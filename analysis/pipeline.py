@@ -391,9 +391,10 @@ def _read_and_judge(task: ReadTask) -> list[Judged]:
     for reader in readers.values():
         reader.map_cached = False  # a cold read's columns stay in the heap: the task lets its runs go at its end
         reader.store_after_read = False  # cached below, once judged, with the run's verdict in the same file
-    kernel = choose_kernel(
-        sum(reader.pending_bytes(resume=False) for reader in readers.values()), task.read_with or task.kernel
-    )
+    prefer = task.read_with or task.kernel
+    # Chosen for the whole pool (`read_with`), the kernel needs no sizing: that lists and stats every run once more.
+    nbytes = 0 if prefer in ("jit", "pure") else sum(reader.pending_bytes(resume=False) for reader in readers.values())
+    kernel = choose_kernel(nbytes, prefer)
     read: set[str] = set()
     names = {name: path for name, path in (*task.runs, *task.related)}
 
