@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from . import verdict_cache
 from .cache import release
+from .cache import root as cache_root
 from .config import Config
 from .datamodel import Run, RunReport, Series
 from .decode import JIT_COLD_MIN_BYTES, JIT_MIN_BYTES, choose_kernel, kernel_name
@@ -557,8 +558,8 @@ def _kernel_for(logdir: Logdir, names: Sequence[str]) -> str:
 def _cached_entries(logdir: Logdir, names: Sequence[str], config: Config | None) -> dict[str, verdict_cache.Entry]:
     """The runs of `names` whose cached verdict still holds as far as their own files tell (`verdict_cache`):
     the workers need not read them; the logdir's context is checked once every span is known."""
-    if not verdict_cache.enabled():
-        return {}
+    if not verdict_cache.enabled() or not cache_root().is_dir():
+        return {}  # a first report (no entry yet): ~30 µs a run of failed opens spared before the pool starts
     entries = {}
     for name in names:
         entry = verdict_cache.candidate(logdir, name, config)
