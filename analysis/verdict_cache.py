@@ -4,8 +4,8 @@ The engine's `RunReport` for one run (before any cross-run step: twins are attac
 time) is written under the column cache's directory (`cache.root()`, one `.tbv` file per run, counted against
 the same size cap and evicted by the same LRU); a pool's worker, which writes the run's decoded columns in the
 same moment, keeps the same bytes inside the run's column entry instead (`cache.embedded_verdict`): one file created
-a run, not two. A lookup takes the run's own file first, then the one in its column entry. A cached verdict is used only when everything it was judged
-from is still what it was:
+a run, not two. A lookup takes the run's own file first, then the one in its column entry. A cached verdict is used
+only when everything it was judged from is still what it was:
 
 - **the run's event files**: the same names, and each file exactly the bytes that were read: its size is the
   offset the reader read to, with the same mtime, device and inode, the same first 4 KiB (`cache.head_hash`)
