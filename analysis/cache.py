@@ -23,11 +23,11 @@ appended bytes alone); a file that shrank, was replaced or rewritten, or a new f
 already read, sends the whole run to a cold read. The columns of a hit are memory-mapped from the entry, not
 decoded or copied, so a logdir larger than memory still opens.
 
-An entry is one file: a fixed prefix (magic, header length, CRC-32 of the header, length of the verdict), the
-run's cached verdict when the writer had it (a pool's worker: `verdict_cache` reads and checks it there, against its
-own digest; one file a run instead of two, and a file created costs more than its bytes), a JSON header (format,
-tbtriage version, the run's key, the state, and a table of arrays with their offsets), then the arrays, each
-on a 64-byte boundary. The data is checked against the 64-bit sum of its words, stored in the header: a CRC
+An entry is one file: a fixed prefix (magic, header length, CRC-32 of the header, length of the verdict), a JSON
+header (format, tbtriage version, the run's key, the state, and a table of arrays with their offsets), the arrays,
+each on a 64-byte boundary, then the run's cached verdict when the writer had it (a pool's worker: `verdict_cache`
+reads and checks it there, against its own digest; one file a run instead of two, and a file created costs more
+than its bytes). The data is checked against the 64-bit sum of its words, stored in the header: a CRC
 of a gigabyte costs seconds on a slow core, the sum runs at memory speed and still catches a truncated,
 zeroed or bit-flipped entry. An entry is written to a temporary name and renamed over the old one
 (`os.replace`), so a crash never leaves half an entry that a later open reads. The cache is capped
@@ -60,7 +60,7 @@ from .datamodel import Note, Series, TextEntry
 #: Bumped whenever the entry layout or the meaning of the reader's state changes: older entries are ignored.
 FORMAT = 2
 MAGIC = b"TBTCOL\x00\x01"
-_PREFIX = struct.Struct("<8sQII")  # magic, header length, CRC-32 of the header, length of the verdict before it
+_PREFIX = struct.Struct("<8sQII")  # magic, header length, CRC-32 of the header, length of the verdict at the end
 #: Arrays start on this boundary: aligned for every dtype, and word-aligned for the data sum.
 ALIGN = 64
 #: Default size cap of the whole cache: a month of mornings on a big sweep, small against a disk.
@@ -214,16 +214,15 @@ def _read_header(f, key: dict) -> tuple[dict, int]:
     magic, length, crc, verdict = _PREFIX.unpack(prefix)
     if magic != MAGIC or length > _MAX_HEADER:
         raise ValueError("not an entry")
-    if verdict:
-        f.seek(verdict, os.SEEK_CUR)  # the run's verdict (`embedded_verdict`), checked by the verdict cache
     raw = f.read(length)
     if len(raw) != length or zlib.crc32(raw) != crc:
         raise ValueError("header checksum")
     header = json.loads(raw.decode("ascii"))
     if header["format"] != FORMAT or header["version"] != __version__ or header["key"] != key:
         raise ValueError("another format, version or run")
-    data_start = _padded(_PREFIX.size + verdict + length)
-    if os.fstat(f.fileno()).st_size != data_start + int(header["data_len"]):
+    data_start = _padded(_PREFIX.size + length)
+    # After the data: the run's verdict when the writer had it (`embedded_verdict`), checked by the verdict cache.
+    if os.fstat(f.fileno()).st_size != data_start + int(header["data_len"]) + verdict:
         raise ValueError("wrong length")
     return header, data_start
 
@@ -462,18 +461,18 @@ def store(reader, map_back: bool = True, verdict: bytes = b"") -> bool:
     ).replace('"__STATE__"', header_state, 1)
     head = header.encode("ascii")
     path = entry_path(reader, key)
-    data_start = _padded(_PREFIX.size + len(verdict) + len(head))
+    data_start = _padded(_PREFIX.size + len(head))
 
     def write(f) -> None:
-        start = _PREFIX.size + len(verdict) + len(head)
-        parts: list = [_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), len(verdict)), verdict, head]
-        parts.append(bytes(data_start - start))
+        start = _PREFIX.size + len(head)
+        parts: list = [_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), len(verdict)), head, bytes(data_start - start)]
         for _, _, _, _, raws in table:
             nbytes = 0
             for raw in raws:
                 parts.append(raw.data)
                 nbytes += raw.size
             parts.append(bytes(_padded(nbytes) - nbytes))
+        parts.append(verdict)  # last: the columns lie where they lie in an entry without one
         # Array by array, never joined: a 345 kB entry written in one call came back mapped in larger page-cache
         # folios, and a warm report that touches a few columns of each run held twice the resident memory.
         for part in parts:
@@ -509,6 +508,7 @@ def embedded_verdict(reader) -> tuple[Path, bytes] | None:
             magic, _, _, length = _PREFIX.unpack(prefix)
             if magic != MAGIC or not length:
                 return None
+            f.seek(-length, os.SEEK_END)  # an entry shorter than that: OSError
             raw = f.read(length)
     except OSError:
         return None

@@ -264,11 +264,11 @@ def test_a_verdict_kept_in_a_column_entry_is_checked_as_its_own_file_is(logdir, 
     prefix = verdict_cache.cache._PREFIX
     for entry in columns:
         raw = bytearray(entry.read_bytes())
-        length = prefix.unpack(raw[: prefix.size])[3]
+        length = prefix.unpack(raw[: prefix.size])[3]  # the verdict's, at the end of the entry
         if damage == "flip":
-            raw[prefix.size + length // 2] ^= 0x40
+            raw[len(raw) - length // 2] ^= 0x40
         else:
-            raw = raw[: prefix.size + length // 2]
+            raw = raw[: len(raw) - length // 2]
         entry.write_bytes(bytes(raw))
     assert _hits(logdir) == {"seed1"}  # its own file: judged again here, in the logdir's context (it is stalled)
     assert _json(diagnose(logdir, now=NOW, workers=2, slim=True)) == cold
