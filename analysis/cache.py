@@ -23,9 +23,11 @@ appended bytes alone); a file that shrank, was replaced or rewritten, or a new f
 already read, sends the whole run to a cold read. The columns of a hit are memory-mapped from the entry, not
 decoded or copied, so a logdir larger than memory still opens.
 
-An entry is one file: a fixed prefix (magic, header length, CRC-32 of the header), a JSON header (format,
-tbtriage version, the run's key, the state, and a table of arrays with their offsets), then the arrays, each
-on a 64-byte boundary. The data is checked against the 64-bit sum of its words, stored in the header: a CRC
+An entry is one file: a fixed prefix (magic, header length, CRC-32 of the header, length of the verdict), a JSON
+header (format, tbtriage version, the run's key, the state, and a table of arrays with their offsets), the arrays,
+each on a 64-byte boundary, then the run's cached verdict when the writer had it (a pool's worker: `verdict_cache`
+reads and checks it there, against its own digest; one file a run instead of two, and a file created costs more
+than its bytes). The data is checked against the 64-bit sum of its words, stored in the header: a CRC
 of a gigabyte costs seconds on a slow core, the sum runs at memory speed and still catches a truncated,
 zeroed or bit-flipped entry. An entry is written to a temporary name and renamed over the old one
 (`os.replace`), so a crash never leaves half an entry that a later open reads. The cache is capped
@@ -52,13 +54,13 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .cache_base import HEAD_BYTES, cache_dir, enabled, head_hash, root  # noqa: F401 - `cache.X` for its users
+from .cache_base import HEAD_BYTES, cache_dir, enabled, head_hash, recorded_head_hash, root  # noqa: F401 - `cache.X`
 from .datamodel import Note, Series, TextEntry
 
 #: Bumped whenever the entry layout or the meaning of the reader's state changes: older entries are ignored.
-FORMAT = 1
+FORMAT = 2
 MAGIC = b"TBTCOL\x00\x01"
-_PREFIX = struct.Struct("<8sQII")  # magic, header length, CRC-32 of the header, zero
+_PREFIX = struct.Struct("<8sQII")  # magic, header length, CRC-32 of the header, length of the verdict at the end
 #: Arrays start on this boundary: aligned for every dtype, and word-aligned for the data sum.
 ALIGN = 64
 #: Default size cap of the whole cache: a month of mornings on a big sweep, small against a disk.
@@ -209,7 +211,7 @@ def _read_header(f, key: dict) -> tuple[dict, int]:
     prefix = f.read(_PREFIX.size)
     if len(prefix) != _PREFIX.size:
         raise ValueError("short prefix")
-    magic, length, crc, _ = _PREFIX.unpack(prefix)
+    magic, length, crc, verdict = _PREFIX.unpack(prefix)
     if magic != MAGIC or length > _MAX_HEADER:
         raise ValueError("not an entry")
     raw = f.read(length)
@@ -219,7 +221,8 @@ def _read_header(f, key: dict) -> tuple[dict, int]:
     if header["format"] != FORMAT or header["version"] != __version__ or header["key"] != key:
         raise ValueError("another format, version or run")
     data_start = _padded(_PREFIX.size + length)
-    if os.fstat(f.fileno()).st_size != data_start + int(header["data_len"]):
+    # After the data: the run's verdict when the writer had it (`embedded_verdict`), checked by the verdict cache.
+    if os.fstat(f.fileno()).st_size != data_start + int(header["data_len"]) + verdict:
         raise ValueError("wrong length")
     return header, data_start
 
@@ -293,7 +296,9 @@ def _checked_map(f, data_start: int, header: dict) -> memoryview | None:
         return None
     if data_len % ALIGN:
         raise ValueError("data length")
-    view = map_file(f.fileno())
+    # Not the verdict after the data: a page of it mapped in would be read in with the last columns' (the kernel maps
+    # the cached pages around each one touched), ~4 kB a run more resident for a warm report that touches them.
+    view = map_file(f.fileno(), data_start + data_len)
     words = np.frombuffer(view, "<u8", data_len // 8, data_start)
     total, step = 0, _CHECK_CHUNK // 8
     for at in range(0, words.size, step):
@@ -417,13 +422,16 @@ class _SavedTags:
 # -- storing ------------------------------------------------------------------------------------------
 
 
-def store(reader, map_back: bool = True) -> bool:
+def store(reader, map_back: bool = True, verdict: bytes = b"") -> bool:
     """Write `reader`'s state as its entry (atomically), then map its columns from it; True when written.
 
     Mapping the columns back from the entry is what bounds a cold read's memory: each run's decoded
     arrays leave the heap as soon as it is cached. `map_back=False` keeps them in the heap, for a caller that lets
     the run go soon anyway (a pool's worker, at the end of its task): analysing columns just mapped costs their
     page faults, ~0.5 ms a 3,600-point run of 4 tags, a third of what caching adds to a cold read.
+
+    `verdict`: the run's cached verdict (`verdict_cache.entry_bytes`), kept in the same file (`embedded_verdict`)
+    by a caller that has both at hand (a pool's worker): one file a run instead of two.
     """
     if not enabled() or _writes_into_logdir(reader) or any(col.new for col in reader._cols.values()):
         return False
@@ -438,14 +446,14 @@ def store(reader, map_back: bool = True) -> bool:
         dtype = pieces[0].dtype.str[1:] if pieces else "f8"
         nbytes = sum(r.size for r in raws)
         table.append((name, dtype, offset, sum(p.size for p in pieces), raws))
-        for r in raws:  # every piece is 8-byte words (int64, float64): the sum of the pieces is the whole's
-            total = (total + _word_sum(r)) % (1 << 64)
+        total = (total + _pieces_sum(raws)) % (1 << 64)
         offset += _padded(nbytes)
+    key = _key(reader)
     header = json.dumps(
         {
             "format": FORMAT,
             "version": __version__,
-            "key": _key(reader),
+            "key": key,
             "data_len": offset,
             "data_sum": total,
             "arrays": [t[:4] for t in table],
@@ -454,17 +462,19 @@ def store(reader, map_back: bool = True) -> bool:
         ensure_ascii=True,
     ).replace('"__STATE__"', header_state, 1)
     head = header.encode("ascii")
-    path = entry_path(reader)
+    path = entry_path(reader, key)
+    data_start = _padded(_PREFIX.size + len(head))
 
     def write(f) -> None:
         start = _PREFIX.size + len(head)
-        parts: list = [_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), 0), head, bytes(_padded(start) - start)]
+        parts: list = [_PREFIX.pack(MAGIC, len(head), zlib.crc32(head), len(verdict)), head, bytes(data_start - start)]
         for _, _, _, _, raws in table:
             nbytes = 0
             for raw in raws:
                 parts.append(raw.data)
                 nbytes += raw.size
             parts.append(bytes(_padded(nbytes) - nbytes))
+        parts.append(verdict)  # last: the columns lie where they lie in an entry without one
         # Array by array, never joined: a 345 kB entry written in one call came back mapped in larger page-cache
         # folios, and a warm report that touches a few columns of each run held twice the resident memory.
         for part in parts:
@@ -473,8 +483,38 @@ def store(reader, map_back: bool = True) -> bool:
     if not write_entry(path, write):
         return False
     if map_back:
-        _map_columns(reader, path, _padded(_PREFIX.size + len(head)), table)
+        _map_columns(reader, path, data_start + offset, data_start, table)
     return True
+
+
+def _pieces_sum(raws: list[np.ndarray]) -> int:
+    """`_word_sum` of the pieces written back to back: every piece is 8-byte words (int64, float64), so the sum of
+    the pieces is the whole's; one sum over them joined (a copy at memory speed) costs less than one per piece."""
+    if any(r.size % 8 for r in raws):
+        return sum(_word_sum(r) for r in raws) % (1 << 64)
+    if not raws:
+        return 0
+    words = np.concatenate(raws).view("<u8") if len(raws) > 1 else raws[0].view("<u8")
+    return int(np.add.reduce(words, dtype=np.uint64))
+
+
+def embedded_verdict(reader) -> tuple[Path, bytes] | None:
+    """The verdict `store` kept in the run's entry, unchecked (its own digest is the verdict cache's to check), with
+    the entry's path; None when there is none (no entry, one without a verdict, or not an entry at all)."""
+    path = entry_path(reader)
+    try:
+        with open(path, "rb") as f:
+            prefix = f.read(_PREFIX.size)
+            if len(prefix) != _PREFIX.size:
+                return None
+            magic, _, _, length = _PREFIX.unpack(prefix)
+            if magic != MAGIC or not length:
+                return None
+            f.seek(-length, os.SEEK_END)  # an entry shorter than that: OSError
+            raw = f.read(length)
+    except OSError:
+        return None
+    return (path, raw) if len(raw) == length else None
 
 
 def write_entry(path: Path, write) -> bool:
@@ -490,13 +530,14 @@ def write_entry(path: Path, write) -> bool:
         try:
             with os.fdopen(fd, "wb") as f:
                 write(f)
+                size = f.tell()
             os.replace(tmp, path)
         except BaseException:
             _remove(Path(tmp))
             raise
     except OSError:
         return False
-    _BUDGETS.get(path.parent).added(path)
+    _BUDGETS.get(path.parent).added(path, size)
     return True
 
 
@@ -523,7 +564,7 @@ def _snapshot(reader) -> tuple[dict, list[tuple[str, list[np.ndarray]]]]:
                 "dev": stat.st_dev if stat else -1,
                 "ino": stat.st_ino if stat else -1,
                 # The head as it was: a file smaller than HEAD_BYTES that grows keeps its first bytes.
-                "head": head_hash(p, min(HEAD_BYTES, stat.st_size)) if st.offset and stat else None,
+                "head": recorded_head_hash(p, min(HEAD_BYTES, stat.st_size), stat) if st.offset and stat else None,
             }
         )
     cols = [[tag, col.from_tensor_only, len(col.steps), len(col.seg_starts)] for tag, col in reader._cols.items()]
@@ -608,11 +649,11 @@ def _stat_or_none(p: Path):
         return None
 
 
-def _map_columns(reader, path: Path, data_start: int, table: list) -> None:
+def _map_columns(reader, path: Path, data_end: int, data_start: int, table: list) -> None:
     """Swap the reader's in-memory columns for views of the entry just written (the same values)."""
     try:
         with open(path, "rb") as f:
-            view = map_file(f.fileno())
+            view = map_file(f.fileno(), data_end)
     except (OSError, ValueError):
         return
     kinds = {
@@ -700,12 +741,13 @@ def _libc():
     return _LIBC[0]
 
 
-def map_file(fd: int) -> memoryview:
-    """The whole file read-only in memory, as a read-only memoryview that holds no file descriptor."""
-    size = os.fstat(fd).st_size
+def map_file(fd: int, size: int | None = None) -> memoryview:
+    """The whole file (or its first `size` bytes) read-only in memory, as a read-only memoryview that holds no file
+    descriptor."""
+    size = os.fstat(fd).st_size if size is None else size
     libc = _libc()
     if libc is None or size == 0:
-        return memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+        return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
     addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
     if addr is None or addr == ctypes.c_void_p(-1).value:
         raise OSError(ctypes.get_errno(), "cannot map the cache entry")
@@ -770,15 +812,16 @@ class _Budget:
         except OSError:
             pass
 
-    def added(self, path: Path) -> None:
+    def added(self, path: Path, size: int | None = None) -> None:
         """Count a new entry; once the cache is over its cap, evict the least recently used others down to
         `LOW_WATER` of it. Each eviction stats every entry, so it must be rare: evicting only down to the cap made
         a full cache pay that on every entry written (a 2,000-run read into a full 2 GiB cache: 6x slower)."""
         cap = max_bytes()
-        try:
-            size = os.stat(path).st_size
-        except OSError:
-            return
+        if size is None:  # unknown to the caller: the entry as it is now
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                return
         with self.lock:
             sizes = self._scan()
             if self.total is None:

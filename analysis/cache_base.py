@@ -33,3 +33,26 @@ def head_hash(path: str | os.PathLike[str], n: int = HEAD_BYTES) -> str | None:
             return hashlib.blake2b(f.read(n), digest_size=16).hexdigest()
     except OSError:
         return None
+
+
+#: Heads hashed for entries being written, by the file's identity when hashed (`recorded_head_hash`).
+_RECORDED: dict[tuple, str] = {}
+#: Files remembered at most: the runs of a pool's task, with room to spare.
+_RECORDED_MAX = 256
+
+
+def recorded_head_hash(path: str | os.PathLike[str], n: int, st: os.stat_result) -> str | None:
+    """`head_hash(path, n)` for an entry about to be written, `st` being the file's `os.stat` just taken: the column
+    and verdict caches record a run's files moments apart, and the second takes the first one's hash while the file's
+    size, mtime and inode are still those (one open and read a file, not two). Never for checking an entry: a check
+    reads the file. A hash gone stale all the same (a rewrite of the same size within the same clock tick) only
+    makes the entry a miss: its check hashes the file as it is then."""
+    key = (os.fspath(path), n, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    got = _RECORDED.get(key)
+    if got is None:
+        got = head_hash(path, n)
+        if got is not None:
+            if len(_RECORDED) >= _RECORDED_MAX:
+                _RECORDED.clear()
+            _RECORDED[key] = got
+    return got

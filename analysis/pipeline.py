@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from . import verdict_cache
 from .cache import release
+from .cache import root as cache_root
 from .config import Config
 from .datamodel import Run, RunReport, Series
 from .decode import JIT_COLD_MIN_BYTES, JIT_MIN_BYTES, choose_kernel, kernel_name
@@ -390,9 +391,11 @@ def _read_and_judge(task: ReadTask) -> list[Judged]:
     readers = _readers(task)
     for reader in readers.values():
         reader.map_cached = False  # a cold read's columns stay in the heap: the task lets its runs go at its end
-    kernel = choose_kernel(
-        sum(reader.pending_bytes(resume=False) for reader in readers.values()), task.read_with or task.kernel
-    )
+        reader.store_after_read = False  # cached below, once judged, with the run's verdict in the same file
+    prefer = task.read_with or task.kernel
+    # Chosen for the whole pool (`read_with`), the kernel needs no sizing: that lists and stats every run once more.
+    nbytes = 0 if prefer in ("jit", "pure") else sum(reader.pending_bytes(resume=False) for reader in readers.values())
+    kernel = choose_kernel(nbytes, prefer)
     read: set[str] = set()
     names = {name: path for name, path in (*task.runs, *task.related)}
 
@@ -405,13 +408,22 @@ def _read_and_judge(task: ReadTask) -> list[Judged]:
     out = []
     for name, _ in task.runs:
         out.append(judge_one(name, run_of, list(related_runs(name, names)), _worker_config, _worker_now))
+    verdicts: dict[str, bytes] = {}
     if verdict_cache.enabled():
         held = _TaskRuns(readers)
         for j in out:
             # Judged without the logdir's context: the verdict holds in every context where `stalled` says nothing
             # (cached as such: the entry's `stall` is None, checked on reuse). The caller judges again, and caches,
             # the runs that `stalled` speaks of once it knows every span.
-            verdict_cache.store(held, j.report, LogdirContext(), _worker_config, j.facts)
+            raw = verdict_cache.entry_bytes(held, j.report, LogdirContext(), _worker_config, j.facts)
+            if raw is not None:
+                verdicts[j.report.name] = raw
+    for name in read:
+        # Each run's columns and verdict in one entry: a file created costs more than writing its bytes (~0.3 ms of
+        # the kernel's CPU a file in a crowded directory of this machine's disk, against ~0.1 ms for 88 kB).
+        raw = verdicts.pop(name, b"")
+        if not readers[name].store_cache(raw) and raw:
+            verdict_cache.write(readers[name], raw)  # its columns were not written (a hit, a failed write)
     if task.spill is not None:
         out = _spill(out, task.spill)
     for name in read:
@@ -546,8 +558,8 @@ def _kernel_for(logdir: Logdir, names: Sequence[str]) -> str:
 def _cached_entries(logdir: Logdir, names: Sequence[str], config: Config | None) -> dict[str, verdict_cache.Entry]:
     """The runs of `names` whose cached verdict still holds as far as their own files tell (`verdict_cache`):
     the workers need not read them; the logdir's context is checked once every span is known."""
-    if not verdict_cache.enabled():
-        return {}
+    if not verdict_cache.enabled() or not cache_root().is_dir():
+        return {}  # a first report (no entry yet): ~30 µs a run of failed opens spared before the pool starts
     entries = {}
     for name in names:
         entry = verdict_cache.candidate(logdir, name, config)

@@ -194,6 +194,10 @@ class RunReader:
         #: Whether the columns the first read caches are then viewed from the cache entry (memory bounded by the
         #: page cache) rather than kept in the heap (`cache.store`'s `map_back`).
         self.map_cached = True
+        #: Whether the first read writes the run's cache entry at once; False leaves it to `store_cache` (a pool's
+        #: worker, which writes it once it has judged the run, with the verdict in it: one file a run, not two).
+        self.store_after_read = True
+        self._store_due = False
 
     # -- discovery of files -------------------------------------------------------------------
     def list_files(self) -> list[str]:
@@ -277,10 +281,20 @@ class RunReader:
             if self.cache_state == "hit":
                 self.cache_state = "extended"
             if cancel is None or not cancel():
-                from . import cache
-
-                cache.store(self, self.map_cached)
+                self._store_due = True
+                if self.store_after_read:
+                    self.store_cache()
         return changed or (first and self.cache_state == "hit")
+
+    def store_cache(self, verdict: bytes = b"") -> bool:
+        """Write the cache entry the first read made due (`cache.store`), with the run's cached `verdict`
+        (`verdict_cache.entry_bytes`) in it when given; False when none was due or it was not written."""
+        if not self._store_due:
+            return False
+        self._store_due = False
+        from . import cache
+
+        return cache.store(self, self.map_cached, verdict)
 
     def _read_appended(self, kernel=None, cancel: Callable[[], bool] | None = None) -> bool:
         """Read what was appended since the last call; True if anything new was read.

@@ -45,7 +45,9 @@ def write_columns(f, columns: Iterable[Columns]) -> list[int]:
     lengths = []
     for triple in columns:
         for column, dtype in zip(triple, DTYPES):
-            np.ascontiguousarray(column, dtype).tofile(f)
+            # Through the file's own buffer: numpy's `tofile` duplicates the descriptor, seeks and stats it for each
+            # column (a dozen system calls each, ~0.1 ms of a pool worker's time a run).
+            f.write(np.ascontiguousarray(column, dtype).data)
         lengths.append(len(triple[0]))
     return lengths
 

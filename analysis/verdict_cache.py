@@ -2,8 +2,10 @@
 
 The engine's `RunReport` for one run (before any cross-run step: twins are attached after, over all runs, every
 time) is written under the column cache's directory (`cache.root()`, one `.tbv` file per run, counted against
-the same size cap and evicted by the same LRU). A cached verdict is used only when everything it was judged
-from is still what it was:
+the same size cap and evicted by the same LRU); a pool's worker, which writes the run's decoded columns in the
+same moment, keeps the same bytes inside the run's column entry instead (`cache.embedded_verdict`): one file created
+a run, not two. A lookup takes the run's own file first, then the one in its column entry. A cached verdict is used
+only when everything it was judged from is still what it was:
 
 - **the run's event files**: the same names, and each file exactly the bytes that were read: its size is the
   offset the reader read to, with the same mtime, device and inode, the same first 4 KiB (`cache.head_hash`)
@@ -95,11 +97,15 @@ def _local(reader) -> bool:
     return not reader.storage.objects
 
 
-def _event_files(reader) -> list[dict] | None:
+def _event_files(reader, listed: set[str] | None = None) -> list[dict] | None:
     """Every event file of the run as its reader read it, or None when the reader cannot vouch for one: not read
-    to its end (a partial last record, an unreadable stretch), or changed since it was read."""
+    to its end (a partial last record, an unreadable stretch), or changed since it was read. `listed`, when given,
+    gets every name in the run's directory from the same listing (None is left there for a single-file run)."""
     try:
-        names = reader.list_files()
+        if listed is not None and reader.only_file is None:
+            names = reader.storage.list_files(reader.path, listed)
+        else:
+            names = reader.list_files()
     except OSError:
         return None
     if sorted(names) != sorted(reader._files):
@@ -124,7 +130,7 @@ def _event_files(reader) -> list[dict] | None:
                 "mtime_ns": now.st_mtime_ns,
                 "dev_ino": [now.st_dev, now.st_ino],
                 "fingerprint": None if fingerprint is None else fingerprint.hex(),
-                "head": cache.head_hash(path, min(cache.HEAD_BYTES, st.offset)),
+                "head": cache.recorded_head_hash(path, min(cache.HEAD_BYTES, st.offset), now),
             }
         )
     return records
@@ -246,10 +252,22 @@ def candidate(logdir, name: str, config: Config | None) -> Entry | None:
     reader = _reader(logdir, name)
     if not enabled() or reader is None or not _local(reader):
         return None
-    path = entry_path(reader)
+    path, entry = entry_path(reader), None
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            entry = _checked(logdir, name, reader, config, path, f.read())
+    except OSError:
+        pass
+    if entry is None:  # none of its own that holds: the one a pool's worker kept in the run's column entry, if any
+        embedded = cache.embedded_verdict(reader)
+        if embedded is not None:
+            entry = _checked(logdir, name, reader, config, *embedded)
+    return entry
+
+
+def _checked(logdir, name: str, reader, config: Config | None, path: Path, raw: bytes) -> Entry | None:
+    """The entry `raw` (read from `path`) when it is sound and everything it was judged from still holds."""
+    try:
         magic, checks_len, report_len, digest = _PREFIX.unpack_from(raw)
         body = memoryview(raw)[_PREFIX.size :]
         if magic != MAGIC or len(body) != checks_len + report_len:
@@ -284,16 +302,31 @@ def store(
     """Cache the engine's verdict on one run of `logdir`, judged with `config` in `context` (its columns still in
     hand); False when it is not cached (cache off, a store's run, a file not read to its end or changed since).
     `facts`: the run's `stall_facts` when the caller has them (else worked out here, from its points)."""
+    raw = entry_bytes(logdir, report, context, config, facts)
+    return raw is not None and write(_reader(logdir, report.name), raw)
+
+
+def write(reader, raw: bytes) -> bool:
+    """Write `raw` (`entry_bytes`) as the run's own verdict entry; False when it cannot be written."""
+    return cache.write_entry(entry_path(reader), lambda f: f.write(raw))
+
+
+def entry_bytes(
+    logdir, report: RunReport, context: LogdirContext, config: Config | None, facts: StallFacts | None = None
+) -> bytes | None:
+    """The entry `store` writes for this verdict (None where `store` caches nothing): written as the run's own file,
+    or kept in its column entry (`cache.store`'s `verdict`) by a caller that writes both."""
     reader = _reader(logdir, report.name)
     if not enabled() or reader is None or not _local(reader) or cache._writes_into_logdir(reader):
-        return False
+        return None
     run = reader.run
     if run.partial_tail is not None:
-        return False  # its crash-tail note reads the clock: judged every time
-    files = _event_files(reader)
+        return None  # its crash-tail note reads the clock: judged every time
+    listed: set[str] = set()
+    files = _event_files(reader, listed)
     related = _siblings(logdir, report.name)
     if files is None or related is None:
-        return False
+        return None
     if facts is None:
         facts = stall_facts(run, report.primary_tags.lr)
     checks = {
@@ -302,7 +335,7 @@ def store(
         "engine": engine_fingerprint(),
         "config": config_fingerprint(config),
         "files": files,
-        "configs": config_file_stats(run),
+        "configs": config_file_stats(run, listed if reader.only_file is None else None),
         "related": related,
         "facts": facts,
         "stall": stall(facts, context),
@@ -310,25 +343,22 @@ def store(
     if report.engine_verdict is not None:  # twins were attached in place: keep the engine's own verdict
         report = replace(report, findings=report.engine_verdict[0], health=report.engine_verdict[1])
     # The run without its points, the features without the detectors' bucketed curves: what a report reads.
+    features = report.features
+    if any(f.has_curves for f in features.values()):  # a pool's worker dropped them already (`fleet.slim`)
+        features = {tag: f.without_curves() for tag, f in features.items()}
     slim = replace(
         report,
         run=replace(run, scalars={}, histograms={}, texts=_setting_texts(run), config_texts={}),
-        features={tag: f.without_curves() for tag, f in report.features.items()},
+        features=features,
         engine_verdict=None,
     )
     try:
         raw_checks = pickle.dumps(checks, protocol=pickle.HIGHEST_PROTOCOL)
         raw_report = pickle.dumps(slim, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
-        return False
+        return None
     digest = hashlib.blake2b(raw_checks + raw_report, digest_size=16).digest()
-
-    def write(f) -> None:
-        f.write(_PREFIX.pack(MAGIC, len(raw_checks), len(raw_report), digest))
-        f.write(raw_checks)
-        f.write(raw_report)
-
-    return cache.write_entry(entry_path(reader), write)
+    return _PREFIX.pack(MAGIC, len(raw_checks), len(raw_report), digest) + raw_checks + raw_report
 
 
 def _setting_texts(run: Run) -> dict:

@@ -6,7 +6,8 @@
 Runs `tbtriage report LOGDIR --format json --out <temp file> ...` in this process with the pipeline's steps wrapped
 (the workers are forks of this process, so they are wrapped too) and prints, for the parent, each phase's wall and CPU
 time (imports, listing, the pool, twins, comparison, JSON), and for each worker its busy span, its idle time before
-its first task and after its last, and the CPU of reading, judging, spilling the series and writing the caches, with
+its first task and after its last, and the CPU of reading, judging, spilling the series and writing the caches (the
+column entry, with the verdict in it, and making the verdict ready), with
 its garbage collector's share. CPU is what to compare on a shared machine (`time.process_time`); nothing is asserted.
 """
 
@@ -78,7 +79,8 @@ def instrument(log: Log) -> None:
         (pipeline, "judge_run"),
         (RunReader, "read"),
         (cache, "store"),
-        (verdict_cache, "store"),
+        (verdict_cache, "entry_bytes"),  # a verdict made ready to cache (kept in the run's column entry)
+        (verdict_cache, "write"),  # ... or written as a file of its own (a run whose columns were not written)
     ):
         log.wrap(owner, name, f"{owner.__name__.rsplit('.', 1)[-1]}.{name}")
     _TASK[:] = [log, pipeline._read_and_judge]
@@ -122,10 +124,11 @@ def summary(path: str, parent: int) -> list[str]:
     out.append("workers:  tasks  first  last   idle-end  task-cpu  read  judge  spill  col-cache  verdict-cache  gc")
     for pid, by in sorted(workers.items()):
         first, last = min(spans[pid]), max(spans[pid])
+        verdicts = sum(by["verdict_cache.entry_bytes"]) + sum(by["verdict_cache.write"])
         out.append(
             f"  {pid:7d} {len(by['task']):5d} {first:6.2f} {last:6.2f} {end - last:8.2f} {sum(by['task']):9.2f} "
             f"{sum(by['RunReader.read']):5.2f} {sum(by['pipeline.judge_run']):6.2f} {sum(by['pipeline._spill']):6.2f} "
-            f"{sum(by['cache.store']):10.2f} {sum(by['verdict_cache.store']):14.2f} {sum(by['task.gc']):5.2f}"
+            f"{sum(by['cache.store']):10.2f} {verdicts:14.2f} {sum(by['task.gc']):5.2f}"
         )
     return out
 

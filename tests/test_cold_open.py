@@ -183,3 +183,29 @@ def test_the_index_is_not_written_while_the_pool_has_runs_left_to_judge(logdir, 
     assert seen == [False, False, False]
     assert written == [EVERY_RUN]  # once, from every run's verdict: not again after the lazy read
     assert health_index.read(logdir, None, NOW) is not None
+
+
+def test_a_cold_open_walks_the_logdir_once(logdir, monkeypatch):  # noqa: F811
+    """The runs' names, the cached verdicts' look-up and the pool all work from one walk of the logdir (each walked it
+    again, and a folder it skipped was warned about twice)."""
+    from tbtriage.analysis import discover
+    from tbtriage.analysis import logdir as logdir_module
+
+    walks = []
+    original = discover.find_runs
+
+    def counted(*args, **kwargs):
+        walks.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(discover, "find_runs", counted)
+    monkeypatch.setattr(logdir_module, "find_runs", counted)
+    app = make_app(logdir, follow=False, clock=lambda: NOW)
+
+    async def scenario(app, pilot):
+        await _judged_by_the_pool(app, pilot)
+        await settle(app, pilot)
+        assert set(app.reports) == EVERY_RUN and app.columns_read == EVERY_RUN
+
+    drive(app, scenario, wait=False)
+    assert len(walks) == 1

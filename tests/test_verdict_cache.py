@@ -78,8 +78,16 @@ def _hits(path: Path, now: float = NOW, config: Config | None = None) -> set[str
     return {name for name in loaded.runs if verdict_cache.lookup(loaded, name, context, config) is not None}
 
 
-def _entries() -> list[Path]:
-    return sorted(verdict_cache.cache.root().glob("*" + verdict_cache.SUFFIX))
+def _entries(root: Path | None = None) -> list[Path]:
+    """Every file holding a cached verdict: a run's own, or its column entry where a pool's worker kept it."""
+    root = root or verdict_cache.cache.root()
+    kept = [path for path in root.glob("*.tbc") if _holds_verdict(path)]
+    return sorted([*root.glob("*" + verdict_cache.SUFFIX), *kept])
+
+
+def _holds_verdict(path: Path) -> bool:
+    prefix = verdict_cache.cache._PREFIX
+    return prefix.unpack(path.read_bytes()[: prefix.size])[3] > 0
 
 
 def test_a_warm_report_is_the_cold_report_and_judges_no_run_again(logdir, monkeypatch):
@@ -98,7 +106,7 @@ def test_the_report_whose_workers_read_the_runs_reuses_and_keeps_verdicts(logdir
     the stalled run's context included."""
     cold = _cold(logdir, monkeypatch, workers=2, slim=True)
     assert _json(diagnose(logdir, now=NOW, workers=2, slim=True)) == cold
-    assert len(_entries()) == 3
+    assert len(_entries()) == 4  # each run's in its column entry, and the stalled run's judged again on its own
     for entry in _entries():
         os.utime(entry, (T0, T0))
     assert _json(diagnose(logdir, now=NOW, workers=2, slim=True)) == cold
@@ -117,7 +125,8 @@ def test_the_workers_cache_their_verdicts_and_the_report_process_reads_only_the_
     report = diagnose(logdir, now=NOW, workers=2, slim=True)
     states = {name: reader.cache_state for name, reader in report.logdir._readers.items()}
     assert states == {"seed0": None, "seed1": "hit", "seed2": None}
-    assert len(_entries()) == 3
+    assert len(_entries()) == 4  # each run's in its column entry, and the stalled run's judged again on its own
+    assert sum(path.suffix == verdict_cache.SUFFIX for path in _entries()) == 1
     assert _hits(logdir) == EVERY_RUN
     assert _json(diagnose(logdir, now=NOW, workers=2, slim=True)) == cold
     assert _hits(logdir, now=NOW + 86400.0) == {"seed0", "seed2"}
@@ -139,7 +148,7 @@ def test_a_fork_servers_workers_cache_where_the_caller_says_not_where_the_server
         alive.join()
     # The workers cached under "second", where this process looks: the stalled run's columns, and every verdict.
     assert report.logdir._readers["seed1"].cache_state == "hit"
-    assert len(list((tmp_path / "second" / "tbtriage" / "columns").glob("*" + verdict_cache.SUFFIX))) == 3
+    assert len(_entries(tmp_path / "second" / "tbtriage" / "columns")) == 4
 
 
 def test_report_and_diagnose_on_the_command_line_say_the_same_warm_and_cold(logdir, tmp_path, capsys):
@@ -242,6 +251,27 @@ def test_a_corrupt_entry_is_ignored_never_trusted(logdir, monkeypatch, damage):
         entry.write_bytes(bytes(raw))
     assert _hits(logdir) == set()
     assert _json(diagnose(logdir, now=NOW)) == cold
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_verdict_kept_in_a_column_entry_is_checked_as_its_own_file_is(logdir, monkeypatch, damage):
+    """A pool's worker keeps each run's verdict in the run's column entry (one file a run, not two): damaged there,
+    it is a miss as a damaged verdict file is, never trusted, and the report still says what a cold one says."""
+    cold = _cold(logdir, monkeypatch, workers=2, slim=True)
+    diagnose(logdir, now=NOW, workers=2, slim=True)
+    columns = sorted(verdict_cache.cache.root().glob("*.tbc"))
+    assert len(columns) == 3 and all(_holds_verdict(path) for path in columns)
+    prefix = verdict_cache.cache._PREFIX
+    for entry in columns:
+        raw = bytearray(entry.read_bytes())
+        length = prefix.unpack(raw[: prefix.size])[3]  # the verdict's, at the end of the entry
+        if damage == "flip":
+            raw[len(raw) - length // 2] ^= 0x40
+        else:
+            raw = raw[: len(raw) - length // 2]
+        entry.write_bytes(bytes(raw))
+    assert _hits(logdir) == {"seed1"}  # its own file: judged again here, in the logdir's context (it is stalled)
+    assert _json(diagnose(logdir, now=NOW, workers=2, slim=True)) == cold
 
 
 def test_a_run_not_read_to_its_end_is_never_cached(logdir):

@@ -319,17 +319,22 @@ class TriageApp(App[int]):
         warnings: list[str] = []
         total = 0
         if isinstance(self.logdir_path, Path) and self.logdir_path.is_dir():  # a store URL is listed by the load
-            names = list(find_runs(self.logdir_path, warnings))
-            total = len(names)
+            found = find_runs(self.logdir_path, warnings)
+            total = len(found)
             keep_out_of_gc()  # what start-up made: a full collection would walk it while runs load
-            self.post_message(RunsDiscovered({name: Run(name, self.logdir_path / name) for name in names}, warnings))
+            self.post_message(RunsDiscovered({name: Run(name, self.logdir_path / name) for name in found}, warnings))
             if self._analyzer is None:
                 from tbtriage.analysis.pipeline import pool_workers, warm_pool
 
                 if pool_workers(total) > 1:  # the pool's fork server gets ready while the runs are listed and sized
                     warm_pool()
-            self._cached_verdicts(total)
-            if judge_in_pool(self, worker):  # many runs, the cache on: read and judged in the pool, as `report` does
+            # One walk of the logdir for the names, the cached verdicts and the pool (each walked it again, and the
+            # pool's logdir noted its warnings a second time).
+            listed = (found, None)
+            self._cached_verdicts(total, listed)
+            if judge_in_pool(
+                self, worker, listed
+            ):  # many runs, the cache on: read and judged in the pool, as `report` does
                 return True
         read = 0
         throttle = Throttle()
@@ -354,9 +359,10 @@ class TriageApp(App[int]):
         self._follow_pass(worker)
         return False
 
-    def _cached_verdicts(self, total: int) -> None:
+    def _cached_verdicts(self, total: int, listed: tuple[dict[str, Path], None] | None = None) -> None:
         """A warm reopen: every run's verdict from the verdict cache, shown before any run is read
-        (`verdict_cache.before_reading`); the read and the first pass follow, and confirm or replace them."""
+        (`verdict_cache.before_reading`); the read and the first pass follow, and confirm or replace them. `listed`:
+        the runs as the caller's walk of the logdir just found them (`Logdir.find`)."""
         from tbtriage.analysis import verdict_cache
         from tbtriage.analysis.logdir import LogdirError, open_logdir
 
@@ -364,7 +370,7 @@ class TriageApp(App[int]):
             return  # a stand-in analyzer's verdicts are not the engine's
         try:
             logdir = open_logdir(self.logdir_path)
-            logdir.find()
+            logdir.find(listed)
             cached = verdict_cache.before_reading(logdir, self.config, self.clock())
         except (LogdirError, OSError):
             return

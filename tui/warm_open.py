@@ -214,7 +214,7 @@ class _Cancelled(Exception):
     """The app quit while the pool judged: raised from the pool's callback, it stops the pool."""
 
 
-def judge_in_pool(app: TriageApp, worker: Worker) -> bool:
+def judge_in_pool(app: TriageApp, worker: Worker, listed: tuple[dict[str, Path], None] | None = None) -> bool:
     """A cold open of many local runs: the pool's workers read the runs and judge them (`pipeline.read_and_judge`, as
     `report` does: the reading runs on every core), each task's verdicts shown as they come; the follower adopts them
     as its first pass (`Watcher.adopt`), then the runs' columns are read lazily: mapped from the column cache the
@@ -222,7 +222,8 @@ def judge_in_pool(app: TriageApp, worker: Worker) -> bool:
     once every run's health is on screen. False (nothing shown) where this does not apply: the caller reads and
     judges as before (a stand-in analyzer, a store's logdir, too few runs for a pool, no pool here).
     True also when it was cancelled; when it returns True after the pool's pass, the health index is written
-    (`TriageApp.write_health_index`: after the pass, before the lazy read)."""
+    (`TriageApp.write_health_index`: after the pass, before the lazy read). `listed`: the runs as the caller's walk of
+    the logdir just found them (else it is walked here)."""
     from concurrent.futures.process import BrokenProcessPool
 
     from tbtriage.analysis import cache, verdict_cache
@@ -236,7 +237,7 @@ def judge_in_pool(app: TriageApp, worker: Worker) -> bool:
     try:
         logdir = open_logdir(app.logdir_path)
         logdir.spill = app.spill  # what the cache does not map: the lazy read's columns, the points appended later
-        found, only = logdir.discover()
+        found, only = logdir.discover() if listed is None else listed
     except (LogdirError, OSError):
         return False
     workers = pool_workers(len(found))
