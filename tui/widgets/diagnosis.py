@@ -18,6 +18,7 @@ from textual.widgets import Static
 from tbtriage.tui.safe_text import multiline
 
 if TYPE_CHECKING:
+    from textual.widget import AwaitMount
     from textual.widgets import Markdown
 
     from tbtriage.analysis.datamodel import RunReport
@@ -91,26 +92,31 @@ class DiagnosisPane(VerticalScroll):
         self._markdown = ""  # what the rule-based Markdown shows
 
     def compose(self) -> ComposeResult:
-        # The Markdown widget comes just after the first frame: importing it (its parser and highlighter)
-        # is not on the way from the shell to the first screen.
+        # The Markdown widget comes after the first frame (`prepare`, from the app's warm-up, or on first use):
+        # importing it (its parser and highlighter) is not on the way from the shell to the first screen.
         yield Static("", id="llm-note", classes="-empty")
 
-    def on_mount(self) -> None:
-        self.call_after_refresh(self._rule_based)
+    def prepare(self) -> AwaitMount | None:
+        """Mount the rule-based Markdown widget unless it is (`tui.warm_up`): awaitable until it is mounted."""
+        return None if self.query("#rule-based") else self._mount_rule_based()[1]
 
     def _rule_based(self) -> Markdown:
         """The rule-based Markdown widget, mounted on first use."""
         from textual.widgets import Markdown
 
         found = self.query("#rule-based")
-        if found:
-            return found.first(Markdown)
+        return found.first(Markdown) if found else self._mount_rule_based()[0]
+
+    def _mount_rule_based(self) -> tuple[Markdown, AwaitMount]:
+        from textual.widgets import Markdown
+
         widget = Markdown(self.PLACEHOLDER, id="rule-based")
-        self.mount(widget, before="#llm-note")
-        return widget
+        return widget, self.mount(widget, before="#llm-note")
 
     def show_report(self, report: RunReport | None) -> None:
         """Explain `report`'s findings (None: the run is still being analysed)."""
+        if not self.is_mounted:
+            return  # the app is closing: no pane to show it in
         rule_based = self._rule_based()
         if not rule_based.is_mounted:  # an update before its own mount would be overwritten by it
             self.call_after_refresh(self.show_report, report)
