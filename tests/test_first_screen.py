@@ -15,8 +15,10 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 
 from tbtriage.analysis import health_index
+from tbtriage.themes import STYLESHEET
 from tbtriage.tui import START_YOUNG_OBJECTS
 from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
+from tbtriage.tui.widgets.diagnosis import ANALYSING, DiagnosisPane
 from tbtriage.tui.widgets.tag_chart import TagChart
 from tests._app_data import drive
 from tests.test_health_index import _open, logdir  # noqa: F401 - the fixture
@@ -71,15 +73,30 @@ WARMED_UP = (
 #: Opens the app on argv[1] at the fixed clock argv[2] and prints, at its first frame: whether every run shows its
 #: health, which of argv[4:] are imported by then, whether the chart has taken its placeholder's place yet, and the
 #: garbage collector's young threshold then and after (held while the app starts); then, once its warm-up is done
-#: (what it imported from argv[3], a JSON list), which modules the first key imports.
+#: (what it imported from argv[3], a JSON list), which modules the UI thread imports for the first key.
 _FIRST_FRAME = """
 import asyncio, gc, json, sys
 
 young_before = gc.get_threshold()[0]
 from tbtriage.tui.app import make_app
 
+import importlib.abc, threading
+
 WARMED_UP = json.loads(sys.argv[3])
-HEAVY = {name.split(".")[0] for name in WARMED_UP}
+
+class UIThreadImports(importlib.abc.MetaPathFinder):
+    # Names of the modules the UI thread imports while `on` (other threads' imports are theirs to pay for).
+
+    def __init__(self):
+        self.on, self.names = False, []
+
+    def find_spec(self, name, path, target=None):
+        if self.on and threading.current_thread() is threading.main_thread():
+            self.names.append(name)
+        return None
+
+ui_imports = UIThreadImports()
+sys.meta_path.insert(0, ui_imports)
 
 async def main():
     now = float(sys.argv[2])
@@ -114,11 +131,12 @@ async def main():
         out["imported_after"] = [name for name in WARMED_UP if name in sys.modules]
         # The first key after the warm-up moves the cursor and its run's panes follow without importing anything
         # the warm-up was for.
-        before, modules = app.view.current_run, set(sys.modules)
+        before, ui_imports.on = app.view.current_run, True
         await pilot.press("down")
         await pilot.pause()
+        ui_imports.on = False
         out["moved"] = app.view.current_run != before
-        out["key_imported"] = sorted(name for name in set(sys.modules) - modules if name.split(".")[0] in HEAVY)
+        out["key_imported"] = ui_imports.names
         await pilot.press("q")
     print(json.dumps(out))
 
@@ -172,3 +190,36 @@ def test_the_placeholder_draws_exactly_what_an_empty_chart_draws():
         assert "Select a run and a tag to chart." in "".join(text for line in drawn for text, _ in line)
 
     drive(app, scenario, size=(80, 10))
+
+
+class _Diagnosis(App):
+    """The Diagnosis pane alone, styled as in the app."""
+
+    CSS_PATH = str(STYLESHEET)
+
+    def compose(self) -> ComposeResult:
+        yield DiagnosisPane(id="diagnosis", classes="pane")
+
+
+def _screenshot(prepared: bool) -> str:
+    app = _Diagnosis()
+    shot: list[str] = []
+
+    async def scenario(app, pilot):
+        pane = app.query_one(DiagnosisPane)
+        pane.show_report(None)  # the worst run, not read yet: "Analysing this run…"
+        if prepared:
+            await pane.prepare()
+        await pilot.pause()
+        await pilot.pause()
+        assert bool(pane.query("#rule-based")) == prepared
+        assert pane.query_one("#diagnosis-note").display != prepared  # the Markdown widget takes over from the note
+        shot.append(app.export_screenshot(simplify=True))  # segments of one style joined: how they were cut differs
+
+    drive(app, scenario, size=(60, 8))
+    return shot[0]
+
+
+def test_the_diagnosis_note_draws_exactly_what_the_markdown_widget_draws_for_it():
+    assert ANALYSING in _screenshot(prepared=False).replace("&#160;", " ")
+    assert _screenshot(prepared=False) == _screenshot(prepared=True)

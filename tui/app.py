@@ -271,19 +271,19 @@ class TriageApp(App[int]):
         self.warm_up.start()
 
     def _warm_up_steps(self) -> tuple[Step, ...]:
-        """In the order the first screen's follow-ups need them: the chart (the worst run's columns are read first),
-        then the Diagnosis pane's Markdown, then what renders a report for it (the cause library and its detectors,
-        which the load worker usually imports first)."""
+        """The Diagnosis pane's Markdown first (the load worker is importing numpy meanwhile, to read the worst run's
+        columns), then the chart (numpy, plotext), then what renders a report (the cause library and its detectors,
+        which the load worker usually imports first): the worst run's verdict and columns arrive together."""
         screen = self.main_screen
         return (
             self._health_shown,
+            import_step("markdown_it"),
+            import_step("textual.widgets._markdown"),
+            screen.prepare_diagnosis,
             import_step("numpy"),
             import_step("plotext"),
             import_step("textual_plotext", "tbtriage.tui.widgets.tag_chart"),
             screen.mount_chart,
-            import_step("markdown_it"),
-            import_step("textual.widgets._markdown"),
-            screen.prepare_diagnosis,
             import_step("tbtriage.analysis.detectors"),
             import_step("tbtriage.analysis.render_markdown", "tbtriage.analysis.roles"),
         )

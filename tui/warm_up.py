@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     from textual.app import App
 
 #: Seconds from the frame with every run's health to the first step: that frame's follow-ups (the worst run's panes)
-#: are drawn first.
-START_AFTER_S = 0.15
-#: Seconds between two steps: a key (and the frame that shows it) that came during a step goes first.
-STEP_GAP_S = 0.01
+#: are drawn first. Short: on a warm reopen the worst run's columns and verdict arrive ~0.3-0.5 s after that frame,
+#: and what the warm-up has not made ready by then is made at once, in one piece.
+START_AFTER_S = 0.05
+#: Seconds between two steps: a key (and the frame that shows it) that came during a step goes first (any gap does:
+#: the next step's timer event is queued behind it).
+STEP_GAP_S = 0.005
 #: A step that cannot run yet (health still on its way, a module another thread is importing) looks again this often.
 RETRY_S = 0.05
 
