@@ -374,6 +374,7 @@ def child_app(logdir: str, key_every: float) -> dict:
     return {
         **marks,
         "keys": len(latencies),
+        "keys_ms": [round(1000 * latency, 1) for latency in latencies],  # in the order pressed
         "worst_key_ms": 1000 * ordered[-1] if ordered else None,
         "median_key_ms": 1000 * ordered[len(ordered) // 2] if ordered else None,
         "worst_lag_ms": 1000 * max(lags) if lags else None,
@@ -497,7 +498,18 @@ def cache_modes(logdir: Path, repeat: int, app: bool = True, key_every: float = 
                     f"worst {shown.get('worst_key_ms') or float('nan'):.0f} ms, longest UI stall "
                     f"{shown.get('worst_lag_ms') or float('nan'):.0f} ms; peak RSS {shown['rss_mb']:,.0f} MB"
                 )
+                print(f"  app {mode:10s} keys in the order pressed (ms): {_first_keys(shown)}")
                 print_stalls(shown)
+
+
+#: Key latencies listed one by one (the first ones: a warm reopen's first key pays for what the app has not yet done).
+KEYS_LISTED = 12
+
+
+def _first_keys(app: dict) -> str:
+    keys = app.get("keys_ms", [])
+    more = f" … ({len(keys) - KEYS_LISTED} more)" if len(keys) > KEYS_LISTED else ""
+    return ", ".join(f"{ms:.0f}" for ms in keys[:KEYS_LISTED]) + more
 
 
 def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:

@@ -1,7 +1,9 @@
 """The way from the shell to the first screen imports only what that screen draws: a warm reopen's first frame shows
 every run's health from the health index, with neither numpy, the chart (plotext), the reader and its protobufs, the
-column cache, the engine, the Diagnosis pane's Markdown, the local model nor the package metadata's reader imported; the chart is mounted in its placeholder's place just after, and the placeholder
-looks exactly like the empty chart it stands for."""
+column cache, the engine, the Diagnosis pane's Markdown, the local model nor the package metadata's reader imported; the
+app's warm-up then imports the chart's and the Markdown pane's modules a step at a time and mounts them (the chart in
+its placeholder's place), so the first key finds them ready, and the placeholder looks exactly like the empty chart it
+stands for."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 
 from tbtriage.analysis import health_index
+from tbtriage.themes import STYLESHEET
 from tbtriage.tui import START_YOUNG_OBJECTS
 from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
+from tbtriage.tui.widgets.diagnosis import ANALYSING, DiagnosisPane
 from tbtriage.tui.widgets.tag_chart import TagChart
 from tests._app_data import drive
 from tests.test_health_index import _open, logdir  # noqa: F401 - the fixture
@@ -54,14 +58,45 @@ OFF_THE_FIRST_SCREEN = (
     "importlib.metadata",
 )
 
+#: What the app's warm-up (`tui.warm_up`) imports once the first screen is drawn, so that the first key finds it ready.
+WARMED_UP = (
+    "numpy",
+    "plotext",
+    "textual_plotext",
+    "tbtriage.tui.widgets.tag_chart",
+    "markdown_it",
+    "textual.widgets._markdown",
+    "tbtriage.analysis.render_markdown",
+    "tbtriage.analysis.roles",
+)
+
 #: Opens the app on argv[1] at the fixed clock argv[2] and prints, at its first frame: whether every run shows its
-#: health, which of argv[3:] are imported by then, whether the chart has taken its placeholder's place yet, and the
-#: garbage collector's young threshold then and after (held while the app starts).
+#: health, which of argv[4:] are imported by then, whether the chart has taken its placeholder's place yet, and the
+#: garbage collector's young threshold then and after (held while the app starts); then, once its warm-up is done
+#: (what it imported from argv[3], a JSON list), which modules the UI thread imports for the first key.
 _FIRST_FRAME = """
 import asyncio, gc, json, sys
 
 young_before = gc.get_threshold()[0]
 from tbtriage.tui.app import make_app
+
+import importlib.abc, threading
+
+WARMED_UP = json.loads(sys.argv[3])
+
+class UIThreadImports(importlib.abc.MetaPathFinder):
+    # Names of the modules the UI thread imports while `on` (other threads' imports are theirs to pay for).
+
+    def __init__(self):
+        self.on, self.names = False, []
+
+    def find_spec(self, name, path, target=None):
+        if self.on and threading.current_thread() is threading.main_thread():
+            self.names.append(name)
+        return None
+
+ui_imports = UIThreadImports()
+sys.meta_path.insert(0, ui_imports)
 
 async def main():
     now = float(sys.argv[2])
@@ -77,7 +112,7 @@ async def main():
         rows = app.store.rows(app.view, now)[0]
         out["health"] = bool(rows) and all(row.status != "pending" for row in rows)
         out["rows"] = len(rows)
-        out["imported"] = [name for name in sys.argv[3:] if name in sys.modules]
+        out["imported"] = [name for name in sys.argv[4:] if name in sys.modules]
         out["chart_mounted"] = app.main_screen.chart is not None
         out["young"] = [young_before, gc.get_threshold()[0]]
 
@@ -85,8 +120,23 @@ async def main():
     async with app.run_test(size=(160, 48)) as pilot:
         await seen.wait()
         await pilot.pause(0.2)
-        out["chart_mounted_after"] = app.main_screen.chart is not None
         out["young"].append(gc.get_threshold()[0])
+        for _ in range(400):  # the warm-up, a step at a time (`tui.warm_up`)
+            if app.warm_up.done:
+                break
+            await asyncio.sleep(0.05)
+        out["warmed_up"] = app.warm_up.done
+        out["chart_mounted_after"] = app.main_screen.chart is not None
+        out["markdown_mounted_after"] = bool(app.main_screen.query("#rule-based"))
+        out["imported_after"] = [name for name in WARMED_UP if name in sys.modules]
+        # The first key after the warm-up moves the cursor and its run's panes follow without importing anything
+        # the warm-up was for.
+        before, ui_imports.on = app.view.current_run, True
+        await pilot.press("down")
+        await pilot.pause()
+        ui_imports.on = False
+        out["moved"] = app.view.current_run != before
+        out["key_imported"] = ui_imports.names
         await pilot.press("q")
     print(json.dumps(out))
 
@@ -99,7 +149,7 @@ def test_a_warm_reopen_draws_every_runs_health_before_importing_numpy_the_chart_
     assert health_index.read(logdir, None, NOW) is not None
     # A fresh interpreter, as from the shell (this one has imported everything already).
     result = subprocess.run(
-        [sys.executable, "-c", _FIRST_FRAME, str(logdir), repr(NOW), *OFF_THE_FIRST_SCREEN],
+        [sys.executable, "-c", _FIRST_FRAME, str(logdir), repr(NOW), json.dumps(WARMED_UP), *OFF_THE_FIRST_SCREEN],
         capture_output=True,
         text=True,
         timeout=120,
@@ -108,7 +158,11 @@ def test_a_warm_reopen_draws_every_runs_health_before_importing_numpy_the_chart_
     first = json.loads(result.stdout.strip().splitlines()[-1])
     assert first["rows"] == 3 and first["health"]  # the warm path: health in the very first frame
     assert first["imported"] == []
-    assert not first["chart_mounted"] and first["chart_mounted_after"]  # mounted just after that frame
+    assert not first["chart_mounted"]
+    # After that frame, a step at a time: the chart, the Diagnosis pane's Markdown and what renders a report.
+    assert first["warmed_up"] and first["chart_mounted_after"] and first["markdown_mounted_after"]
+    assert first["imported_after"] == list(WARMED_UP)
+    assert first["moved"] and first["key_imported"] == []  # the first key found them ready
     # Young collections: as the process had them, held from the app package's import to the first frame, then back.
     before, at_first_frame, after = first["young"]
     assert at_first_frame == START_YOUNG_OBJECTS != before and after == before
@@ -136,3 +190,36 @@ def test_the_placeholder_draws_exactly_what_an_empty_chart_draws():
         assert "Select a run and a tag to chart." in "".join(text for line in drawn for text, _ in line)
 
     drive(app, scenario, size=(80, 10))
+
+
+class _Diagnosis(App):
+    """The Diagnosis pane alone, styled as in the app."""
+
+    CSS_PATH = str(STYLESHEET)
+
+    def compose(self) -> ComposeResult:
+        yield DiagnosisPane(id="diagnosis", classes="pane")
+
+
+def _screenshot(prepared: bool) -> str:
+    app = _Diagnosis()
+    shot: list[str] = []
+
+    async def scenario(app, pilot):
+        pane = app.query_one(DiagnosisPane)
+        pane.show_report(None)  # the worst run, not read yet: "Analysing this run…"
+        if prepared:
+            await pane.prepare()
+        await pilot.pause()
+        await pilot.pause()
+        assert bool(pane.query("#rule-based")) == prepared
+        assert pane.query_one("#diagnosis-note").display != prepared  # the Markdown widget takes over from the note
+        shot.append(app.export_screenshot(simplify=True))  # segments of one style joined: how they were cut differs
+
+    drive(app, scenario, size=(60, 8))
+    return shot[0]
+
+
+def test_the_diagnosis_note_draws_exactly_what_the_markdown_widget_draws_for_it():
+    assert ANALYSING in _screenshot(prepared=False).replace("&#160;", " ")
+    assert _screenshot(prepared=False) == _screenshot(prepared=True)

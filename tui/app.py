@@ -64,6 +64,7 @@ from tbtriage.tui.warm_open import (
     read_lazily,
     start_index_read,
 )
+from tbtriage.tui.warm_up import Step, WarmUp, import_step
 
 if TYPE_CHECKING:
     from tbtriage.analysis.spill import Spill
@@ -222,6 +223,9 @@ class TriageApp(App[int]):
         self._last_announced = float("-inf")  # time.monotonic() of that announcement
         self._announce_timer: Timer | None = None
         self.full_collections: FullCollectionsHeld | None = None  # while the logdir loads
+        self._health_frame_drawn = False  # the frame with a warm reopen's health, from its index (`_health_drawn`)
+        #: The chart, the Markdown pane and the report's renderer, made ready after the first screen (`tui.warm_up`).
+        self.warm_up = WarmUp(self, self._warm_up_steps())
 
     @property
     def runs(self) -> dict[str, Run]:
@@ -264,6 +268,32 @@ class TriageApp(App[int]):
         keep_out_of_gc()  # what start-up made, uncollected (young collections were held)
         release_young_collections()
         self._first_frame.set()
+        self.warm_up.start()
+
+    def _warm_up_steps(self) -> tuple[Step, ...]:
+        """The Diagnosis pane's Markdown first (the load worker is importing numpy meanwhile, to read the worst run's
+        columns), then the chart (numpy, plotext), then what renders a report (the cause library and its detectors,
+        which the load worker usually imports first): the worst run's verdict and columns arrive together."""
+        screen = self.main_screen
+        return (
+            self._health_shown,
+            import_step("markdown_it"),
+            import_step("textual.widgets._markdown"),
+            screen.prepare_diagnosis,
+            import_step("numpy"),
+            import_step("plotext"),
+            import_step("textual_plotext", "tbtriage.tui.widgets.tag_chart"),
+            screen.mount_chart,
+            import_step("tbtriage.analysis.detectors"),
+            import_step("tbtriage.analysis.render_markdown", "tbtriage.analysis.roles"),
+        )
+
+    def _health_shown(self) -> bool:
+        """False while a warm reopen's health, read from its index on a thread, is still on its way to the screen: the
+        warm-up waits for its frame rather than delay it."""
+        reading = self._index_read
+        on_its_way = reading is not None and (reading.is_alive() or reading.index is not None)
+        return self._health_frame_drawn or not on_its_way
 
     def on_unmount(self) -> None:
         release_young_collections()  # in case the app ends before its first frame
@@ -480,6 +510,7 @@ class TriageApp(App[int]):
     def _health_drawn(self) -> None:
         """The frame with every run's health is drawn: the worst run goes under the cursor (its panes follow in
         the next frames), then the load worker may go on."""
+        self._health_frame_drawn = True
         if self.view.current_run is None and not self._user_chose_run:
             rows, _ = self.store.rows(self.view, whole=True)
             if rows:

@@ -38,6 +38,8 @@ from tbtriage.tui.widgets.series_style import series_style
 from tbtriage.tui.widgets.tag_tree import TagTree
 
 if TYPE_CHECKING:
+    from textual.widget import AwaitMount
+
     from tbtriage.tui.chart_options import SeriesRequest
     from tbtriage.tui.state import HostApp
     from tbtriage.tui.widgets.tag_chart import TagChart
@@ -81,7 +83,8 @@ class MainScreen(Screen):
         self._shown_tags: tuple | None = None  # the tag tree's last (tags, roles, kept tag)
         self._shown_findings: tuple | None = None  # the findings list's last (findings, with run, new, empty)
         self._details_from: ViewState | None = None  # the view the run's panes show, while their redraw is due
-        self._chart: TagChart | None = None  # mounted in the placeholder's place after the first frame (`_mount_chart`)
+        self._chart: TagChart | None = None  # mounted in the placeholder's place after the first frame (`mount_chart`)
+        self._chart_mounting = False
         #: The filter boxes opened so far: each is mounted when first opened (`open_filter`), not for the first frame,
         #: where styling two hidden inputs cost a fifth of the app's start.
         self._filters: dict[str, FilterInput] = {}
@@ -122,21 +125,26 @@ class MainScreen(Screen):
         self.watch(self.app, "theme", lambda _: self.refresh_all(), init=False)
         self.query_one(RunTable).focus()
         self.refresh_all()
-        self.call_after_refresh(self._mount_chart)
 
-    async def _mount_chart(self) -> None:
-        """The chart in its placeholder's place, once the first frame is drawn: plotext, numpy and the chart's data
-        pipeline are imported here, not on the way from the shell to the first screen."""
+    async def mount_chart(self) -> None:
+        """The chart in its placeholder's place, after the first frame (the app's warm-up, `tui.warm_up`, or as soon
+        as there is something to chart): plotext, numpy and the chart's data pipeline are imported here, not on the
+        way from the shell to the first screen."""
+        if not self.is_attached or self._chart_mounting:
+            return  # the app quit before its first frame was followed up, or the chart is (being) mounted
+        self._chart_mounting = True
         from tbtriage.tui.widgets.tag_chart import TagChart
 
-        if not self.is_attached or self._chart is not None:
-            return  # the app quit before its first frame was followed up
         chart = TagChart(ascii_only=self.app.ascii_only, id="chart")
         placeholder = self.query_one(ChartPlaceholder)
         await self.query_one("#chart-pane").mount(chart, before=placeholder)
         await placeholder.remove()
         self._chart = chart
         self.refresh_chart()
+
+    def prepare_diagnosis(self) -> AwaitMount | None:
+        """The Diagnosis pane's Markdown widget mounted ahead of its first report (`tui.warm_up`)."""
+        return self.query_one(DiagnosisPane).prepare()
 
     @property
     def chart(self) -> TagChart | None:
@@ -272,8 +280,10 @@ class MainScreen(Screen):
     def refresh_chart(self) -> None:
         app, view = self.app, self.app.view
         requests = app.store.chart_requests(view)
-        if self._chart is not None:  # until it is mounted the placeholder stands for it: nothing is charted yet
+        if self._chart is not None:
             self._chart.set_data(requests, view.options)
+        elif requests:
+            self.call_later(self.mount_chart)  # a series to draw before the warm-up got to the chart: mounted now
         title = Text(plain(view.current_tag) if view.current_tag else "Chart")
         title.append(f"  {view.options.describe(app.separator)}", style="dim")
         self.query_one("#chart-pane").border_title = title

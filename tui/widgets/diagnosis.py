@@ -8,7 +8,7 @@ it, where the model's explanation streams in; without llama.cpp installed it say
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,6 +18,7 @@ from textual.widgets import Static
 from tbtriage.tui.safe_text import multiline
 
 if TYPE_CHECKING:
+    from textual.widget import AwaitMount
     from textual.widgets import Markdown
 
     from tbtriage.analysis.datamodel import RunReport
@@ -78,6 +79,25 @@ def update_in_place(widget: Markdown, text: str) -> bool:
     return True
 
 
+#: What the pane says while its run is being analysed.
+ANALYSING = "Analysing this run…"
+
+
+class DiagnosisNote(Static):
+    """A one-paragraph note (the pane's placeholder, "Analysing this run…"), drawn as the Markdown widget draws such a
+    paragraph (its padding, the paragraph's margin), until that widget is mounted: the worst run's pane says it just
+    after a warm reopen's first frame, and importing and mounting Markdown for one line held the UI thread ~50-180 ms
+    then, which a key pressed at once waited for."""
+
+    DEFAULT_CSS = """
+    DiagnosisNote {
+        height: auto;
+        padding: 0 2;
+        margin: 0 0 1 0;
+    }
+    """
+
+
 class DiagnosisPane(VerticalScroll):
     """Rule-based Markdown on top; the LLM's streamed explanation (or why there is none) below."""
 
@@ -89,41 +109,54 @@ class DiagnosisPane(VerticalScroll):
         super().__init__(**kwargs)
         self.report: RunReport | None = None
         self._markdown = ""  # what the rule-based Markdown shows
+        self._note = ""  # what the note shows until the Markdown widget is mounted
 
     def compose(self) -> ComposeResult:
-        # The Markdown widget comes just after the first frame: importing it (its parser and highlighter)
-        # is not on the way from the shell to the first screen.
+        # The Markdown widget comes after the first frame (`prepare`, from the app's warm-up, or with the first report):
+        # importing it (its parser and highlighter) is not on the way from the shell to the first screen.
+        yield DiagnosisNote("", id="diagnosis-note", markup=False)
         yield Static("", id="llm-note", classes="-empty")
 
-    def on_mount(self) -> None:
-        self.call_after_refresh(self._rule_based)
+    def prepare(self) -> AwaitMount | None:
+        """Mount the rule-based Markdown widget unless it is (`tui.warm_up`), showing what the note shows: awaitable
+        until it is mounted."""
+        return None if self.query("#rule-based") else self._mount_rule_based(self._note or self.PLACEHOLDER)
 
-    def _rule_based(self) -> Markdown:
-        """The rule-based Markdown widget, mounted on first use."""
+    def _mount_rule_based(self, text: str) -> AwaitMount:
         from textual.widgets import Markdown
 
-        found = self.query("#rule-based")
-        if found:
-            return found.first(Markdown)
-        widget = Markdown(self.PLACEHOLDER, id="rule-based")
-        self.mount(widget, before="#llm-note")
-        return widget
+        self._markdown = text
+        return self.mount(Markdown(text, id="rule-based"), before="#llm-note")
+
+    def on_markdown_table_of_contents_updated(self, event: Markdown.TableOfContentsUpdated) -> None:
+        """The Markdown widget has drawn its document (Textual posts this once it has): it takes over from the note."""
+        if event.markdown.id == "rule-based":
+            self.query_one(DiagnosisNote).display = False
 
     def show_report(self, report: RunReport | None) -> None:
         """Explain `report`'s findings (None: the run is still being analysed)."""
-        rule_based = self._rule_based()
-        if not rule_based.is_mounted:  # an update before its own mount would be overwritten by it
+        if not self.is_mounted:
+            return  # the app is closing: no pane to show it in
+        found = self.query("#rule-based")  # by id: its class is not imported until it is needed
+        rule_based = cast("Markdown | None", found.first() if found else None)
+        if rule_based is not None and not rule_based.is_mounted:  # an update before its own mount would be lost
             self.call_after_refresh(self.show_report, report)
             return
         changed_run = report is None or self.report is None or report.name != self.report.name
         self.report = report
         if report is None:
-            text = "Analysing this run…"
+            text = ANALYSING
         else:
             from tbtriage.analysis.render_markdown import run_markdown  # not on the way to the first frame
 
             text = multiline(run_markdown(report))
-        if text != self._markdown:  # re-parsing Markdown re-mounts its blocks: skip it when nothing changed
+        if rule_based is None and report is None:
+            if text != self._note:  # one line: the note says it, no Markdown needed yet
+                self._note = text
+                self.query_one(DiagnosisNote).update(text)
+        elif rule_based is None:
+            self._mount_rule_based(text)
+        elif text != self._markdown:  # re-parsing Markdown re-mounts its blocks: skip it when nothing changed
             self._markdown = text
             if not update_in_place(rule_based, text):
                 rule_based.update(text)
