@@ -11,24 +11,10 @@ import math
 import numpy as np
 import pytest
 
-import tbtriage
-from tbtriage.analysis.engine import diagnose
-from tests._engine_data import analyze_tags, steps_every, train_mlp
+from tests._engine_data import analyze_tags, diagnose_written, steps_every, train_mlp
 
 #: The tag names of a Hugging Face Trainer run.
 HF_TAGS = {"train/lr": "train/learning_rate", "val/loss": "eval/loss", "val/acc": "eval/accuracy"}
-
-
-def _written(tmp_path, run):
-    """Write `run`'s scalars with tensorboardX, then read the logdir back as a user would."""
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(tmp_path / run.name))
-    for tag, series in run.scalars.items():
-        for step, wall, value in zip(series.steps, series.wall_times, series.values):
-            writer.add_scalar(tag, float(value), int(step), walltime=float(wall))
-    writer.close()
-    return diagnose(tbtriage.load(tmp_path)).runs[0]
 
 
 def _no_learning(report):
@@ -40,7 +26,7 @@ def _no_learning(report):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_an_hf_trainer_run_with_an_lr_far_too_low_sits_at_ln4_and_chance_accuracy_and_never_learned(tmp_path, seed):
     run = train_mlp(seed, lr=3e-8, schedule="constant", epochs=4, n_train=4000, classes=4, head_init=0.02, tags=HF_TAGS)
-    report = _written(tmp_path, run)
+    report = diagnose_written(tmp_path, run)
     finding = _no_learning(report)
     assert finding.severity == "warning" and "chance" in finding.evidence["signals"]
     assert finding.evidence["chance_classes"] == 4 and "ln(4)" in finding.message
@@ -49,7 +35,7 @@ def test_an_hf_trainer_run_with_an_lr_far_too_low_sits_at_ln4_and_chance_accurac
 
 
 def test_a_frozen_model_whose_validation_loss_is_identical_at_every_epoch_never_learned(tmp_path):
-    report = _written(tmp_path, train_mlp(0, lr=0.0, epochs=6, n_train=4000))
+    report = diagnose_written(tmp_path, train_mlp(0, lr=0.0, epochs=6, n_train=4000))
     finding = _no_learning(report)
     assert "identical" in finding.evidence["signals"] and finding.evidence["evaluations"] == 6
     assert "val/loss" in finding.message and "never changed" in finding.message
@@ -57,7 +43,7 @@ def test_a_frozen_model_whose_validation_loss_is_identical_at_every_epoch_never_
 
 
 def test_labels_shuffled_against_their_inputs_leave_accuracy_at_chance(tmp_path):
-    report = _written(tmp_path, train_mlp(0, label_noise=1.0, epochs=6, n_train=4000))
+    report = diagnose_written(tmp_path, train_mlp(0, label_noise=1.0, epochs=6, n_train=4000))
     finding = _no_learning(report)
     assert finding.evidence["chance_classes"] == 10 and "val/acc" in finding.evidence["summary"]
 
@@ -65,7 +51,7 @@ def test_labels_shuffled_against_their_inputs_leave_accuracy_at_chance(tmp_path)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_same_nets_with_sane_settings_are_not_called_stuck(tmp_path, seed):
     for classes, head in ((4, 0.02), (10, 1.0)):
-        report = _written(
+        report = diagnose_written(
             tmp_path / f"{classes}", train_mlp(seed, epochs=4, n_train=4000, classes=classes, head_init=head)
         )
         assert not [f for f in report.findings if f.kind == "no_learning"]

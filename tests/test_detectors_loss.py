@@ -7,8 +7,10 @@ import pytest
 
 import tbtriage
 from tests._engine_data import (
+    RunSpec,
     analyze_scenario,
     analyze_tags,
+    diagnose_written,
     kinds,
     loss_from_lr,
     lr_sgdr,
@@ -16,6 +18,7 @@ from tests._engine_data import (
     lr_warmup_cosine,
     scatter,
     steps_every,
+    to_run,
 )
 
 
@@ -153,6 +156,26 @@ def test_a_fine_tune_that_improves_a_little_and_levels_off_is_not_slow():
     lr = lr_warmup_cosine(steps, 2e-5, 100, 2000)
     loss = scatter(np.random.default_rng(5), loss_from_lr(steps, lr, 0.52, 0.44, 300), 0.05)
     assert not kinds(analyze_tags({"train/loss": (steps, loss), "train/learning_rate": (steps, lr)}))
+
+
+def test_a_noisy_loss_that_waited_then_fell_fast_and_is_levelling_off_is_not_slow(tmp_path):
+    # A held-out small-batch conv net, logged fairseq-style (the mean of every 10 updates): the loss (in bits)
+    # hardly moves for its first quarter, falls fastest in the middle and ends at a third of that pace. Its last
+    # quarter still falls at about its first quarter's pace, which alone reads as a straight-line crawl.
+    steps = np.arange(10, 910, 10)
+    loss = scatter(np.random.default_rng(0), 0.6 + 1.4 / (1 + np.exp((steps - 450) / 120)), 0.06)
+    lr = np.full(steps.size, 3e-4)
+    run = to_run("train_inner", RunSpec({"loss": (steps, loss), "lr": (steps, lr)}, 0.02))
+    assert not kinds(diagnose_written(tmp_path, run))
+
+
+def test_a_loss_that_crawls_at_one_pace_after_waiting_is_still_slow(tmp_path):
+    # The same wait, then a straight fall at one pace to the end: an lr far too low, whatever the start did.
+    steps = np.arange(10, 910, 10)
+    clean = np.where(steps < 225, 2.0 - 0.0004 * steps, 1.91 - 0.0013 * (steps - 225))
+    loss = scatter(np.random.default_rng(0), clean, 0.02)
+    run = to_run("train_inner", RunSpec({"loss": (steps, loss), "lr": (steps, np.full(steps.size, 3e-5))}, 0.02))
+    assert "slow_convergence" in kinds(diagnose_written(tmp_path, run))
 
 
 def test_a_resumed_run_is_not_judged_for_slow_convergence():
