@@ -19,6 +19,7 @@ from tests._engine_data import (
     scatter,
     steps_every,
     to_run,
+    write_tensorboardx_run,
 )
 
 
@@ -226,6 +227,24 @@ def test_a_run_whose_loss_is_nan_from_its_very_first_point_is_a_data_or_loss_bug
     assert diverged.severity == "critical" and diverged.evidence["never_finite"]
     assert "first point" in diverged.message and "data or loss bug" in diverged.message
     assert "checkpoint" not in diverged.suggestion and "step 0" not in diverged.suggestion
+
+
+@pytest.mark.parametrize("train_nan_from", [20, 30])
+def test_a_validation_run_nan_from_its_first_evaluation_after_training_diverged_is_that_divergence(
+    tmp_path, train_nan_from
+):
+    # fairseq `train_inner/` + `valid/`: a GRU without clipping blows up in its first updates (1.6e9 at step 10),
+    # its training loss is non-finite from step 20 or 30 and the first evaluation (step 25) is already Inf.
+    steps = np.arange(10, 410, 10)
+    loss = np.full(steps.size, np.nan)
+    loss[: (train_nan_from - 10) // 10] = [1.6e9, 3.6e28][: (train_nan_from - 10) // 10]
+    write_tensorboardx_run(tmp_path, to_run("train_inner", RunSpec({"loss": (steps, loss)}, 0.05)))
+    evals = np.arange(25, 425, 25)
+    valid = diagnose_written(tmp_path, to_run("valid", RunSpec({"loss": (evals, np.full(evals.size, np.inf))}, 0.05)))
+    (diverged,) = [f for f in valid.findings if f.kind == "divergence"]
+    assert diverged.severity == "critical" and diverged.evidence["train_nonfinite_step"] == train_nan_from
+    assert f"training loss beside it turned non-finite at step {train_nan_from}" in diverged.message
+    assert "data or loss bug" not in diverged.message and diverged.causes[0].cause != "nan_in_inputs_or_loss"
 
 
 def test_an_rl_metric_going_nan_while_the_loss_stays_finite_is_its_own_warning():
