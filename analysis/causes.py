@@ -794,7 +794,10 @@ def grad_leap(data: RunData, tag: str, onset: int) -> float | None:
 
 
 def _score_nan_from_start(cases: dict[str, _Case], finding: Finding, data: RunData) -> None:
-    """NaN from a tag's very first point is no instability that grew: the data or the loss was broken."""
+    """NaN from a tag's very first point is no instability that grew: the data or the loss was broken (unless the
+    tag evaluated the weights of a training run that had diverged by then: `train_nonfinite_step`)."""
+    if finding.evidence.get("train_nonfinite_step") is not None:
+        return
     for tag in finding.tags:
         series = data.run.scalars.get(tag)
         if series is None or not len(series):

@@ -146,6 +146,31 @@ def _has_train_sibling(run: Run, context: LogdirContext | None) -> bool:
     return any(name in runs for name in _train_sibling_names(run.name))
 
 
+def _train_sibling_diverged(
+    run: Run, features: Mapping[str, SeriesFeatures], context: LogdirContext | None, config: Config | None
+) -> int | None:
+    """The first step at which the training loss of this validation run's train sibling turned non-finite after
+    finite points (training diverged), when this run holds a non-finite value itself; None otherwise."""
+    runs = getattr(context, "runs", None)
+    if not runs or all(f.first_nonfinite_step is None for f in features.values()):
+        return None
+    for name in _train_sibling_names(run.name):
+        sibling = runs.get(name)
+        if sibling is None or name == run.name:
+            continue
+        onsets = []
+        for tag, (role, _) in assign_roles(sibling.scalars, config, run_name=name).items():
+            series = sibling.scalars.get(tag)
+            if role != "train_loss" or series is None or not len(series):
+                continue
+            bad = ~np.isfinite(series.values)
+            if bad.any() and not bad[0]:
+                onsets.append(int(series.steps[int(np.argmax(bad))]))
+        if onsets:
+            return min(onsets)
+    return None
+
+
 def _sibling_series(run: Run, roles, context: LogdirContext | None, config: Config | None) -> dict[str, ExternalSeries]:
     found = _sibling(run, context)
     if found is None:
@@ -201,6 +226,7 @@ def run_data(run: Run, config: Config | None = None, context: LogdirContext | No
         context=context or LogdirContext(),
         sibling_val=_sibling_series(run, roles, context, config),
         has_train_sibling=_has_train_sibling(run, context),
+        train_sibling_diverged=_train_sibling_diverged(run, features, context, config),
         axes=step_axes(run),
     )
 

@@ -336,7 +336,8 @@ def _weight_role(t: _Tag) -> str | None:
 
 
 def _activation_role(t: _Tag) -> str | None:
-    # Bare "sparsity" is left out on purpose: pruning logs weight sparsity, which is meant to reach 90 %.
+    # Bare "sparsity" is left out on purpose: pruning logs weight sparsity, which is meant to reach 90 %. A bare
+    # "sparsity" whose values read as a zero share measured per batch is judged by detectors/activations.py.
     if re.search(
         r"zero_?frac|frac(tion)?_?(of_)?zeros?|percent_?zeros?|pct_?zeros?|zeros?_?(ratio|pct|percent|rate|frac)|"
         r"dead_?(relu|units?|neurons?|frac|ratio)|(relu|activation|act|acts|activations|hidden)\w*/?.*(zero|dead|sparsity)|"

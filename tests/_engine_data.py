@@ -984,6 +984,26 @@ def _write_tf2(directory: Path, rows) -> None:
     writer.close()
 
 
+def write_tensorboardx_run(root: Path, run: Run) -> None:
+    """Write `run`'s scalars under root/<run name> with tensorboardX's SummaryWriter, tag by tag in the run's
+    order (the order the reader then lists its tags in)."""
+    rows = [
+        (int(step), float(wall), tag, float(value))
+        for tag, series in run.scalars.items()
+        for step, wall, value in zip(series.steps, series.wall_times, series.values)
+    ]
+    _write_tensorboardx(root / run.name, rows)
+
+
+def diagnose_written(root: Path, run: Run):
+    """`write_tensorboardx_run`, then read the logdir back and judge it as a user would: the RunReport of `run`."""
+    import tbtriage
+    from tbtriage.analysis.engine import diagnose
+
+    write_tensorboardx_run(root, run)
+    return next(r for r in diagnose(tbtriage.load(root)).runs if r.name == run.name)
+
+
 def write_scenario(root: Path, scenario: Scenario, seed: int = 0) -> Path:
     """Write the scenario's runs under root/<scenario name>/ as event files; returns that directory."""
     base = root / scenario.name

@@ -5,8 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tbtriage.analysis.datamodel import Run
 from tbtriage.analysis.engine import analyze_run
-from tests._engine_data import analyze_scenario, analyze_tags, kinds, scatter, steps_every, train_deep_linear
+from tests._engine_data import (
+    RunSpec,
+    analyze_scenario,
+    analyze_tags,
+    diagnose_written,
+    kinds,
+    scatter,
+    steps_every,
+    to_run,
+    train_deep_linear,
+)
 
 
 def _one(report, kind):
@@ -192,6 +203,40 @@ def test_units_that_die_fast_then_creep_past_80_percent_late_are_dated_at_the_fa
     loss = scatter(rng, 1.0 + np.exp(-steps / 800), 0.02)
     finding = _one(analyze_tags({"train/loss": (steps, loss), "act/relu2_zero_frac": (steps, zero)}), "dead_units")
     assert finding.severity == "warning" and 400 <= finding.step <= 440, finding.step
+
+
+def _sparsity_run(layers: dict[str, np.ndarray]) -> Run:
+    """A hand-rolled loop's run: `Loss/train_step` falling every step, and `sparsity/<layer>` every 5 steps."""
+    steps = np.arange(0, 640)
+    loss = scatter(np.random.default_rng(4), 0.5 + 0.9 * np.exp(-steps / 60), 0.2)
+    scalars = {"Loss/train_step": (steps, loss)}
+    scalars |= {f"sparsity/{name}": (steps[::5], share) for name, share in layers.items()}
+    return to_run("run", RunSpec(scalars, 0.01))
+
+
+def test_relu_layers_logged_as_sparsity_that_go_from_half_to_95_percent_zeros_are_dead_units(tmp_path):
+    # A held-out loop logs each ReLU layer's zero share on the batch as `sparsity/layerN`: half at initialisation,
+    # then one too-large AdamW update kills most units of the second layer by step 20 (measured on 64 samples
+    # × 96 units a batch: it wanders by ~0.5 % between batches).
+    rng = np.random.default_rng(5)
+    steps = np.arange(0, 640, 5)
+    first = np.clip(0.6 + 0.1 * steps / 640 + rng.normal(0, 0.01, steps.size), 0, 1)
+    second = np.clip(np.where(steps < 20, 0.5, 0.95) + rng.normal(0, 0.005, steps.size), 0, 1)
+    second[0] = 0.51
+    report = diagnose_written(tmp_path, _sparsity_run({"layer0": first, "layer1": second}))
+    finding = _one(report, "dead_units")
+    assert finding.tags == ("sparsity/layer1",) and finding.step <= 20
+
+
+@pytest.mark.parametrize("start", [0.0, 0.5])
+def test_pruning_that_takes_weights_to_90_percent_sparsity_is_not_dead_units(tmp_path, start):
+    # Gradual magnitude pruning (Zhu & Gupta's cubic schedule, every 50 steps) from dense weights, or fine-tuning
+    # a checkpoint pruned to half and pruning it on: its sparsity only ever grows or holds, as it is meant to.
+    steps = np.arange(0, 640, 5)
+    pruned_at = np.minimum(steps // 50 * 50, 500) / 500
+    share = 0.9 + (start - 0.9) * (1 - pruned_at) ** 3
+    report = diagnose_written(tmp_path, _sparsity_run({"layer0": share, "layer1": share}))
+    assert "dead_units" not in kinds(report, ("critical", "warning", "info"))
 
 
 def _bad_batches(at: tuple[int, ...]) -> dict:

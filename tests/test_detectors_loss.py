@@ -7,8 +7,10 @@ import pytest
 
 import tbtriage
 from tests._engine_data import (
+    RunSpec,
     analyze_scenario,
     analyze_tags,
+    diagnose_written,
     kinds,
     loss_from_lr,
     lr_sgdr,
@@ -16,6 +18,8 @@ from tests._engine_data import (
     lr_warmup_cosine,
     scatter,
     steps_every,
+    to_run,
+    write_tensorboardx_run,
 )
 
 
@@ -155,6 +159,26 @@ def test_a_fine_tune_that_improves_a_little_and_levels_off_is_not_slow():
     assert not kinds(analyze_tags({"train/loss": (steps, loss), "train/learning_rate": (steps, lr)}))
 
 
+def test_a_noisy_loss_that_waited_then_fell_fast_and_is_levelling_off_is_not_slow(tmp_path):
+    # A held-out small-batch conv net, logged fairseq-style (the mean of every 10 updates): the loss (in bits)
+    # hardly moves for its first quarter, falls fastest in the middle and ends at a third of that pace. Its last
+    # quarter still falls at about its first quarter's pace, which alone reads as a straight-line crawl.
+    steps = np.arange(10, 910, 10)
+    loss = scatter(np.random.default_rng(0), 0.6 + 1.4 / (1 + np.exp((steps - 450) / 120)), 0.06)
+    lr = np.full(steps.size, 3e-4)
+    run = to_run("train_inner", RunSpec({"loss": (steps, loss), "lr": (steps, lr)}, 0.02))
+    assert not kinds(diagnose_written(tmp_path, run))
+
+
+def test_a_loss_that_crawls_at_one_pace_after_waiting_is_still_slow(tmp_path):
+    # The same wait, then a straight fall at one pace to the end: an lr far too low, whatever the start did.
+    steps = np.arange(10, 910, 10)
+    clean = np.where(steps < 225, 2.0 - 0.0004 * steps, 1.91 - 0.0013 * (steps - 225))
+    loss = scatter(np.random.default_rng(0), clean, 0.02)
+    run = to_run("train_inner", RunSpec({"loss": (steps, loss), "lr": (steps, np.full(steps.size, 3e-5))}, 0.02))
+    assert "slow_convergence" in kinds(diagnose_written(tmp_path, run))
+
+
 def test_a_resumed_run_is_not_judged_for_slow_convergence():
     steps = np.arange(50_000, 60_000, 10)
     loss = scatter(np.random.default_rng(6), 1.10 - 0.05 * (steps - 50_000) / 10_000, 0.01)
@@ -203,6 +227,24 @@ def test_a_run_whose_loss_is_nan_from_its_very_first_point_is_a_data_or_loss_bug
     assert diverged.severity == "critical" and diverged.evidence["never_finite"]
     assert "first point" in diverged.message and "data or loss bug" in diverged.message
     assert "checkpoint" not in diverged.suggestion and "step 0" not in diverged.suggestion
+
+
+@pytest.mark.parametrize("train_nan_from", [20, 30])
+def test_a_validation_run_nan_from_its_first_evaluation_after_training_diverged_is_that_divergence(
+    tmp_path, train_nan_from
+):
+    # fairseq `train_inner/` + `valid/`: a GRU without clipping blows up in its first updates (1.6e9 at step 10),
+    # its training loss is non-finite from step 20 or 30 and the first evaluation (step 25) is already Inf.
+    steps = np.arange(10, 410, 10)
+    loss = np.full(steps.size, np.nan)
+    loss[: (train_nan_from - 10) // 10] = [1.6e9, 3.6e28][: (train_nan_from - 10) // 10]
+    write_tensorboardx_run(tmp_path, to_run("train_inner", RunSpec({"loss": (steps, loss)}, 0.05)))
+    evals = np.arange(25, 425, 25)
+    valid = diagnose_written(tmp_path, to_run("valid", RunSpec({"loss": (evals, np.full(evals.size, np.inf))}, 0.05)))
+    (diverged,) = [f for f in valid.findings if f.kind == "divergence"]
+    assert diverged.severity == "critical" and diverged.evidence["train_nonfinite_step"] == train_nan_from
+    assert f"training loss beside it turned non-finite at step {train_nan_from}" in diverged.message
+    assert "data or loss bug" not in diverged.message and diverged.causes[0].cause != "nan_in_inputs_or_loss"
 
 
 def test_an_rl_metric_going_nan_while_the_loss_stays_finite_is_its_own_warning():

@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests._engine_data import analyze_scenario, analyze_tags, kinds, scatter, steps_every
+from tests._engine_data import (
+    RunSpec,
+    analyze_scenario,
+    analyze_tags,
+    diagnose_written,
+    kinds,
+    scatter,
+    steps_every,
+    to_run,
+    write_tensorboardx_run,
+)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -92,3 +102,32 @@ def test_a_tf_estimator_model_dir_with_an_eval_subdir_is_judged_like_keras_sibli
     finding = next(f for f in analyze_run(runs["."], None, context).findings if f.kind == "overfitting")
     assert finding.evidence["val_run"] == "eval" and abs(finding.step - 8000) <= 1000
     assert not kinds(analyze_run(runs["eval"], None, context))
+
+
+def _object_detection_run(tmp_path, eval_losses: list[float]):
+    """A TF Object Detection API model directory: `train/` logs `Loss/total_loss` every 100 steps (1.31 -> 0.73,
+    never above 1.52), `eval/` the same loss at each of its evaluations; the train run's report."""
+    steps = np.arange(100, 2100, 100)
+    train = scatter(np.random.default_rng(2), 0.7 + 0.6 * np.exp(-(steps - 100) / 500), 0.15)
+    train[12] = 1.52  # one bad stretch, the highest the training loss ever logged
+    evals = np.arange(2000 - 500 * (len(eval_losses) - 1), 2001, 500)
+    write_tensorboardx_run(tmp_path, to_run("model/eval", RunSpec({"Loss/total_loss": (evals, np.array(eval_losses))})))
+    return diagnose_written(tmp_path, to_run("model/train", RunSpec({"Loss/total_loss": (steps, train)})))
+
+
+def test_a_held_out_loss_far_above_anything_the_training_loss_ever_was_is_said(tmp_path):
+    # One evaluation at the end, 12.3 against a training loss of 0.73 that never logged more than 1.52: the
+    # model does not carry over (or eval and train disagree): info, since one evaluation cannot say which.
+    report = _object_detection_run(tmp_path, [12.34])
+    (finding,) = [f for f in report.findings if f.kind == "overfitting"]
+    assert finding.severity == "info" and finding.step == 2000 and finding.evidence["above_training"]
+    assert finding.evidence["val_run"] == "model/eval" and finding.evidence["train_highest"] == pytest.approx(1.52)
+    assert "label map" in finding.suggestion and "a sum over batches" in finding.suggestion
+
+
+@pytest.mark.parametrize("eval_losses", [[0.81], [60.0, 41.0, 35.0]])
+def test_a_held_out_loss_near_the_training_loss_or_falling_between_evaluations_is_not_said(tmp_path, eval_losses):
+    # An ordinary gap; or a loop that sums its validation loss over batches: far above, but it falls as training
+    # goes on, so the model carries over and only the scale differs.
+    report = _object_detection_run(tmp_path, eval_losses)
+    assert "overfitting" not in kinds(report, ("critical", "warning", "info"))

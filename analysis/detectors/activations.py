@@ -6,12 +6,20 @@ firing rarely recover because they get no gradient. Judged on the recent median 
 `activation_zero_frac` tag (percentages are read as fractions). CRITICAL_FRAC (virtually every unit dead)
 is critical. Layers are one finding.
 
+A tag named only "sparsity" (`sparsity/layer1`) has no role: pruning logs the sparsity of its weights, meant to reach
+90 %. Such a tag is judged here too when its values are those of a ReLU layer's zero share measured on each batch
+(`_measured_sparsity`): not dense at its first point (a ReLU layer starts near INIT_ZERO_FRAC, weights start dense)
+and falling as well as rising between logged points (each batch gives another share; a pruning mask only grows or
+holds).
+
 The onset is when the units died (`died_at`): the middle of the layer's rise from the level it started at
 to the dead level it sits at now. Units die fast (one large update) and the share then creeps up for the
 rest of the run; a fixed level such as DEAD_FRAC would date the death wherever the creep crossed it.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -51,9 +59,34 @@ def detect(data: RunData) -> list:
     return found or saturated_units(data, DEAD_FRAC, CRITICAL_FRAC, died_at)
 
 
+#: A ReLU layer's zero share that falls between at least this share of its consecutive logged points was measured on
+#: each batch (a share wanders both ways); a pruning mask's sparsity never falls.
+FALLS_SHARE = 0.1
+_SPARSITY = re.compile(r"(^|[^a-z])sparsity($|[^a-z])")
+_NOT_ACTIVATIONS = re.compile(r"weight|param|prun|mask")
+
+
+def _measured_sparsity(data: RunData) -> list[str]:
+    """Tags named "sparsity" without a role whose values read as a ReLU layer's zero share measured per batch."""
+    found = []
+    for tag, (role, _) in data.roles.items():
+        lowered = tag.lower()
+        if role is not None or not _SPARSITY.search(lowered) or _NOT_ACTIVATIONS.search(lowered):
+            continue
+        values = data.finite(tag)[1] if tag in data.run.scalars else np.empty(0)
+        if values.size < 3 or values.min() < 0 or values.max() > 100:
+            continue
+        fraction = _as_fraction(values, values)
+        if fraction[0] >= INIT_ZERO_FRAC / 2 and np.count_nonzero(np.diff(fraction) < 0) >= FALLS_SHARE * (
+            values.size - 1
+        ):
+            found.append(tag)
+    return found
+
+
 def _dead_units(data: RunData) -> list:
     dead = []
-    for tag in data.tags("activation_zero_frac"):
+    for tag in data.tags("activation_zero_frac") + _measured_sparsity(data):
         feats = data.features[tag]
         steps, values = data.finite(tag)
         if values.size < 3:

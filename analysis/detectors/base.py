@@ -71,6 +71,9 @@ class RunData:
     context: LogdirContext = field(default_factory=LogdirContext)
     sibling_val: dict[str, ExternalSeries] = field(default_factory=dict)  # train tag -> validation series
     has_train_sibling: bool = False  # this is a Keras `X/validation` run whose `X/train` sibling exists
+    #: ...and that sibling's training loss turned non-finite at this step after finite points (it diverged), when
+    #: this run holds non-finite values too (None otherwise): this run's NaN may be that divergence's
+    train_sibling_diverged: int | None = None
     axes: StepAxes = field(default_factory=lambda: StepAxes(frozenset(), frozenset(), None))  # global steps vs epochs
     _finite: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     # Not an init field: a `replace`d copy with other roles or series (a histogram view) starts its own.

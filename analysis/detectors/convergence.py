@@ -5,7 +5,8 @@ too small. A healthy loss falls fast at first and levels off: an exponential-lik
 of its own time constants in a run. A crawl is nearly a straight line: the first quarter of the run fell at
 most FAST_START × the run's average pace (no fast early phase) and the last quarter still falls at END_PACE of
 the first quarter's pace (least-squares lines through the bucket medians of each quarter, both falling beyond
-SLOPE_K standard errors). Any judged curve that clearly levelled off (its last quarter under LEVELLED_PACE of
+SLOPE_K standard errors), and of either middle quarter's (less SLOPE_K standard errors): a loss that waited near
+its start and fell fastest in the middle of the run is levelling off when its last quarter lost half that pace. Any judged curve that clearly levelled off (its last quarter under LEVELLED_PACE of
 its early pace) or ended worse than it began (a validation loss past its best) vetoes it. A loss that never moved at all is `no_learning` (learning.py), not slow. Runs
 resumed from a checkpoint are not judged; the pace is measured from the end of an lr warmup.
 
@@ -39,9 +40,12 @@ from .base import (
     smoothed_level,
 )
 from .learning import (
+    END_PACE,
     LEARNED,
     MIN_PACE_POINTS,
     NO_DROP,
+    QUARTER,
+    SLOPE_K,
     chance_classes,
     crawls,
     judgeable,
@@ -49,6 +53,7 @@ from .learning import (
     main_loss,
     pace_lines,
     paced_curves,
+    slope,
 )
 
 #: The finding kinds this module reports (each a row of `findings.KINDS`).
@@ -108,10 +113,10 @@ def _slow(data: RunData, tag: str):
         measured = lines.measured()
         if levelled_off(measured):
             return None
-        paces.append((label, measured))
+        paces.append((label, measured, s, m))
     if not paces:
         return None
-    crawling = [(label, p) for label, p in paces if crawls(p)]
+    crawling = [(label, p) for label, p, s, m in paces if crawls(p) and not _slowed_from_its_fastest(s, m, p)]
     if not crawling:
         return None
     label, judged = crawling[0]
@@ -158,6 +163,23 @@ def _slow(data: RunData, tag: str):
         message,
         suggestion,
     )
+
+
+def _slowed_from_its_fastest(steps: np.ndarray, medians: np.ndarray, curve: dict[str, float]) -> bool:
+    """A middle quarter fell faster than the last by more than 1/END_PACE, with SLOPE_K standard errors to
+    spare: `crawls` measures the early pace on the first quarter, but a loss that waited near its start (noisy
+    small batches, a symmetric init) has its fast fall in the middle of the run, and a last quarter well under
+    that pace is a curve levelling off, not a straight line. An lr far too low keeps one pace (or speeds up)."""
+    span = float(steps[-1] - steps[0])
+    for k in (1, 2):  # the middle quarters (the first and last are `curve`'s own)
+        inside = slice(
+            int(np.searchsorted(steps, steps[0] + k * QUARTER * span, "left")),
+            int(np.searchsorted(steps, steps[0] + (k + 1) * QUARTER * span, "right")),
+        )
+        rate, error = slope(steps, medians, inside)
+        if curve["last"] < END_PACE * (-rate - SLOPE_K * error):
+            return True
+    return False
 
 
 def _lr_explains(data: RunData, start: int, end: int) -> bool:

@@ -423,6 +423,27 @@ def _finding(data: RunData, tags: list[str], onset: int, bad_values: dict | None
     evidence.update(data.context_evidence(onset))
     points = feats.points - feats.extra.get("nonfinite", 0)
     never_finite = bad_values is not None and "last_finite_step" not in bad_values and bad_values["persistent"]
+    trained_into = data.train_sibling_diverged
+    evaluations = data.run.scalars[tag].steps
+    if (
+        bad_values is not None
+        and never_finite
+        and trained_into is not None
+        and trained_into <= int(evaluations[min(1, evaluations.size - 1)])
+    ):
+        # A validation run whose training sibling turned non-finite by its second evaluation: it evaluated
+        # diverging weights. Training's divergence is the story (and its cause), not a bug in this loss or data.
+        evidence["train_nonfinite_step"] = trained_into
+        message = (
+            f"{tag} was {bad_values['first_value']} from its first evaluation (step {onset}), and the training loss "
+            f"beside it turned non-finite at step {trained_into}: the evaluations saw diverging weights"
+        )
+        suggestion = (
+            "Not a bug in the evaluation: the training run diverged (see its finding, and fix that); these "
+            "evaluations only saw its broken weights"
+        )
+        severity = confident("critical", bad_values["nonfinite_points"], 8)
+        return finding(data, "divergence", severity, tags, onset, None, evidence, message, suggestion)
     if bad_values is not None and never_finite:
         # Nothing to resume from: it was never a number. A bug in the loss or the data, not a divergence.
         severity = confident("critical", bad_values["nonfinite_points"], 8)

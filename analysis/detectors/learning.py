@@ -257,15 +257,19 @@ def _memorised(data: RunData) -> dict | None:
             continue
         fractions = values / 100.0 if values.max() > 1.0 else values
         best, typical = float(fractions.max()), median(fractions)
-        if median(fractions[-max(2, fractions.size // 3) :]) > typical + CHANCE_ACC_MARGIN:
-            continue  # climbing: a slow learner
+        recent = median(fractions[-max(2, fractions.size // 3) :])
         # A class count the held-out loss started at (a uniform guess's loss), under which the accuracy never beat
-        # chance by more than the scatter of a validation set (the bar `_accuracy_at_chance` uses).
+        # chance by more than the scatter of a validation set (the bar `_accuracy_at_chance` uses), and did not
+        # climb past chance: an accuracy rising beyond its typical level and above 1/K is a slow learner, while one
+        # rising from below chance (an unbalanced set, a model that first favoured a rare class) up to chance has
+        # learned nothing of the inputs.
+        climbing = recent > typical + CHANCE_ACC_MARGIN
         chance = next(
             (
                 (k, untrained)
                 for k, untrained in _untrained_classes(first, typical)
                 if best <= 1.0 / k + max(CHANCE_ACC_MARGIN, CHANCE_ACC_SHARE / k)
+                and not (climbing and recent > 1.0 / k + CHANCE_ACC_MARGIN)
             ),
             None,
         )

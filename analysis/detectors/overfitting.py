@@ -14,6 +14,12 @@ the training loss:
 Losses lead: when a validation loss was judged and did not turn, a validation metric that sags on its own (an
 accuracy at chance wandering by a few points) is not overfitting; a model overfits its loss first.
 The onset is the validation best: the checkpoint to keep. Few evaluations (< CONFIDENT_EVALS) give info.
+
+A held-out loss evaluated too few times to show a turn (< MIN_EVALS: often once, at the end) is still judged
+against the training loss (`_above_training`): ending at GAP_RATIO × or more of the highest level the training
+loss ever logged (its untrained start included), never having fallen between its evaluations, the model does
+worse on held-out data than it ever did on its own (or the two losses are not computed alike). Info: one
+evaluation cannot say which.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ TRAIN_IMPROVE = 0.02
 #: A validation loss must also give back at least this share of what it had gained from its first
 #: evaluations to its best.
 PROGRESS_SHARE = 0.05
+#: A held-out loss at this multiple of the highest training loss ever logged (even untrained) is worse than a model
+#: that knew nothing of the data would score: not a generalisation gap, a failure to carry over.
+GAP_RATIO = 2.0
 #: A rise of this share of the best (losses) is a warning; smaller ones are info.
 WARN_REL_LOSS = 0.1
 WARN_REL_METRIC = 0.03
@@ -164,7 +173,7 @@ def detect(data: RunData) -> list:
             continue
         events.append((train_tag, val_tag, turn, improved, is_metric, val_run))
     if not events:
-        return []
+        return _above_training(data)
     lead = events[0]
     train_tag, val_tag, turn, improved, is_metric, val_run = lead
     val_label = f"{val_run}:{val_tag}" if val_run else val_tag
@@ -223,6 +232,72 @@ def detect(data: RunData) -> list:
             sentence(advice),
         )
     ]
+
+
+def _above_training(data: RunData) -> list:
+    """Held-out losses with too few evaluations for a turn that end at GAP_RATIO × the highest training loss
+    ever logged and never fell (see the module docstring): one info finding, led by the main training loss's."""
+    found = []
+    for train_tag, val_tag, steps, values, _direction, is_metric, val_run in _candidates(data):
+        if is_metric or not 0 < values.size < MIN_EVALS or values[-1] < values[0]:
+            continue
+        if data.features[train_tag].first_nonfinite_step is not None:
+            continue  # training broke: whatever the held-out loss did then is divergence's story
+        train = data.finite(train_tag)[1]
+        ceiling = float(train.max()) if train.size else 0.0
+        final = median(values[-3:])
+        if ceiling <= 0 or final < GAP_RATIO * ceiling:
+            continue
+        at = int(steps[int(np.argmax(values >= GAP_RATIO * ceiling))])
+        found.append(
+            (
+                train_tag != data.primary.train_loss,
+                -final / ceiling,
+                train_tag,
+                val_tag,
+                val_run,
+                at,
+                final,
+                ceiling,
+                values.size,
+            )
+        )
+    if not found:
+        return []
+    found.sort(key=lambda f: f[:2])
+    _, _, train_tag, val_tag, val_run, at, final, ceiling, evaluations = found[0]
+    val_label = f"{val_run}:{val_tag}" if val_run else val_tag
+    train_steps, train_values = data.finite(train_tag)
+    now = float(train_values[min(int(np.searchsorted(train_steps, at)), train_values.size - 1)])
+    summary = (
+        f"{val_label} {fmt(final)} at step {at}: ×{final / ceiling:.1f} the highest {train_tag} ever logged "
+        f"({fmt(ceiling)}), and {train_tag} was {fmt(now)} then"
+    )
+    evidence = {
+        "summary": summary,
+        "val_tag": val_tag,
+        "train_tag": train_tag,
+        "final": final,
+        "train_highest": ceiling,
+        "train_at_evaluation": now,
+        "evaluations": int(evaluations),
+        "above_training": True,
+    }
+    if val_run:
+        evidence["val_run"] = val_run
+    if len(found) > 1:
+        evidence["also"] = [f"{f[4]}:{f[3]}" if f[4] else f[3] for f in found[1:]]
+    message = (
+        f"{val_label} is {fmt(final)} at step {at}, ×{final / ceiling:.0f} the highest {train_tag} ever logged: "
+        "the model does far worse on held-out data than on its training data at any point of the run"
+    )
+    advice = [
+        "check that the evaluation data match the training data (label map and class ids, preprocessing, "
+        "annotations) and that both losses are computed alike (a mean, not a sum over batches)",
+        "if they are, the model memorised its training set: more data or augmentation, regularisation, early stopping",
+    ]
+    tags = [train_tag] + ([val_tag] if not val_run else [])
+    return [finding(data, "overfitting", "info", tags, at, at, evidence, message, sentence(advice))]
 
 
 def _hparam(data: RunData, *names: str):
