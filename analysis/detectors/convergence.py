@@ -10,7 +10,8 @@ its start and fell fastest in the middle of the run is levelling off when its la
 its early pace) or ended worse than it began (a validation loss past its best) vetoes it. A loss that never moved at all is `no_learning` (learning.py), not slow. Runs
 resumed from a checkpoint are not judged; the pace is measured from the end of an lr warmup.
 
-plateau: a flat stretch of at least PLATEAU_MIN_FRAC of the run (features.find_plateaus) that is followed
+plateau: a flat stretch (falling less than FLAT_DROP of its level from its first to its last fifth) of at least
+PLATEAU_MIN_FRAC of the run (features.find_plateaus) that is followed
 by a real drop (PLATEAU_DROP of the level) that is *faster* than the curve moved during the stretch
 (at least PLATEAU_ACCEL × its rate: a healthy curve only ever slows down, so a slowly falling loss whose
 flattish middle merely continues falling is not a plateau), when the lr schedule does not explain it (a
@@ -61,6 +62,9 @@ KINDS = ("slow_convergence", "plateau")
 PLATEAU_MIN_FRAC = 0.1
 PLATEAU_DROP = 0.1
 PLATEAU_ACCEL = 3.0
+#: A stretch whose level fell by half a real drop (PLATEAU_DROP) from its first to its last fifth is not flat: a
+#: noisy loss can drift that far inside its noise band while it starts to fall. Flat stretches fall ~1 %.
+FLAT_DROP = 0.5 * PLATEAU_DROP
 #: lr changing by this factor across a plateau's end means the schedule made (or ended) the plateau.
 LR_EXPLAINS = 1.5
 #: A plateau counts as "at the start" when it begins within this share of the run; it is a warning when it
@@ -266,7 +270,10 @@ def _plateaus(data: RunData, tag: str) -> list:
         # as half the stretch (or 5 % of the run).
         inside = (level_steps >= start) & (level_steps <= end)
         edge = max(1, inside.sum() // 5)
-        during = (median(medians[inside][:edge]) - median(medians[inside][-edge:])) / max(end - start, 1)
+        fell = median(medians[inside][:edge]) - median(medians[inside][-edge:])
+        if fell >= FLAT_DROP * abs(level):
+            continue  # not flat: the slow start of the fall (a noisy loss drifting down inside its own band)
+        during = fell / max(end - start, 1)
         window = max(0.5 * (end - start), 0.05 * data.span)
         ahead = later & (level_steps <= end + window)
         after = (level - float(np.min(medians[ahead]))) / window if ahead.any() else 0.0

@@ -161,7 +161,8 @@ def _candidates(data: RunData) -> list[tuple[str, str, np.ndarray, np.ndarray, i
 def detect(data: RunData) -> list:
     events: list[tuple[str, str, dict, float, bool, str | None]] = []
     loss_judged = False
-    for train_tag, val_tag, steps, values, direction, is_metric, val_run in _candidates(data):
+    candidates = _candidates(data)
+    for train_tag, val_tag, steps, values, direction, is_metric, val_run in candidates:
         if is_metric and loss_judged and not events:
             break  # a validation loss was judged and did not turn: a metric that sags alone is noise, not overfitting
         loss_judged = loss_judged or (not is_metric and values.size >= MIN_EVALS)
@@ -173,7 +174,7 @@ def detect(data: RunData) -> list:
             continue
         events.append((train_tag, val_tag, turn, improved, is_metric, val_run))
     if not events:
-        return _above_training(data)
+        return _above_training(data, candidates)
     lead = events[0]
     train_tag, val_tag, turn, improved, is_metric, val_run = lead
     val_label = f"{val_run}:{val_tag}" if val_run else val_tag
@@ -234,11 +235,13 @@ def detect(data: RunData) -> list:
     ]
 
 
-def _above_training(data: RunData) -> list:
+def _above_training(
+    data: RunData, candidates: list[tuple[str, str, np.ndarray, np.ndarray, int, bool, str | None]]
+) -> list:
     """Held-out losses with too few evaluations for a turn that end at GAP_RATIO × the highest training loss
     ever logged and never fell (see the module docstring): one info finding, led by the main training loss's."""
     found = []
-    for train_tag, val_tag, steps, values, _direction, is_metric, val_run in _candidates(data):
+    for train_tag, val_tag, steps, values, _direction, is_metric, val_run in candidates:
         if is_metric or not 0 < values.size < MIN_EVALS or values[-1] < values[0]:
             continue
         if data.features[train_tag].first_nonfinite_step is not None:
