@@ -27,10 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 
 def child(logdir: str, every: float, keys: int) -> dict:
-    from textual import events
+    from many_runs import press_key
 
     from tbtriage.tui.app import make_app
     from tbtriage.tui.widgets.run_table import RunTable
@@ -41,18 +42,12 @@ def child(logdir: str, every: float, keys: int) -> dict:
     out: dict = {"keys_ms": [], "cpu_ms": [], "sent_s": []}
 
     async def press(app, key: str, due: float) -> None:
-        before, sent, cpu = app.view.current_run, time.perf_counter(), time.thread_time()
-        app._driver.send_message(events.Key(key, None))
-        moved = None
-        while time.perf_counter() - sent < 5:
-            if moved is None and app.view.current_run != before:
-                moved = time.perf_counter()
-            if moved is not None and frames and frames[-1] >= moved:
-                out["keys_ms"].append(round(1000 * (frames[-1] - min(due, sent)), 1))
-                out["cpu_ms"].append(round(1000 * (time.thread_time() - cpu), 1))
-                out["sent_s"].append(round(sent - start, 3))
-                return
-            await asyncio.sleep(0.001)
+        sent, cpu = time.perf_counter(), time.thread_time()
+        drawn = await press_key(app, key, frames)
+        if drawn is not None:
+            out["keys_ms"].append(round(1000 * (drawn - min(due, sent)), 1))
+            out["cpu_ms"].append(round(1000 * (time.thread_time() - cpu), 1))
+            out["sent_s"].append(round(sent - start, 3))
 
     async def main() -> None:
         app = make_app(logdir, follow=False)

@@ -254,6 +254,24 @@ class StallSampler:
         return lines
 
 
+async def press_key(app, key: str, frames: list[float]) -> float | None:
+    """Send `key` to `app` as its terminal would; when the first frame after the cursor left its run was drawn
+    (`time.perf_counter()`; `frames`: every frame's, as the app hands them to its driver), or None when the cursor did
+    not move within 5 s."""
+    from textual import events
+
+    before, sent = app.view.current_run, time.perf_counter()
+    app._driver.send_message(events.Key(key, None))
+    moved = None
+    while time.perf_counter() - sent < 5:
+        if moved is None and app.view.current_run != before:
+            moved = time.perf_counter()
+        if moved is not None and frames and frames[-1] >= moved:
+            return frames[-1]
+        await asyncio.sleep(0.001)
+    return None
+
+
 def child_app(logdir: str, key_every: float) -> dict:
     """Milestones and key latencies of the app loading `logdir` (seconds from the app's creation).
 
@@ -314,18 +332,9 @@ def child_app(logdir: str, key_every: float) -> dict:
 
     async def press(app, key: str) -> float | None:
         """Seconds from sending `key` to the first frame after the cursor left its run (None: it did not move)."""
-        from textual import events
-
-        before, sent = app.view.current_run, time.perf_counter()
-        app._driver.send_message(events.Key(key, None))
-        moved = None
-        while time.perf_counter() - sent < 5:
-            if moved is None and app.view.current_run != before:
-                moved = time.perf_counter()
-            if moved is not None and frames and frames[-1] >= moved:
-                return frames[-1] - sent
-            await asyncio.sleep(0.001)
-        return None
+        sent = time.perf_counter()
+        drawn = await press_key(app, key, frames)
+        return None if drawn is None else drawn - sent
 
     async def main() -> None:
         start = time.perf_counter()

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 #: are drawn first. Short: on a warm reopen the worst run's columns and verdict arrive ~0.3-0.5 s after that frame,
 #: and what the warm-up has not made ready by then is made at once, in one piece.
 START_AFTER_S = 0.05
-#: Seconds between two steps: a key (and the frame that shows it) that came during a step goes first (any gap does:
-#: the next step's timer event is queued behind it).
-STEP_GAP_S = 0.005
+#: Seconds between two steps (then the next waits for the screen to be drawn): a key that came during a step, and the
+#: frame that shows it, go first.
+STEP_GAP_S = 0.02
 #: A step that cannot run yet (health still on its way, a module another thread is importing) looks again this often.
 RETRY_S = 0.05
 
@@ -75,7 +75,7 @@ class WarmUp:
         """Run the steps, from `START_AFTER_S` on (once; later calls do nothing)."""
         if not self.started:
             self.started = True
-            self._app.set_timer(START_AFTER_S, self._next)
+            self._app.set_timer(START_AFTER_S, self._after_refresh)
 
     async def _next(self) -> None:
         if not self._steps or not self._app.is_running:
@@ -85,11 +85,17 @@ class WarmUp:
         if inspect.isawaitable(result):
             result = await result
         if result is False:
-            self._app.set_timer(RETRY_S, self._next)
+            self._app.set_timer(RETRY_S, self._after_refresh)
             return
         self._steps.pop(0)
         self.ran.append(getattr(step, "__qualname__", repr(step)))
         if self._steps:
-            self._app.set_timer(STEP_GAP_S, self._next)
+            self._app.set_timer(STEP_GAP_S, self._after_refresh)
         else:
             self.done = True
+
+    def _after_refresh(self) -> None:
+        """The next step once the screen is drawn: a key handled meanwhile has its frame drawn before that step runs
+        (handled first is not enough: its frame waits for the screen's next refresh, and a step would come first)."""
+        if self._app.is_running:
+            self._app.call_after_refresh(self._next)
