@@ -136,10 +136,14 @@ def _event_files(reader, listed: set[str] | None = None) -> list[dict] | None:
     return records
 
 
-def _files_unchanged(reader, records: list[dict]) -> bool:
-    """The run's event files are exactly the files, and the bytes, that `records` describe."""
+def _files_unchanged(reader, records: list[dict], listed: set[str] | None = None) -> bool:
+    """The run's event files are exactly the files, and the bytes, that `records` describe. `listed`, when given,
+    gets every name in the run's directory from the same listing (as `_event_files`)."""
     try:
-        names = sorted(reader.list_files())
+        if listed is not None and reader.only_file is None:
+            names = sorted(reader.storage.list_files(reader.path, listed))
+        else:
+            names = sorted(reader.list_files())
     except OSError:
         return False
     if names != [r["name"] for r in records]:
@@ -279,9 +283,10 @@ def _checked(logdir, name: str, reader, config: Config | None, path: Path, raw: 
             return None
         if checks["engine"] != engine_fingerprint() or checks["config"] != config_fingerprint(config):
             return None
-        if not _files_unchanged(reader, checks["files"]):
+        listed: set[str] = set()
+        if not _files_unchanged(reader, checks["files"], listed):
             return None
-        if config_file_stats(reader.run) != checks["configs"]:
+        if config_file_stats(reader.run, listed if reader.only_file is None else None) != checks["configs"]:
             return None
         if not _siblings_unchanged(logdir, name, checks["related"]):
             return None
