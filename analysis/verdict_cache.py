@@ -97,15 +97,26 @@ def _local(reader) -> bool:
     return not reader.storage.objects
 
 
+def _listing(reader, listed: set[str] | None) -> list[str]:
+    """The run's event file names, sorted (both listings sort); `listed`, when given, also gets every name in the run's directory from the
+    same listing (for `_config_stats`; left empty for a single-file run). OSError when it cannot be listed."""
+    if listed is not None and reader.only_file is None:
+        return reader.storage.list_files(reader.path, listed)
+    return reader.list_files()
+
+
+def _config_stats(reader, listed: set[str]) -> dict[str, list | None]:
+    """`config_file_stats` of the run, from the names `_listing` put in `listed` (a single-file run's configs are
+    looked up on their own)."""
+    return config_file_stats(reader.run, listed if reader.only_file is None else None)
+
+
 def _event_files(reader, listed: set[str] | None = None) -> list[dict] | None:
     """Every event file of the run as its reader read it, or None when the reader cannot vouch for one: not read
-    to its end (a partial last record, an unreadable stretch), or changed since it was read. `listed`, when given,
-    gets every name in the run's directory from the same listing (None is left there for a single-file run)."""
+    to its end (a partial last record, an unreadable stretch), or changed since it was read. `listed`: as
+    `_listing`'s."""
     try:
-        if listed is not None and reader.only_file is None:
-            names = reader.storage.list_files(reader.path, listed)
-        else:
-            names = reader.list_files()
+        names = _listing(reader, listed)
     except OSError:
         return None
     if sorted(names) != sorted(reader._files):
@@ -137,13 +148,10 @@ def _event_files(reader, listed: set[str] | None = None) -> list[dict] | None:
 
 
 def _files_unchanged(reader, records: list[dict], listed: set[str] | None = None) -> bool:
-    """The run's event files are exactly the files, and the bytes, that `records` describe. `listed`, when given,
-    gets every name in the run's directory from the same listing (as `_event_files`)."""
+    """The run's event files are exactly the files, and the bytes, that `records` describe. `listed`: as
+    `_listing`'s."""
     try:
-        if listed is not None and reader.only_file is None:
-            names = sorted(reader.storage.list_files(reader.path, listed))
-        else:
-            names = sorted(reader.list_files())
+        names = _listing(reader, listed)
     except OSError:
         return False
     if names != [r["name"] for r in records]:
@@ -286,7 +294,7 @@ def _checked(logdir, name: str, reader, config: Config | None, path: Path, raw: 
         listed: set[str] = set()
         if not _files_unchanged(reader, checks["files"], listed):
             return None
-        if config_file_stats(reader.run, listed if reader.only_file is None else None) != checks["configs"]:
+        if _config_stats(reader, listed) != checks["configs"]:
             return None
         if not _siblings_unchanged(logdir, name, checks["related"]):
             return None
@@ -340,7 +348,7 @@ def entry_bytes(
         "engine": engine_fingerprint(),
         "config": config_fingerprint(config),
         "files": files,
-        "configs": config_file_stats(run, listed if reader.only_file is None else None),
+        "configs": _config_stats(reader, listed),
         "related": related,
         "facts": facts,
         "stall": stall(facts, context),
