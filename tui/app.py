@@ -362,9 +362,8 @@ class TriageApp(App[int]):
             # pool's logdir noted its warnings a second time).
             listed = (found, None)
             self._cached_verdicts(total, listed)
-            if judge_in_pool(
-                self, worker, listed
-            ):  # many runs, the cache on: read and judged in the pool, as `report` does
+            # Many runs, the cache on: read and judged in the pool, as `report` does.
+            if judge_in_pool(self, worker, listed):
                 return True
         read = 0
         throttle = Throttle()
