@@ -6,18 +6,20 @@ of its own time constants in a run. A crawl is nearly a straight line: the first
 most FAST_START × the run's average pace (no fast early phase) and the last quarter still falls at END_PACE of
 the first quarter's pace (least-squares lines through the bucket medians of each quarter, both falling beyond
 SLOPE_K standard errors), and of either middle quarter's (less SLOPE_K standard errors): a loss that waited near
-its start and fell fastest in the middle of the run is levelling off when its last quarter lost half that pace. Any judged curve that clearly levelled off (its last quarter under LEVELLED_PACE of
-its early pace) or ended worse than it began (a validation loss past its best) vetoes it. A loss that never moved at all is `no_learning` (learning.py), not slow. Runs
-resumed from a checkpoint are not judged; the pace is measured from the end of an lr warmup.
+its start and fell fastest in the middle of the run is levelling off when its last quarter lost half that pace.
+Any judged curve that clearly levelled off (its last quarter under LEVELLED_PACE of its early pace) or ended worse
+than it began (a validation loss past its best) vetoes it. A loss that never moved at all is `no_learning`
+(learning.py), not slow. Runs resumed from a checkpoint are not judged; the pace is measured from the end of an lr
+warmup.
 
 plateau: a flat stretch (falling less than FLAT_DROP of its level from its first to its last fifth) of at least
-PLATEAU_MIN_FRAC of the run (features.find_plateaus) that is followed
-by a real drop (PLATEAU_DROP of the level) that is *faster* than the curve moved during the stretch
-(at least PLATEAU_ACCEL × its rate: a healthy curve only ever slows down, so a slowly falling loss whose
-flattish middle merely continues falling is not a plateau), when the lr schedule does not explain it (a
-step decay or the end of a warmup at the plateau's end makes exactly that shape). A plateau right at the start is a
-warning when it lasts START_WARN_FRAC of the run (the run sat at its initial loss before learning anything:
-init, normalisation, lr); elsewhere, or shorter, it is info (a saddle the optimizer eventually left).
+PLATEAU_MIN_FRAC of the run (features.find_plateaus) that is followed by a real drop (PLATEAU_DROP of the level)
+that is *faster* than the curve moved during the stretch (at least PLATEAU_ACCEL × its rate: a healthy curve only
+ever slows down, so a slowly falling loss whose flattish middle merely continues falling is not a plateau), when
+the lr schedule does not explain it (a step decay or the end of a warmup at the plateau's end makes exactly that
+shape). A plateau right at the start is a warning when it lasts START_WARN_FRAC of the run (the run sat at its
+initial loss before learning anything: init, normalisation, lr); elsewhere, or shorter, it is info (a saddle the
+optimizer eventually left).
 """
 
 from __future__ import annotations
