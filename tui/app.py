@@ -224,7 +224,7 @@ class TriageApp(App[int]):
         self._announce_timer: Timer | None = None
         self.full_collections: FullCollectionsHeld | None = None  # while the logdir loads
         self._health_frame_drawn = False  # the frame with a warm reopen's health, from its index (`_health_drawn`)
-        #: The chart, the Markdown pane and the report's renderer, made ready after the first screen (`tui.warm_up`).
+        #: The chart, the Markdown parser and the report's renderer, made ready after the first screen (`tui.warm_up`).
         self.warm_up = WarmUp(self, self._warm_up_steps())
 
     @property
@@ -271,15 +271,13 @@ class TriageApp(App[int]):
         self.warm_up.start()
 
     def _warm_up_steps(self) -> tuple[Step, ...]:
-        """The Diagnosis pane's Markdown first (the load worker is importing numpy meanwhile, to read the worst run's
+        """The Diagnosis pane's Markdown parser first (the load worker is importing numpy meanwhile, to read the worst run's
         columns), then the chart (numpy, plotext), then what renders a report (the cause library and its detectors,
         which the load worker usually imports first): the worst run's verdict and columns arrive together."""
         screen = self.main_screen
         return (
             self._health_shown,
             import_step("markdown_it"),
-            import_step("textual.widgets._markdown"),
-            screen.prepare_diagnosis,
             import_step("numpy"),
             import_step("plotext"),
             import_step("textual_plotext", "tbtriage.tui.widgets.tag_chart"),

@@ -1,7 +1,7 @@
 """What the app prepares on its UI thread while the user reads the first screen, one short step at a time.
 
-The first screen is drawn without the chart (numpy, plotext), the Diagnosis pane's Markdown (its parser and
-highlighter) and the report's renderer (the cause library, every detector): importing them before it would delay it
+The first screen is drawn without the chart (numpy, plotext), the Diagnosis pane's Markdown parser and the
+report's renderer (the cause library, every detector): importing them before it would delay it
 (tests/test_first_screen.py holds the list). Imported all at once just after it, they held the UI thread for ~150 ms
 on a quiet 2-core machine and ~400 ms on a busy one, and a large health index's frame (read on a thread, posted as a
 message) waited behind them; imported where first needed, a key paid for them. So they are imported and mounted here,

@@ -38,8 +38,6 @@ from tbtriage.tui.widgets.series_style import series_style
 from tbtriage.tui.widgets.tag_tree import TagTree
 
 if TYPE_CHECKING:
-    from textual.widget import AwaitMount
-
     from tbtriage.tui.chart_options import SeriesRequest
     from tbtriage.tui.state import HostApp
     from tbtriage.tui.widgets.tag_chart import TagChart
@@ -141,10 +139,6 @@ class MainScreen(Screen):
         await placeholder.remove()
         self._chart = chart
         self.refresh_chart()
-
-    def prepare_diagnosis(self) -> AwaitMount | None:
-        """The Diagnosis pane's Markdown widget mounted ahead of its first report (`tui.warm_up`)."""
-        return self.query_one(DiagnosisPane).prepare()
 
     @property
     def chart(self) -> TagChart | None:
