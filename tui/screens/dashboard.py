@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tbtriage.analysis.datamodel import Series
 from tbtriage.analysis.histograms import gradient_layers
@@ -24,6 +24,7 @@ from tbtriage.tui.chart_data import SeriesRequest
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.state import DataChange, ViewState
 from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
+from tbtriage.tui.widgets.key_footer import KeyFooter
 from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class RunDashboard(Screen):
                         yield GradHeatmap({}, ascii_only=ascii_only, id="grad-heatmap")
                     for chart_id, _roles in charts:
                         yield TagChart(ascii_only=ascii_only, id=chart_id, empty_message="", legend=True)
-        yield Footer(show_command_palette=not ascii_only)
+        yield KeyFooter(show_command_palette=not ascii_only)
 
     def on_mount(self) -> None:
         if self.app.ascii_only:

@@ -17,7 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -30,6 +30,7 @@ from tbtriage.tui.safe_text import plain
 from tbtriage.tui.state import DataChange
 from tbtriage.tui.widgets.distribution_chart import DistributionChart, HistogramAtStep
 from tbtriage.tui.widgets.grad_heatmap import GradHeatmap, LayerBars
+from tbtriage.tui.widgets.key_footer import KeyFooter
 
 if TYPE_CHECKING:
     from tbtriage.tui.state import HostApp
@@ -91,7 +92,7 @@ class DistributionsScreen(Screen):
                     yield LayerBars(ascii_only=ascii_only, id="flow-bars")
                 with Vertical(id="flow-heatmap-pane", classes="pane"):
                     yield GradHeatmap({}, ascii_only=ascii_only, id="flow-heatmap")
-        yield Footer(show_command_palette=not ascii_only)
+        yield KeyFooter(show_command_palette=not ascii_only)
 
     def on_mount(self) -> None:
         if self.app.ascii_only:
