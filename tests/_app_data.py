@@ -104,7 +104,8 @@ async def until(pilot, condition, what: str = "timed out waiting", timeout: floa
 
 
 async def settle(app, pilot, timeout: float = 30.0) -> None:
-    """Wait until no worker is pending or running, after the messages they posted are handled too.
+    """Wait until no worker is pending or running, after the messages they posted are handled too, and the app's
+    warm-up (`tui.warm_up`: the chart among its steps) is done.
 
     (Not `workers.wait_for_complete()`: an exclusive worker cancelled before it started makes that raise.)
     """
@@ -113,6 +114,7 @@ async def settle(app, pilot, timeout: float = 30.0) -> None:
     while quiet_passes < 2:  # handled messages may start new workers (a chart redraw after an analysis)
         await pilot.pause()
         busy = any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers)
+        busy = busy or not getattr(getattr(app, "warm_up", None), "done", True)  # the chart is mounted by its step
         quiet_passes = 0 if busy else quiet_passes + 1
         if busy:
             assert time.monotonic() < deadline, "workers still busy"

@@ -17,10 +17,12 @@ from textual.geometry import Region
 from tbtriage.analysis import health_index
 from tbtriage.themes import STYLESHEET
 from tbtriage.tui import START_YOUNG_OBJECTS
-from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
+from tbtriage.tui.app import make_app
+from tbtriage.tui.warm_up import WarmUp
+from tbtriage.tui.widgets.chart_placeholder import COMING_MESSAGE, ChartPlaceholder
 from tbtriage.tui.widgets.diagnosis import ANALYSING, DiagnosisPane
 from tbtriage.tui.widgets.tag_chart import TagChart
-from tests._app_data import drive
+from tests._app_data import decaying_loss, drive, fixed_clock, until, write_run
 from tests.test_health_index import _open, logdir  # noqa: F401 - the fixture
 from tests.test_verdict_cache import NOW
 
@@ -212,3 +214,24 @@ def test_the_diagnosis_pane_says_its_run_is_being_analysed_from_its_first_frame(
 
     drive(app, scenario, size=(60, 8))
 
+
+def test_a_series_that_comes_before_the_warm_up_reaches_the_chart_waits_for_its_step(tmp_path):
+    # Mounted at once, the chart's imports and mount held the UI thread just as a warm reopen's worst run arrived,
+    # and a key pressed then waited for them: the warm-up's own step mounts it, the placeholder saying it is coming.
+    write_run(tmp_path, "gpt", {"train/loss": decaying_loss(50)})
+    app = make_app(str(tmp_path), follow=False, clock=fixed_clock)
+    app.warm_up = WarmUp(app, [])  # the warm-up has not got to the chart yet
+
+    async def scenario(app, pilot):
+        screen = app.main_screen
+        await until(pilot, lambda: app.view.current_run == "gpt" and app.store.chart_requests(app.view))
+        await pilot.pause()
+        assert screen.chart is None
+        placeholder = screen.query_one(ChartPlaceholder)
+        assert placeholder.coming and COMING_MESSAGE in str(placeholder.render())
+        await screen.mount_chart()  # the warm-up's step
+        await pilot.pause()
+        assert screen.chart is not None and [r.run for r in screen.chart.requests] == ["gpt"]
+        assert not screen.query(ChartPlaceholder)
+
+    drive(app, scenario)

@@ -126,9 +126,9 @@ class MainScreen(Screen):
         self.refresh_all()
 
     async def mount_chart(self) -> None:
-        """The chart in its placeholder's place, after the first frame (the app's warm-up, `tui.warm_up`, or as soon
-        as there is something to chart): plotext, numpy and the chart's data pipeline are imported here, not on the
-        way from the shell to the first screen."""
+        """The chart in its placeholder's place, after the first frame (a step of the app's warm-up, `tui.warm_up`):
+        plotext, numpy and the chart's data pipeline are imported here, not on the way from the shell to the first
+        screen."""
         if not self.is_attached or self._chart_mounting:
             return  # the app quit before its first frame was followed up, or the chart is (being) mounted
         self._chart_mounting = True
@@ -278,7 +278,10 @@ class MainScreen(Screen):
         if self._chart is not None:
             self._chart.set_data(requests, view.options)
         elif requests:
-            self.call_later(self.mount_chart)  # a series to draw before the warm-up got to the chart: mounted now
+            # A series to draw before the warm-up got to the chart: the warm-up's own steps mount it shortly. Mounted
+            # here at once, its imports (plotext, the chart's pipeline) and mount held the UI thread 35-120 ms just as a
+            # warm reopen's worst run arrived, and a key pressed then waited for them.
+            self.query_one(ChartPlaceholder).expect_chart()
         title = Text(plain(view.current_tag) if view.current_tag else "Chart")
         title.append(f"  {view.options.describe(app.separator)}", style="dim")
         self.query_one("#chart-pane").border_title = title
