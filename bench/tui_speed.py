@@ -123,6 +123,7 @@ async def measure(logdir: Path, direct: bool = False, rounds: int = 3) -> dict[s
             "runs listed": lambda: bool(app.runs),
             "events read": lambda: app.logdir is not None,
             "all analysed": lambda: app.loaded,
+            "chart mounted": lambda: app.main_screen.chart is not None,  # a step of the warm-up (`tui.warm_up`)
         }
         while milestones:
             for name, reached in list(milestones.items()):
@@ -134,7 +135,8 @@ async def measure(logdir: Path, direct: bool = False, rounds: int = 3) -> dict[s
         figures["runs"] = len(app.runs)
         figures["points"] = sum(len(s) for run in app.runs.values() for s in run.scalars.values())
 
-        chart = app.screen.query_one("#chart", TagChart)
+        chart = app.main_screen.chart
+        assert chart is not None
         for _ in range(OVERLAID_RUNS):
             await pilot.press("space", "j")
         # The chart's worker goes on computing the caches the keys will read; a user reads the chart first.
