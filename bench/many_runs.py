@@ -474,15 +474,18 @@ def _mode_envs(home: str) -> dict[str, dict[str, str]]:
     return {mode: {**env, "TBTRIAGE_NO_CACHE": "1"} if mode == "--no-cache" else env for mode in MODES}
 
 
-def cache_modes(logdir: Path, repeat: int, app: bool = True, key_every: float = 0.5) -> None:
+def cache_modes(
+    logdir: Path, repeat: int, app: bool = True, key_every: float = 0.5, cache_dir: Path | None = None
+) -> None:
     """`report` (pooled) without the cache, cold with it (an empty cache directory) and warm (the one the cold round
     filled), in turn `repeat` times: wall and CPU of the whole command (its pool's workers included), peak RSS, and
     the report process's own steps (`STAGES`); then the app in the same three modes (a cache home of its own),
-    each against the report in the same mode."""
+    each against the report in the same mode. The cache homes are made in `cache_dir` (default: the temp
+    directory; creating a file in a crowded one, as `/tmp` often is, can cost far more than under `~/.cache`)."""
     print("report, pooled: --no-cache, cold (an empty cache), warm; wall and CPU (this process + its pool workers)")
     for _ in range(repeat):
         walls: dict[str, float] = {}
-        with tempfile.TemporaryDirectory(prefix="tbtriage-cache-") as home:
+        with tempfile.TemporaryDirectory(prefix="tbtriage-cache-", dir=cache_dir) as home:
             for mode, mode_env in _mode_envs(home).items():
                 result, wall = run_child("report", str(logdir), "auto", "stages", env=mode_env)
                 walls[mode] = wall
@@ -496,7 +499,7 @@ def cache_modes(logdir: Path, repeat: int, app: bool = True, key_every: float = 
                 )
         if not app:
             continue
-        with tempfile.TemporaryDirectory(prefix="tbtriage-cache-") as home:
+        with tempfile.TemporaryDirectory(prefix="tbtriage-cache-", dir=cache_dir) as home:
             for mode, mode_env in _mode_envs(home).items():
                 shown, _ = run_child("app", str(logdir), str(key_every), env=mode_env)
                 health = shown.get("health", float("nan"))
@@ -526,7 +529,7 @@ def measure(logdir: Path, args: argparse.Namespace, label: str) -> None:
     print(f"\n== {label}: {runs:,} runs ==")
     report_s = None
     if args.cache_modes:
-        cache_modes(logdir, args.repeat, app=not args.skip_app, key_every=args.key_every)
+        cache_modes(logdir, args.repeat, app=not args.skip_app, key_every=args.key_every, cache_dir=args.cache_dir)
         return
     if not args.skip_report:
         rows = []
@@ -606,6 +609,11 @@ def main(argv: list[str] | None = None) -> int:
         "--cache-modes",
         action="store_true",
         help="the report, pooled, and the app: --no-cache, cold and warm in turn, the report process's steps timed",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="with --cache-modes: make the rounds' cache homes in this directory (default: the temp directory)",
     )
     args = parser.parse_args(argv)
     if args.with_cache:
