@@ -99,7 +99,7 @@ def test_text_from_event_files_is_drawn_as_written_never_as_markup():
 
 
 def test_a_one_line_note_is_drawn_without_the_parser_exactly_as_parsed():
-    for note in ("Analysing this run…", "Select a run to read its diagnosis."):
+    for note in ("Analysing this run…", "Select a run to read its diagnosis.", "two  spaces\tand a tab"):
         assert parse(note) == _blocks(_parser().parse(note), 0, None)[0]
     # Anything Markdown would read goes through the parser.
     for text in ("**bold**", "- item", "1. one", "`code`", "# title", "a_b_c", "a [link](x)"):
@@ -174,3 +174,24 @@ def test_a_theme_change_redraws_the_document_in_the_themes_colours():
         assert dark != light and dark.bgcolor is not None and light.bgcolor is not None
 
     drive(One(), scenario, size=(40, 5), wait=False)
+
+
+def test_text_selected_with_the_mouse_is_highlighted_and_copied_as_drawn():
+    class One(App):
+        def compose(self) -> ComposeResult:
+            yield MarkdownView("### `run_7`\n\n1. **plateau** at step 10\n   - try: a lower lr\n")
+
+    async def scenario(app, pilot):
+        await pilot.pause()
+        view = app.query_one(MarkdownView)
+        before = view.render_line(3)
+        view.text_select_all()
+        await pilot.pause()
+        assert app.screen.get_selected_text().strip("\n") == "\n".join(iter_text(view)).strip("\n")
+        assert " 1. plateau at step 10\n    • try: a lower lr" in app.screen.get_selected_text()
+        selected = app.screen.get_component_rich_style("screen--selection")
+        after = view.render_line(3)
+        assert after.text == before.text and [s.style for s in after] != [s.style for s in before]
+        assert all(selected.bgcolor in (None, s.style.bgcolor) for s in after if s.text.strip())
+
+    drive(One(), scenario, size=(60, 10), wait=False)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
@@ -30,6 +31,7 @@ from textual.widget import Widget
 if TYPE_CHECKING:
     from rich.console import Console
     from textual.geometry import Size
+    from textual.selection import Selection
 
 #: A run of inline text and the component classes that style it ("strong", "code", ...).
 Run = tuple[str, tuple[str, ...]]
@@ -63,7 +65,7 @@ def parse(markdown: str) -> list[Block]:
     if not text:
         return []
     if PLAIN.fullmatch(text):
-        return [Block("paragraph", [(text, ())])]
+        return [Block("paragraph", [(re.sub(r"\s+", " ", text), ())])]
     blocks, _ = _blocks(_parser().parse(markdown), 0, None)
     return blocks
 
@@ -349,7 +351,20 @@ class MarkdownView(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         lines = self._lines(width)
-        return lines[y] if y < len(lines) else Strip.blank(width, self.rich_style)
+        if y >= len(lines):
+            return Strip.blank(width, self.rich_style)
+        line = lines[y]
+        selection = self.text_selection
+        if selection is not None and (span := selection.get_span(y)) is not None:  # text selected with the mouse
+            start, end = span
+            before, chosen, after = line.divide([start, width if end == -1 else end, width])
+            style = self.screen.get_component_rich_style("screen--selection")
+            line = Strip.join([before, Strip(Segment.apply_style(chosen, post_style=style)), after])
+        return line
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The text selected with the mouse, as drawn (bullets and numbers included)."""
+        return selection.extract("\n".join(iter_text(self))), "\n"
 
     def _lines(self, width: int) -> list[Strip]:
         if self._strips is None or self._strips[0] != width:
@@ -357,8 +372,9 @@ class MarkdownView(Widget):
                 self._blocks = parse(self._source)
             console, base = self.app.console, self.rich_style
             texts = Layout(console, self._component_style).lines(self._blocks, width) if width > 0 else []
-            strips = [
-                Strip(line.render(console, end="")).crop_extend(0, width, base).apply_style(base) for line in texts
+            strips = [  # each cell knows its offset: the mouse selects text by it
+                Strip(line.render(console, end="")).crop_extend(0, width, base).apply_style(base).apply_offsets(0, y)
+                for y, line in enumerate(texts)
             ]
             self._strips = (width, strips)
         return self._strips[1]
@@ -368,6 +384,6 @@ class MarkdownView(Widget):
 
 
 def iter_text(view: MarkdownView) -> Iterator[str]:
-    """The lines `view` draws at its width, as plain text (for tests and copying)."""
+    """The lines `view` draws at its width, as plain text (what a mouse selection copies)."""
     for strip in view._lines(view.size.width):
         yield strip.text.rstrip()
