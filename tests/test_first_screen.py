@@ -48,8 +48,8 @@ OFF_THE_FIRST_SCREEN = (
     "tbtriage.tui.chart_data",
     "tbtriage.tui.widgets.tag_chart",
     "tbtriage.tui.widgets.chart_canvas",
-    # The Diagnosis pane's Markdown parser (its one-line "Analysing this run…" is drawn without it), Textual's Markdown
-    # widget and highlighter (the local model's answer, on demand) and the report's renderer.
+    # The Diagnosis pane's Markdown parser (its one-line "Analysing this run…" is drawn without it), Textual's
+    # Markdown widget and highlighter (the local model's answer, on demand) and the report's renderer.
     "markdown_it",
     "pygments",
     "textual.widgets._markdown",

@@ -1,6 +1,7 @@
-"""The Diagnosis pane's Markdown, drawn by one widget (`tui.widgets.markdown_view`): what it draws matches what Textual's
-Markdown widget drew for the same report, its text is never read as markup, a document as tall as the last one is
-redrawn without laying the screen out again, and a theme change redraws it in the theme's colours."""
+"""The Diagnosis pane's Markdown, drawn by one widget (`tui.widgets.markdown_view`): what it draws matches what
+Textual's Markdown widget drew for the same report, its text is never read as markup, a document as tall as the last
+one is redrawn without laying the screen out again, a theme change redraws it in the theme's colours, and a mouse
+selection is highlighted and copied as drawn."""
 
 from __future__ import annotations
 

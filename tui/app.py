@@ -271,9 +271,9 @@ class TriageApp(App[int]):
         self.warm_up.start()
 
     def _warm_up_steps(self) -> tuple[Step, ...]:
-        """The Diagnosis pane's Markdown parser first (the load worker is importing numpy meanwhile, to read the worst run's
-        columns), then the chart (numpy, plotext), then what renders a report (the cause library and its detectors,
-        which the load worker usually imports first): the worst run's verdict and columns arrive together."""
+        """The Diagnosis pane's Markdown parser first (the load worker is importing numpy meanwhile, to read the worst
+        run's columns), then the chart (numpy, plotext), then what renders a report (the cause library and its
+        detectors, which the load worker usually imports first): the worst run's verdict and columns arrive together."""
         screen = self.main_screen
         return (
             self._health_shown,
@@ -282,6 +282,7 @@ class TriageApp(App[int]):
             import_step("plotext"),
             import_step("textual_plotext", "tbtriage.tui.widgets.tag_chart"),
             screen.mount_chart,
+            import_step("tbtriage.analysis.reader"),  # with its protobufs: half of what the detectors import
             import_step("tbtriage.analysis.detectors"),
             import_step("tbtriage.analysis.render_markdown", "tbtriage.analysis.roles"),
         )

@@ -353,7 +353,7 @@ class MarkdownView(Widget):
         lines = self._lines(width)
         if y >= len(lines):
             return Strip.blank(width, self.rich_style)
-        line = lines[y]
+        line = lines[y].apply_offsets(0, y)  # each cell knows its offset: the mouse selects text by it
         selection = self.text_selection
         if selection is not None and (span := selection.get_span(y)) is not None:  # text selected with the mouse
             start, end = span
@@ -372,9 +372,8 @@ class MarkdownView(Widget):
                 self._blocks = parse(self._source)
             console, base = self.app.console, self.rich_style
             texts = Layout(console, self._component_style).lines(self._blocks, width) if width > 0 else []
-            strips = [  # each cell knows its offset: the mouse selects text by it
-                Strip(line.render(console, end="")).crop_extend(0, width, base).apply_style(base).apply_offsets(0, y)
-                for y, line in enumerate(texts)
+            strips = [
+                Strip(line.render(console, end="")).crop_extend(0, width, base).apply_style(base) for line in texts
             ]
             self._strips = (width, strips)
         return self._strips[1]
