@@ -69,6 +69,16 @@ def _lines(widget) -> list[str]:
     return [strip.crop(region.x, region.right).text.rstrip() for strip in screen[region.y : region.bottom]]
 
 
+def _colour_of(words: str, widget):
+    """The foreground colour the screen draws `words` in, inside `widget`'s region."""
+    region = widget.region
+    for strip in widget.screen._compositor.render_strips()[region.y : region.bottom]:
+        for segment in strip.crop(region.x, region.right):
+            if words in segment.text:
+                return segment.style.color
+    return None
+
+
 @pytest.mark.parametrize("width", [44, 72, 120])
 def test_a_report_is_drawn_line_for_line_as_textuals_markdown_widget_drew_it(width):
     text = multiline(run_markdown(_report()))
@@ -81,6 +91,8 @@ def test_a_report_is_drawn_line_for_line_as_textuals_markdown_widget_drew_it(wid
         assert view.size.height == markdown.size.height > 10
         assert _lines(view) == _lines(markdown)
         assert [f"  {line}".rstrip() for line in iter_text(view)] == _lines(view)  # inside its padding of 2
+        # The heading in the theme's Markdown heading colour, as Textual's widget draws it.
+        assert _colour_of("· health", markdown) == _colour_of("· health", view) is not None
 
     drive(app, scenario, size=(width, 80), wait=False)
 

@@ -280,24 +280,7 @@ class MarkdownView(Widget):
         height: auto;
         padding: 0 2;
         color: $foreground;
-        & > .markdown-view--h1 {
-            color: $markdown-h1-color; background: $markdown-h1-background; text-style: $markdown-h1-text-style;
-        }
-        & > .markdown-view--h2 {
-            color: $markdown-h2-color; background: $markdown-h2-background; text-style: $markdown-h2-text-style;
-        }
-        & > .markdown-view--h3 {
-            color: $markdown-h3-color; background: $markdown-h3-background; text-style: $markdown-h3-text-style;
-        }
-        & > .markdown-view--h4 {
-            color: $markdown-h4-color; background: $markdown-h4-background; text-style: $markdown-h4-text-style;
-        }
-        & > .markdown-view--h5 {
-            color: $markdown-h5-color; background: $markdown-h5-background; text-style: $markdown-h5-text-style;
-        }
-        & > .markdown-view--h6 {
-            color: $markdown-h6-color; background: $markdown-h6-background; text-style: $markdown-h6-text-style;
-        }
+        HEADINGS
         & > .markdown-view--strong { text-style: bold; }
         & > .markdown-view--em { text-style: italic; }
         & > .markdown-view--strike { text-style: strike; }
@@ -313,7 +296,14 @@ class MarkdownView(Widget):
         & > .markdown-view--rule { color: $secondary; }
         & > .markdown-view--table-header { color: $primary; text-style: bold; }
     }
-    """
+    """.replace(
+        "HEADINGS",
+        "\n".join(  # each level in the theme's Markdown colours, as Textual's Markdown headings
+            f"& > .markdown-view--h{n} {{ color: $markdown-h{n}-color; background: $markdown-h{n}-background; "
+            f"text-style: $markdown-h{n}-text-style; }}"
+            for n in range(1, 7)
+        ),
+    )
 
     def __init__(self, markdown: str = "", *, name: str | None = None, id: str | None = None) -> None:
         super().__init__(name=name, id=id)
