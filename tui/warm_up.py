@@ -1,13 +1,13 @@
 """What the app prepares on its UI thread while the user reads the first screen, one short step at a time.
 
-The first screen is drawn without the chart (numpy, plotext), the Diagnosis pane's Markdown parser and the
-report's renderer (the cause library, every detector): importing them before it would delay it
-(tests/test_first_screen.py holds the list). Imported all at once just after it, they held the UI thread for ~150 ms
-on a quiet 2-core machine and ~400 ms on a busy one, and a large health index's frame (read on a thread, posted as a
-message) waited behind them; imported where first needed, a key paid for them. So they are imported and mounted here,
-once the screen with every run's health is drawn, one module group or one mount per step, each on a timer of its own:
-a key that comes during a step is answered before the next one starts, and waits for one step at most (10-35 ms here;
-numpy, 40-95 ms, is imported by then by the load worker, which reads the runs with it, and is left to it).
+The first screen is drawn without the chart (numpy, plotext), the Diagnosis pane's Markdown parser and the report's
+renderer (the cause library, every detector): importing them before it would delay it (tests/test_first_screen.py holds
+the list). Imported all at once just after it, they held the UI thread for ~150 ms on a quiet 2-core machine and ~400 ms
+on a busy one, and a large health index's frame (read on a thread, posted as a message) waited behind them; imported
+where first needed, a key paid for them. So they are imported and mounted here, once the screen with every run's health
+is drawn, one module group or one mount per step, each on a timer of its own: a key that comes during a step is answered
+before the next one starts, and waits for one step at most (10-35 ms here; numpy, 40-95 ms, is imported by then by the
+load worker, which reads the runs with it, and is left to it).
 
 The load worker importing them instead was tried (last round) and measured worse: an import holds the interpreter
 while it runs Python code, and the worker's imports slowed the drawing of the first screen itself.

@@ -323,7 +323,7 @@ class MarkdownView(Widget):
             return
         shown = self._strips
         self._source, self._blocks, self._strips = markdown, None, None
-        if shown is not None and len(self._lines(shown[0])) == len(shown[1]) and shown[0] == self.size.width:
+        if shown is not None and shown[0] == self.size.width and len(self._lines(shown[0])) == len(shown[1]):
             self.refresh()
         else:
             self.refresh(layout=True)
