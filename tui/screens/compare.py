@@ -23,7 +23,7 @@ from tbtriage.tui.bindings import bindings
 from tbtriage.tui.chart_data import PreparedChart, SeriesRequest
 from tbtriage.tui.safe_text import multiline, plain
 from tbtriage.tui.state import DataChange, ViewState
-from tbtriage.tui.widgets.key_footer import KeyFooter
+from tbtriage.tui.widgets.key_bar import KeyBar
 from tbtriage.tui.widgets.series_style import series_style
 from tbtriage.tui.widgets.tag_chart import TagChart, _rgb
 
@@ -75,7 +75,7 @@ class CompareScreen(Screen):
         with VerticalScroll(id="compare-text", classes="pane"):
             # `--ascii`: the Markdown source as it is (pipes for the table), not box-drawn tables and bullets.
             yield Static(id="compare-markdown") if self.app.ascii_only else Markdown(id="compare-markdown")
-        yield KeyFooter(show_command_palette=not self.app.ascii_only)
+        yield KeyBar(show_command_palette=not self.app.ascii_only)
 
     def on_mount(self) -> None:
         if self.app.ascii_only:

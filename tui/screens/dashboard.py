@@ -24,7 +24,7 @@ from tbtriage.tui.chart_data import SeriesRequest
 from tbtriage.tui.safe_text import plain
 from tbtriage.tui.state import DataChange, ViewState
 from tbtriage.tui.widgets.grad_heatmap import GradHeatmap
-from tbtriage.tui.widgets.key_footer import KeyFooter
+from tbtriage.tui.widgets.key_bar import KeyBar
 from tbtriage.tui.widgets.tag_chart import TagChart
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class RunDashboard(Screen):
                         yield GradHeatmap({}, ascii_only=ascii_only, id="grad-heatmap")
                     for chart_id, _roles in charts:
                         yield TagChart(ascii_only=ascii_only, id=chart_id, empty_message="", legend=True)
-        yield KeyFooter(show_command_palette=not ascii_only)
+        yield KeyBar(show_command_palette=not ascii_only)
 
     def on_mount(self) -> None:
         if self.app.ascii_only:

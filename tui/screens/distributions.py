@@ -30,7 +30,7 @@ from tbtriage.tui.safe_text import plain
 from tbtriage.tui.state import DataChange
 from tbtriage.tui.widgets.distribution_chart import DistributionChart, HistogramAtStep
 from tbtriage.tui.widgets.grad_heatmap import GradHeatmap, LayerBars
-from tbtriage.tui.widgets.key_footer import KeyFooter
+from tbtriage.tui.widgets.key_bar import KeyBar
 
 if TYPE_CHECKING:
     from tbtriage.tui.state import HostApp
@@ -92,7 +92,7 @@ class DistributionsScreen(Screen):
                     yield LayerBars(ascii_only=ascii_only, id="flow-bars")
                 with Vertical(id="flow-heatmap-pane", classes="pane"):
                     yield GradHeatmap({}, ascii_only=ascii_only, id="flow-heatmap")
-        yield KeyFooter(show_command_palette=not ascii_only)
+        yield KeyBar(show_command_palette=not ascii_only)
 
     def on_mount(self) -> None:
         if self.app.ascii_only:

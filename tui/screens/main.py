@@ -33,7 +33,7 @@ from tbtriage.tui.state import (
 from tbtriage.tui.widgets.chart_placeholder import ChartPlaceholder
 from tbtriage.tui.widgets.diagnosis import DiagnosisPane
 from tbtriage.tui.widgets.findings_list import FindingsList
-from tbtriage.tui.widgets.key_footer import KeyFooter
+from tbtriage.tui.widgets.key_bar import KeyBar
 from tbtriage.tui.widgets.run_table import RunTable
 from tbtriage.tui.widgets.series_style import series_style
 from tbtriage.tui.widgets.tag_tree import TagTree
@@ -109,7 +109,7 @@ class MainScreen(Screen):
                 with Horizontal(id="bottom"):
                     yield FindingsList(ascii_only=ascii_only, id="findings", classes="pane")
                     yield DiagnosisPane(id="diagnosis", classes="pane")
-        yield KeyFooter(show_command_palette=not ascii_only)
+        yield KeyBar(show_command_palette=not ascii_only)
 
     def on_mount(self) -> None:
         if self.app.ascii_only:
