@@ -104,11 +104,11 @@ class KeyBar(Widget):
         key_style = self.get_component_rich_style("key-bar--key")
         description_style = self.get_component_rich_style("key-bar--description")
         left = Text(end="")
-        spans = [self._add(left, key, f" {key.display} ", key_style, description_style) for key in self.keys]
+        spans = [self._add(left, key, True, key_style, description_style) for key in self.keys]
         right = Text(end="")
         if self.palette is not None:  # at the right edge, behind a thin bar: "▏^p palette "
             right.append("▏", self.get_component_rich_style("key-bar--edge"))
-            spans.append(self._add(right, self.palette, self.palette.display, key_style, description_style))
+            spans.append(self._add(right, self.palette, False, key_style, description_style))
         keep = max(0, self.size.width - right.cell_len)
         left.truncate(keep, overflow="crop", pad=True)
         # Where each key is drawn, for clicks: the left ones as cropped, the palette's after them.
@@ -117,14 +117,20 @@ class KeyBar(Widget):
         return Text.assemble(left, right, no_wrap=True, end="")
 
     @staticmethod
-    def _add(text: Text, key: Key, shown: str, key_style: Style, description_style: Style) -> tuple[int, int, str]:
-        """Append `key` (drawn as `shown`, then its description) to `text`; the cells it takes there."""
-        start = text.cell_len
-        text.append(shown if key.description else key.display, key_style)
-        if key.description:
-            text.append(f"{key.description} " if shown.endswith(" ") else f" {key.description} ", description_style)
+    def _add(text: Text, key: Key, padded: bool, key_style: Style, description_style: Style) -> tuple[int, int, str]:
+        """Append `key` to `text`: " ⏎ Dashboard " (`padded`, as the Footer's keys) or "^p palette " (its palette
+        key); the cells it takes there."""
+        start, first = text.cell_len, len(text)
+        if not key.description:
+            text.append(key.display, key_style)
+        elif padded:
+            text.append(f" {key.display} ", key_style)
+            text.append(f"{key.description} ", description_style)
+        else:
+            text.append(key.display, key_style)
+            text.append(f" {key.description} ", description_style)
         if not key.enabled:
-            text.stylize(Style(dim=True), start)
+            text.stylize(Style(dim=True), first)
         return start, text.cell_len, key.key
 
     def on_click(self, event: events.Click) -> None:
